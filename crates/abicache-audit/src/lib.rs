@@ -1,0 +1,1 @@
+//! abicache-audit (in progress).

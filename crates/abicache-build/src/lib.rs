@@ -1,0 +1,1 @@
+//! abicache-build (in progress).

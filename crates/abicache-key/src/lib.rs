@@ -1,0 +1,1 @@
+//! abicache-key (in progress).

@@ -1,0 +1,1 @@
+//! abicache-scan (in progress).

@@ -1,0 +1,1 @@
+//! abicache-store (in progress).

@@ -1,0 +1,1 @@
+//! abicache (in progress).
