@@ -8,11 +8,26 @@
 //! string or character literals is never an include or a marker.
 //!
 //! The crate reads files; it knows nothing of torch versions or caches.
+//!
+//! - [`lexer`]: the C/C++ lexer ([`lex`] → [`FileFacts`]);
+//! - [`resolve`]: include resolution ([`Resolver`]);
+//! - [`scan()`]: the walk, producing a [`ScanReport`];
+//! - [`render_summary`]: the human summary shown by `abicache scan`.
 
 #![deny(missing_docs)]
 
+mod error;
+pub mod lexer;
 mod report;
+pub mod resolve;
+mod scan;
+mod summary;
 
+pub use error::ScanError;
+pub use lexer::{lex, FileFacts, Include, IncludeKind};
 pub use report::{
     ComputedInclude, Location, PythonMarker, ScanReport, ScannedFile, SourceReport, TorchInclude,
 };
+pub use resolve::{Resolution, Resolver};
+pub use scan::{is_stable_header, is_torch_header, scan, ScanConfig};
+pub use summary::render_summary;

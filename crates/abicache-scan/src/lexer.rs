@@ -1,0 +1,454 @@
+//! A C/C++ lexer that finds what the scan needs: includes, Python-ABI
+//! markers and stable-ABI registrations (SPEC §2–3).
+//!
+//! It works on raw bytes (never assumes UTF-8) and understands
+//! backslash-newline continuations (`\` + LF or CR LF), `//` and `/* */`
+//! comments, string and character literals with their prefixes
+//! (`u8 u U L`), raw strings (`R"d(...)d"`, `u8R"…"`, …), digit separators
+//! (`1'000`) and preprocessing directives. Text inside comments and
+//! literals is never an include nor a marker. Conditional blocks are not
+//! evaluated: every directive counts. Lines are 1-based physical lines of
+//! where the directive (`#`) or identifier starts.
+
+use std::borrow::Cow;
+
+use memchr::{memchr, memchr2, memchr3, memmem};
+
+/// How an include names its header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum IncludeKind {
+    /// `#include <name>`.
+    Angle,
+    /// `#include "name"`.
+    Quoted,
+    /// `#include MACRO`: anything else; `name` holds the operand as written.
+    Computed,
+}
+
+/// One `#include` or `#include_next` directive.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Include {
+    /// The header name between the delimiters, or the operand text of a
+    /// computed include (trimmed, comments cut off). Non-UTF-8 bytes are
+    /// replaced with U+FFFD.
+    pub name: String,
+    /// Angle, quoted or computed.
+    pub kind: IncludeKind,
+    /// 1-based physical line of the directive's `#`.
+    pub line: u32,
+    /// True for `#include_next`.
+    pub next: bool,
+}
+
+impl Include {
+    /// The directive in normalised form: `#include <x>`, `#include "x"`,
+    /// `#include MACRO`, or the same with `#include_next`.
+    pub fn directive(&self) -> String {
+        let kw = if self.next { "#include_next" } else { "#include" };
+        match self.kind {
+            IncludeKind::Angle => format!("{kw} <{}>", self.name),
+            IncludeKind::Quoted => format!("{kw} \"{}\"", self.name),
+            IncludeKind::Computed => format!("{kw} {}", self.name),
+        }
+    }
+
+    /// True when this include is itself a Python-ABI marker (SPEC §3):
+    /// `Python.h` (any directory), `pybind11/…`, `torch/extension.h`,
+    /// `torch/python.h`, or any computed include.
+    pub fn is_python_marker(&self) -> bool {
+        match self.kind {
+            IncludeKind::Computed => true,
+            IncludeKind::Angle | IncludeKind::Quoted => {
+                let n = self.name.as_str();
+                n == "Python.h"
+                    || n.ends_with("/Python.h")
+                    || n.starts_with("pybind11/")
+                    || n == "torch/extension.h"
+                    || n == "torch/python.h"
+            }
+        }
+    }
+}
+
+/// Everything the scan needs to know about one file's text.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FileFacts {
+    /// Every include directive outside comments and literals, in order.
+    pub includes: Vec<Include>,
+    /// Python-ABI markers `(line, marker)` in order: identifiers matching
+    /// `Py[A-Z]\w*` or `PYBIND11_\w+`, `py::`, `REGISTER_EXTENSION(`, and
+    /// the marker includes (see [`Include::is_python_marker`]) as
+    /// [`Include::directive`].
+    pub python_markers: Vec<(u32, String)>,
+    /// Lines of identifiers starting with `STABLE_TORCH_LIBRARY`.
+    pub stable_registrations: Vec<u32>,
+}
+
+/// Lexes one file. Never panics, whatever the bytes.
+pub fn lex(bytes: &[u8]) -> FileFacts {
+    let (text, splices) = splice(bytes);
+    let mut lexer = Lexer {
+        s: &text,
+        lines: LineCounter {
+            splices: &splices,
+            pos: 0,
+            line: 1,
+            next_splice: 0,
+        },
+        facts: FileFacts::default(),
+    };
+    lexer.run();
+    lexer.facts
+}
+
+/// Removes backslash-newline continuations. Returns the spliced text and,
+/// for each removed continuation, the offset in the spliced text where the
+/// next physical line begins.
+fn splice(bytes: &[u8]) -> (Cow<'_, [u8]>, Vec<usize>) {
+    let mut splices = Vec::new();
+    let mut out: Option<Vec<u8>> = None;
+    let mut copied = 0; // bytes of `bytes` already handled
+    let mut search = 0;
+    while let Some(k) = memchr(b'\\', &bytes[search..]) {
+        let at = search + k;
+        let len = match bytes.get(at + 1) {
+            Some(b'\n') => 2,
+            Some(b'\r') if bytes.get(at + 2) == Some(&b'\n') => 3,
+            _ => {
+                search = at + 1;
+                continue;
+            }
+        };
+        let buf = out.get_or_insert_with(|| Vec::with_capacity(bytes.len()));
+        buf.extend_from_slice(&bytes[copied..at]);
+        splices.push(buf.len());
+        copied = at + len;
+        search = copied;
+    }
+    match out {
+        None => (Cow::Borrowed(bytes), splices),
+        Some(mut buf) => {
+            buf.extend_from_slice(&bytes[copied..]);
+            (Cow::Owned(buf), splices)
+        }
+    }
+}
+
+/// Maps increasing offsets of the spliced text to physical lines.
+struct LineCounter<'a> {
+    splices: &'a [usize],
+    pos: usize,
+    line: u32,
+    next_splice: usize,
+}
+
+impl LineCounter<'_> {
+    fn line_at(&mut self, s: &[u8], off: usize) -> u32 {
+        if off > self.pos {
+            let n = memchr::memchr_iter(b'\n', &s[self.pos..off]).count();
+            self.line = self.line.saturating_add(u32::try_from(n).unwrap_or(u32::MAX));
+            self.pos = off;
+        }
+        while self.splices.get(self.next_splice).is_some_and(|&p| p <= off) {
+            self.line = self.line.saturating_add(1);
+            self.next_splice += 1;
+        }
+        self.line
+    }
+}
+
+struct Lexer<'a> {
+    s: &'a [u8],
+    lines: LineCounter<'a>,
+    facts: FileFacts,
+}
+
+fn is_ident_start(c: u8) -> bool {
+    c.is_ascii_alphabetic() || c == b'_' || c == b'$' || c >= 0x80
+}
+
+fn is_ident_continue(c: u8) -> bool {
+    is_ident_start(c) || c.is_ascii_digit()
+}
+
+fn is_hspace(c: u8) -> bool {
+    matches!(c, b' ' | b'\t' | b'\r' | b'\x0b' | b'\x0c')
+}
+
+impl Lexer<'_> {
+    fn line(&mut self, off: usize) -> u32 {
+        self.lines.line_at(self.s, off)
+    }
+
+    fn run(&mut self) {
+        let s = self.s;
+        let mut i = 0;
+        let mut line_start = true;
+        while i < s.len() {
+            let c = s[i];
+            match c {
+                b'\n' => {
+                    line_start = true;
+                    i += 1;
+                }
+                b' ' | b'\t' | b'\r' | b'\x0b' | b'\x0c' => i += 1,
+                b'/' if s.get(i + 1) == Some(&b'/') => i = self.skip_line_comment(i),
+                b'/' if s.get(i + 1) == Some(&b'*') => i = self.skip_block_comment(i),
+                b'#' if line_start => {
+                    i = self.directive(i, i + 1);
+                    line_start = false;
+                }
+                b'%' if line_start && s.get(i + 1) == Some(&b':') => {
+                    i = self.directive(i, i + 2);
+                    line_start = false;
+                }
+                b'"' => {
+                    i = self.skip_quoted(i, b'"');
+                    line_start = false;
+                }
+                b'\'' => {
+                    i = self.skip_quoted(i, b'\'');
+                    line_start = false;
+                }
+                b'0'..=b'9' => {
+                    i = self.skip_number(i);
+                    line_start = false;
+                }
+                b'.' if s.get(i + 1).is_some_and(u8::is_ascii_digit) => {
+                    i = self.skip_number(i);
+                    line_start = false;
+                }
+                _ if is_ident_start(c) => {
+                    i = self.identifier(i);
+                    line_start = false;
+                }
+                _ => {
+                    i += 1;
+                    line_start = false;
+                }
+            }
+        }
+    }
+
+    /// `//` up to (not including) the end of the (spliced) line.
+    fn skip_line_comment(&self, i: usize) -> usize {
+        match memchr(b'\n', &self.s[i + 2..]) {
+            Some(k) => i + 2 + k,
+            None => self.s.len(),
+        }
+    }
+
+    /// `/* ... */`, or to the end of the file when unterminated.
+    fn skip_block_comment(&self, i: usize) -> usize {
+        match memmem::find(&self.s[i + 2..], b"*/") {
+            Some(k) => i + 2 + k + 2,
+            None => self.s.len(),
+        }
+    }
+
+    /// A string or character literal starting at the quote `i`. It ends at
+    /// the matching quote; an unterminated one ends before the newline.
+    fn skip_quoted(&self, i: usize, quote: u8) -> usize {
+        let s = self.s;
+        let mut j = i + 1;
+        loop {
+            match memchr3(quote, b'\\', b'\n', &s[j..]) {
+                None => return s.len(),
+                Some(k) => {
+                    let at = j + k;
+                    match s[at] {
+                        b'\\' => j = at + 2,
+                        b'\n' => return at,
+                        _ => return at + 1,
+                    }
+                    if j >= s.len() {
+                        return s.len();
+                    }
+                }
+            }
+        }
+    }
+
+    /// A raw string whose `"` is at `q`: `"delim( ... )delim"`. An invalid
+    /// delimiter makes it an ordinary string literal.
+    fn skip_raw(&self, q: usize) -> usize {
+        let s = self.s;
+        let open = s[q + 1..]
+            .iter()
+            .take(17)
+            .position(|&c| c == b'(' || !is_raw_delim_char(c));
+        let Some(k) = open.filter(|&k| s[q + 1 + k] == b'(') else {
+            return self.skip_quoted(q, b'"');
+        };
+        let delim = &s[q + 1..q + 1 + k];
+        let body = q + 1 + k + 1;
+        let mut closing = Vec::with_capacity(delim.len() + 2);
+        closing.push(b')');
+        closing.extend_from_slice(delim);
+        closing.push(b'"');
+        match memmem::find(&s[body..], &closing) {
+            Some(e) => body + e + closing.len(),
+            None => s.len(),
+        }
+    }
+
+    /// A pp-number: digits, identifier characters, `.`, `'` separators and
+    /// exponent signs.
+    fn skip_number(&self, i: usize) -> usize {
+        let s = self.s;
+        let mut j = i + 1;
+        while j < s.len() {
+            let c = s[j];
+            if is_ident_continue(c) || c == b'.' {
+                j += 1;
+            } else if c == b'\'' && s.get(j + 1).is_some_and(|&d| is_ident_continue(d)) {
+                j += 2;
+            } else if (c == b'+' || c == b'-') && matches!(s[j - 1], b'e' | b'E' | b'p' | b'P') {
+                j += 1;
+            } else {
+                break;
+            }
+        }
+        j
+    }
+
+    /// An identifier at `i`: a literal prefix, a marker, or nothing.
+    fn identifier(&mut self, i: usize) -> usize {
+        let s = self.s;
+        let end = i + s[i..]
+            .iter()
+            .position(|&c| !is_ident_continue(c))
+            .unwrap_or(s.len() - i);
+        let id = &s[i..end];
+        if s.get(end) == Some(&b'"') && matches!(id, b"R" | b"u8R" | b"uR" | b"UR" | b"LR") {
+            return self.skip_raw(end);
+        }
+        // Ordinary prefixes (`u8"…"`, `L'x'`) need nothing special: the
+        // literal that follows is skipped as any other.
+        if id.len() >= 3 && id.starts_with(b"Py") && id[2].is_ascii_uppercase()
+            || id.len() > 9 && id.starts_with(b"PYBIND11_")
+        {
+            let line = self.line(i);
+            let marker = String::from_utf8_lossy(id).into_owned();
+            self.facts.python_markers.push((line, marker));
+        } else if id == b"py" {
+            let k = self.skip_space(end);
+            if s[k..].starts_with(b"::") {
+                let line = self.line(i);
+                self.facts.python_markers.push((line, "py::".to_owned()));
+            }
+        } else if id == b"REGISTER_EXTENSION" {
+            let k = self.skip_space(end);
+            if s.get(k) == Some(&b'(') {
+                let line = self.line(i);
+                let marker = "REGISTER_EXTENSION(".to_owned();
+                self.facts.python_markers.push((line, marker));
+            }
+        } else if id.starts_with(b"STABLE_TORCH_LIBRARY") {
+            let line = self.line(i);
+            self.facts.stable_registrations.push(line);
+        }
+        end
+    }
+
+    /// Whitespace including newlines (tokens may be split across lines).
+    fn skip_space(&self, mut j: usize) -> usize {
+        while self.s.get(j).is_some_and(|&c| is_hspace(c) || c == b'\n') {
+            j += 1;
+        }
+        j
+    }
+
+    /// Horizontal whitespace and block comments inside a directive.
+    fn skip_directive_space(&self, mut j: usize) -> usize {
+        let s = self.s;
+        loop {
+            while s.get(j).is_some_and(|&c| is_hspace(c)) {
+                j += 1;
+            }
+            if s.get(j) == Some(&b'/') && s.get(j + 1) == Some(&b'*') {
+                j = self.skip_block_comment(j);
+            } else {
+                return j;
+            }
+        }
+    }
+
+    /// A directive whose `#` (or `%:`) is at `hash`; `after` follows it.
+    /// Records includes; every other directive is lexed as ordinary text
+    /// from `after` on, so markers in `#define` bodies count.
+    fn directive(&mut self, hash: usize, after: usize) -> usize {
+        let s = self.s;
+        let j = self.skip_directive_space(after);
+        let end = j + s[j..]
+            .iter()
+            .position(|&c| !is_ident_continue(c))
+            .unwrap_or(s.len() - j);
+        let next = match &s[j..end] {
+            b"include" => false,
+            b"include_next" => true,
+            _ => return after,
+        };
+        let op = self.skip_directive_space(end);
+        let eol = memchr(b'\n', &s[op..]).map_or(s.len(), |k| op + k);
+        let delimited = match s.get(op) {
+            Some(b'<') => memchr2(b'>', b'\n', &s[op + 1..])
+                .filter(|&k| s[op + 1 + k] == b'>')
+                .map(|k| (IncludeKind::Angle, op + 1 + k)),
+            Some(b'"') => memchr2(b'"', b'\n', &s[op + 1..])
+                .filter(|&k| s[op + 1 + k] == b'"')
+                .map(|k| (IncludeKind::Quoted, op + 1 + k)),
+            _ => None,
+        };
+        let (kind, name, resume) = match delimited {
+            Some((kind, close)) => (kind, &s[op + 1..close], close + 1),
+            None => {
+                let text = trim(cut_comment(&s[op..eol]));
+                if text.is_empty() {
+                    return op;
+                }
+                // Lex the operand as ordinary text too: a macro name
+                // can itself be a marker.
+                (IncludeKind::Computed, text, op)
+            }
+        };
+        let include = Include {
+            name: String::from_utf8_lossy(name).into_owned(),
+            kind,
+            line: self.line(hash),
+            next,
+        };
+        if include.is_python_marker() {
+            self.facts
+                .python_markers
+                .push((include.line, include.directive()));
+        }
+        self.facts.includes.push(include);
+        resume
+    }
+}
+
+fn is_raw_delim_char(c: u8) -> bool {
+    c.is_ascii_graphic() && !matches!(c, b'(' | b')' | b'\\' | b'"')
+}
+
+/// The operand of a computed include up to a `//` or `/*` comment.
+fn cut_comment(text: &[u8]) -> &[u8] {
+    let cut = text
+        .windows(2)
+        .position(|w| w == b"//" || w == b"/*")
+        .unwrap_or(text.len());
+    &text[..cut]
+}
+
+fn trim(text: &[u8]) -> &[u8] {
+    let start = text
+        .iter()
+        .position(|&c| !is_hspace(c))
+        .unwrap_or(text.len());
+    let end = text
+        .iter()
+        .rposition(|&c| !is_hspace(c))
+        .map_or(start, |k| k + 1);
+    &text[start..end.max(start)]
+}

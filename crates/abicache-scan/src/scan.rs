@@ -1,0 +1,256 @@
+//! The scan itself: an iterative depth-first walk over each source's
+//! local includes, reading, hashing and lexing every file once.
+
+use std::collections::HashMap;
+use std::io;
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+
+use crate::error::ScanError;
+use crate::lexer::{lex, FileFacts, IncludeKind};
+use crate::report::{
+    ComputedInclude, Location, PythonMarker, ScanReport, ScannedFile, SourceReport, TorchInclude,
+};
+use crate::resolve::{Resolution, Resolver};
+
+/// Where to look for headers and how to name files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScanConfig {
+    /// The fingerprint root: files under it are named relative to it.
+    pub root: PathBuf,
+    /// Extra include paths (`-I`), tried in order after the including
+    /// file's directory.
+    pub include_paths: Vec<PathBuf>,
+    /// System include roots (torch, Python, CUDA): headers found there are
+    /// neither hashed, followed nor named.
+    pub system_roots: Vec<PathBuf>,
+}
+
+impl ScanConfig {
+    /// A configuration with the given root and no include paths or system roots.
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        ScanConfig {
+            root: root.into(),
+            include_paths: Vec::new(),
+            system_roots: Vec::new(),
+        }
+    }
+
+    /// Appends an extra include path (tried after earlier ones).
+    pub fn include_path(mut self, path: impl Into<PathBuf>) -> Self {
+        self.include_paths.push(path.into());
+        self
+    }
+
+    /// Appends a system include root.
+    pub fn system_root(mut self, path: impl Into<PathBuf>) -> Self {
+        self.system_roots.push(path.into());
+        self
+    }
+}
+
+/// Scans `sources` (in order) and every local header they reach (SPEC §2–3).
+///
+/// Guarantees: each file is read, hashed and lexed once per call; each
+/// source lists each file it reaches once, depth-first in include order
+/// (preorder, the source first); the walk is iterative, so neither depth
+/// nor cycles matter; the report is identical for the same tree under
+/// another root. Relative sources are relative to the current directory.
+///
+/// # Errors
+/// [`ScanError::MissingSource`] when a source does not exist,
+/// [`ScanError::Unreadable`] when a source or a resolved header cannot be
+/// read, [`ScanError::InvalidRoot`] when `config.root` is not a directory.
+pub fn scan(sources: &[PathBuf], config: &ScanConfig) -> Result<ScanReport, ScanError> {
+    let root = std::fs::canonicalize(&config.root)
+        .map_err(|e| e.to_string())
+        .and_then(|r| {
+            if r.is_dir() {
+                Ok(r)
+            } else {
+                Err("not a directory".to_owned())
+            }
+        })
+        .map_err(|reason| ScanError::InvalidRoot {
+            path: config.root.clone(),
+            reason,
+        })?;
+    let mut walk = Walk {
+        root,
+        resolver: Resolver::new(config.include_paths.clone(), config.system_roots.clone()),
+        files: Vec::new(),
+        by_path: HashMap::new(),
+        stamp: Vec::new(),
+        report: ScanReport {
+            sources: Vec::new(),
+            python_markers: Vec::new(),
+            torch_includes: Vec::new(),
+            stable_registrations: Vec::new(),
+        },
+    };
+    for (n, source) in sources.iter().enumerate() {
+        let canonical = std::fs::canonicalize(source).map_err(|e| match e.kind() {
+            io::ErrorKind::NotFound => ScanError::MissingSource {
+                path: source.clone(),
+            },
+            _ => ScanError::Unreadable {
+                path: source.clone(),
+                source: e,
+            },
+        })?;
+        let report = walk.source(source, canonical, n + 1)?;
+        walk.report.sources.push(report);
+    }
+    Ok(walk.report)
+}
+
+struct FileEntry {
+    display: String,
+    blake3: String,
+    facts: Arc<FileFacts>,
+}
+
+struct Walk {
+    root: PathBuf,
+    resolver: Resolver,
+    files: Vec<FileEntry>,
+    by_path: HashMap<PathBuf, usize>,
+    /// Per file: the number of the last source that visited it (0: none).
+    stamp: Vec<usize>,
+    report: ScanReport,
+}
+
+impl Walk {
+    /// The index of the file at `canonical`, reading it on first sight.
+    fn load(&mut self, canonical: PathBuf) -> Result<usize, ScanError> {
+        if let Some(&idx) = self.by_path.get(&canonical) {
+            return Ok(idx);
+        }
+        let bytes = std::fs::read(&canonical).map_err(|source| ScanError::Unreadable {
+            path: canonical.clone(),
+            source,
+        })?;
+        let entry = FileEntry {
+            display: display_path(&self.root, &canonical),
+            blake3: blake3::hash(&bytes).to_hex().to_string(),
+            facts: Arc::new(lex(&bytes)),
+        };
+        let idx = self.files.len();
+        self.files.push(entry);
+        self.stamp.push(0);
+        self.by_path.insert(canonical, idx);
+        Ok(idx)
+    }
+
+    fn source(
+        &mut self,
+        given: &Path,
+        canonical: PathBuf,
+        number: usize,
+    ) -> Result<SourceReport, ScanError> {
+        let first = self.load(canonical)?;
+        let mut out = SourceReport {
+            source: self.files[first].display.clone(),
+            files: Vec::new(),
+            missing_includes: Vec::new(),
+            computed_includes: Vec::new(),
+        };
+        let mut stack = vec![(first, given.to_path_buf())];
+        let mut children = Vec::new();
+        while let Some((idx, found)) = stack.pop() {
+            if self.stamp[idx] == number {
+                continue;
+            }
+            let first_visit = self.stamp[idx] == 0;
+            self.stamp[idx] = number;
+            let entry = &self.files[idx];
+            let (display, facts) = (entry.display.clone(), Arc::clone(&entry.facts));
+            out.files.push(ScannedFile {
+                path: display.clone(),
+                blake3: entry.blake3.clone(),
+            });
+            if first_visit {
+                self.collect_facts(&display, &facts);
+            }
+            let dir = found.parent().unwrap_or(Path::new("")).to_path_buf();
+            for inc in &facts.includes {
+                match self.resolver.resolve(&dir, &inc.name, inc.kind) {
+                    Resolution::Local { found, canonical } => {
+                        children.push((self.load(canonical)?, found));
+                    }
+                    Resolution::Missing => {
+                        let missing = format!("{display}:{}", inc.name);
+                        if !out.missing_includes.contains(&missing) {
+                            out.missing_includes.push(missing);
+                        }
+                    }
+                    Resolution::System => {}
+                }
+                if inc.kind == IncludeKind::Computed {
+                    out.computed_includes.push(ComputedInclude {
+                        file: display.clone(),
+                        line: inc.line,
+                        text: inc.name.clone(),
+                    });
+                }
+            }
+            stack.extend(children.drain(..).rev());
+        }
+        Ok(out)
+    }
+
+    /// Records a file's markers, torch includes and registrations (once per file).
+    fn collect_facts(&mut self, display: &str, facts: &FileFacts) {
+        let r = &mut self.report;
+        r.python_markers
+            .extend(facts.python_markers.iter().map(|(line, marker)| PythonMarker {
+                file: display.to_owned(),
+                line: *line,
+                marker: marker.clone(),
+            }));
+        r.stable_registrations
+            .extend(facts.stable_registrations.iter().map(|&line| Location {
+                file: display.to_owned(),
+                line,
+            }));
+        for inc in &facts.includes {
+            if inc.kind != IncludeKind::Computed && is_torch_header(&inc.name) {
+                r.torch_includes.push(TorchInclude {
+                    file: display.to_owned(),
+                    line: inc.line,
+                    include: inc.name.clone(),
+                    stable: is_stable_header(&inc.name),
+                });
+            }
+        }
+    }
+}
+
+/// True for an include name of a torch header (`torch/`, `ATen/`, `c10/`, `caffe2/`).
+pub fn is_torch_header(name: &str) -> bool {
+    ["torch/", "ATen/", "c10/", "caffe2/"]
+        .iter()
+        .any(|p| name.starts_with(p))
+}
+
+/// True for a torch header of the libtorch stable ABI
+/// (`torch/csrc/stable/…` or `torch/headeronly/…`).
+pub fn is_stable_header(name: &str) -> bool {
+    name.starts_with("torch/csrc/stable/") || name.starts_with("torch/headeronly/")
+}
+
+/// `canonical` relative to `root` as POSIX text when under it, else the
+/// absolute canonical path.
+fn display_path(root: &Path, canonical: &Path) -> String {
+    match canonical.strip_prefix(root) {
+        Ok(rel) => rel
+            .components()
+            .filter_map(|c| match c {
+                Component::Normal(part) => Some(part.to_string_lossy()),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+            .join("/"),
+        Err(_) => canonical.to_string_lossy().into_owned(),
+    }
+}
