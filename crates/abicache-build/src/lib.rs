@@ -1,1 +1,28 @@
-//! abicache-build (in progress).
+//! abicache-build: turns a [`BuildPlan`] into a shared library.
+//!
+//! - [`Toolchain::discover`] finds the host compiler, `nvcc` (CUDA toolkit, `PATH` or
+//!   NVIDIA's pip wheels) and an optional launcher, and reports their versions.
+//! - [`flags`] computes compile and link command lines the way
+//!   `torch.utils.cpp_extension` does for the same torch (differences documented there).
+//! - [`build`] compiles the units in parallel through a content-addressed object cache
+//!   (editing one source recompiles one unit; a unit shared by two plans with the same
+//!   flags compiles once), links `<name>.so`, writes `compile_commands.json`, and reports
+//!   [`Progress`] events; [`progress_reporter`] renders them.
+//!
+//! This crate knows nothing of keys, stores or specs: the caller fills the plain-data
+//! [`BuildPlan`]. All failures are one [`BuildError`].
+#![deny(missing_docs)]
+
+mod compile;
+mod error;
+pub mod flags;
+mod progress;
+mod quote;
+mod toolchain;
+
+pub use compile::{build, parse_max_jobs, BuildOptions, BuildReport, OBJECT_KEY_FORMAT};
+pub use error::BuildError;
+pub use flags::{BuildPlan, CompileCommand, Unit, UnitKind};
+pub use progress::{plain_line, progress_reporter, Progress, ProgressMode};
+pub use quote::{shell_join, shell_quote};
+pub use toolchain::{find_cxx, find_nvcc, parse_nvcc_release, which, Nvcc, Tool, Toolchain, ToolchainEnv};

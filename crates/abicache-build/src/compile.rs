@@ -1,0 +1,315 @@
+//! Parallel compile through a per-unit object cache, then one link.
+//!
+//! Each unit's object is stored as `<objects_dir>/<key>.o`, where the key is the BLAKE3 of
+//! the compiler identity, the compile argv (without the output path, the launcher and nvcc
+//! scheduling flags), the unit's scanned files and hashes, and the plan's ABI fields. An
+//! existing object is reused; a new one is compiled to a temporary name in `objects_dir`
+//! and renamed into place, so a reader never sees a partial object.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::time::Instant;
+
+use serde::Serialize;
+
+use crate::error::BuildError;
+use crate::flags::{compile_command, link_argv, unit_kind, BuildPlan, CompileCommand, UnitKind};
+use crate::progress::Progress;
+use crate::quote::shell_join;
+use crate::toolchain::Toolchain;
+
+/// Bump when the object key's inputs change, so old objects are never misread.
+pub const OBJECT_KEY_FORMAT: u32 = 1;
+
+/// How to run a build.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BuildOptions {
+    /// Parallel compile jobs; `None` means one per CPU core.
+    pub jobs: Option<usize>,
+    /// Seconds the previous build of this extension took, shown as an estimate.
+    pub previous_seconds: Option<f64>,
+}
+
+impl BuildOptions {
+    /// Options with `jobs` read from `MAX_JOBS` (an error when it is set but not a
+    /// positive whole number).
+    pub fn from_env() -> Result<BuildOptions, BuildError> {
+        let jobs = match std::env::var("MAX_JOBS") {
+            Ok(v) if !v.trim().is_empty() => Some(parse_max_jobs(&v)?),
+            _ => None,
+        };
+        Ok(BuildOptions { jobs, previous_seconds: None })
+    }
+}
+
+/// Parses a `MAX_JOBS` value: a whole number of at least 1 (surrounding spaces allowed).
+pub fn parse_max_jobs(value: &str) -> Result<usize, BuildError> {
+    match value.trim().parse::<usize>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(BuildError::MaxJobs { value: value.to_string() }),
+    }
+}
+
+/// What a successful build did.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BuildReport {
+    /// The linked library, `<out_dir>/<name>.so`.
+    pub library: PathBuf,
+    /// Units in the plan.
+    pub units_total: usize,
+    /// Display paths of the units that were compiled (not reused), in plan order.
+    pub units_compiled: Vec<String>,
+    /// Units whose object was reused from the object cache.
+    pub units_cached: usize,
+    /// Wall-clock seconds of the whole build (compile and link).
+    pub seconds: f64,
+    /// The toolchain, as [`Toolchain::describe`] gives it.
+    pub toolchain: BTreeMap<String, String>,
+}
+
+/// One entry of `compile_commands.json`.
+#[derive(Debug, Serialize)]
+struct CompileCommandEntry {
+    directory: String,
+    arguments: Vec<String>,
+    file: String,
+    output: String,
+}
+
+/// A unit ready to run: its command (writing the final object path) and its key.
+struct Job {
+    index: usize,
+    display: String,
+    command: CompileCommand,
+    object: PathBuf,
+}
+
+enum Event {
+    Done { index: usize, seconds: f64 },
+    Failed(BuildError),
+}
+
+/// Builds `plan` into `<out_dir>/<name>.so`, reusing and filling the object cache in
+/// `objects_dir`, and writes `<out_dir>/compile_commands.json`.
+///
+/// Units are compiled on `opts.jobs` threads; on the first failure no new unit starts,
+/// running ones are waited for, and the first error is returned. `progress` is called on
+/// the calling thread only.
+pub fn build(
+    plan: &BuildPlan,
+    toolchain: &Toolchain,
+    objects_dir: &Path,
+    out_dir: &Path,
+    opts: &BuildOptions,
+    progress: &dyn Fn(Progress),
+) -> Result<BuildReport, BuildError> {
+    let started = Instant::now();
+    if plan.sources.is_empty() {
+        return Err(BuildError::NoSources { name: plan.name.clone() });
+    }
+    fs_err::create_dir_all(objects_dir)?;
+    fs_err::create_dir_all(out_dir)?;
+    let objects_dir = std::path::absolute(objects_dir)?;
+    let out_dir = std::path::absolute(out_dir)?;
+
+    let mut jobs = Vec::with_capacity(plan.sources.len());
+    for (index, unit) in plan.sources.iter().enumerate() {
+        let mut command = compile_command(plan, toolchain, unit, Path::new(""))?;
+        let key = object_key(plan, toolchain, unit, &command);
+        let object = objects_dir.join(format!("{key}.o"));
+        command.output = object.clone();
+        jobs.push(Job { index, display: unit.display(), command, object });
+    }
+    write_compile_commands(&out_dir, &jobs)?;
+
+    let (cached, to_compile): (Vec<&Job>, Vec<&Job>) = jobs.iter().partition(|j| j.object.is_file());
+    let total = jobs.len();
+    progress(Progress::Started {
+        name: plan.name.clone(),
+        total,
+        cached: cached.len(),
+        estimate: opts.previous_seconds,
+    });
+
+    let threads = opts
+        .jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .clamp(1, to_compile.len().max(1));
+    let mut compiled = vec![false; total];
+    let mut first_error = None;
+    let next = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let (tx, rx) = mpsc::channel::<Event>();
+        for _ in 0..threads {
+            let tx = tx.clone();
+            let (next, stop, to_compile) = (&next, &stop, &to_compile);
+            scope.spawn(move || loop {
+                if stop.load(Ordering::SeqCst) {
+                    break;
+                }
+                let Some(job) = to_compile.get(next.fetch_add(1, Ordering::SeqCst)) else { break };
+                let t = Instant::now();
+                let event = match compile_one(job) {
+                    Ok(()) => Event::Done { index: job.index, seconds: t.elapsed().as_secs_f64() },
+                    Err(e) => {
+                        stop.store(true, Ordering::SeqCst);
+                        Event::Failed(e)
+                    }
+                };
+                if tx.send(event).is_err() {
+                    break;
+                }
+            });
+        }
+        drop(tx);
+        let mut done = cached.len();
+        for event in rx {
+            match event {
+                Event::Done { index, seconds } => {
+                    done += 1;
+                    compiled[index] = true;
+                    if first_error.is_none() {
+                        let source = jobs[index].display.clone();
+                        progress(Progress::UnitDone { done, total, source, seconds });
+                    }
+                }
+                Event::Failed(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+    });
+    if let Some(e) = first_error {
+        return Err(e);
+    }
+
+    progress(Progress::Linking);
+    let library = out_dir.join(format!("{}.so", plan.name));
+    link(plan, toolchain, &jobs, &library)?;
+    let seconds = started.elapsed().as_secs_f64();
+    progress(Progress::Finished { seconds });
+    Ok(BuildReport {
+        library,
+        units_total: total,
+        units_compiled: jobs.iter().filter(|j| compiled[j.index]).map(|j| j.display.clone()).collect(),
+        units_cached: cached.len(),
+        seconds,
+        toolchain: toolchain.describe(),
+    })
+}
+
+/// The object key of `unit`: BLAKE3 over the compiler identity, the key argv, the unit's
+/// files and the plan's ABI fields, each field length-prefixed so no two inputs collide.
+fn object_key(plan: &BuildPlan, toolchain: &Toolchain, unit: &crate::Unit, command: &CompileCommand) -> String {
+    let mut h = blake3::Hasher::new();
+    let mut field = |name: &str, value: &str| {
+        for part in [name, value] {
+            h.update(&(part.len() as u64).to_le_bytes());
+            h.update(part.as_bytes());
+        }
+    };
+    field("format", &OBJECT_KEY_FORMAT.to_string());
+    field("cxx", &toolchain.cxx.path.display().to_string());
+    field("cxx_version", &toolchain.cxx.version);
+    if unit_kind(&unit.source) == UnitKind::Cuda {
+        if let Some(nvcc) = &toolchain.nvcc {
+            field("nvcc", &nvcc.tool.path.display().to_string());
+            field("nvcc_version", &nvcc.tool.version);
+        }
+    }
+    for arg in command.key_argv() {
+        field("arg", &arg);
+    }
+    for (path, hash) in &unit.files {
+        field("file", path);
+        field("hash", hash);
+    }
+    field("abi", &plan.abi_fields);
+    h.finalize().to_hex().to_string()
+}
+
+static TEMP_COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+/// Compiles one job into a temporary object and renames it into place.
+fn compile_one(job: &Job) -> Result<(), BuildError> {
+    let dir = job.object.parent().unwrap_or(Path::new("."));
+    let stem = job.object.file_stem().and_then(|s| s.to_str()).unwrap_or("object");
+    let temp = dir.join(format!(
+        ".{stem}.{}-{}.tmp.o",
+        std::process::id(),
+        TEMP_COUNTER.fetch_add(1, Ordering::SeqCst)
+    ));
+    let mut command = job.command.clone();
+    command.output = temp.clone();
+    let argv = command.argv();
+    let result = run(&argv, dir);
+    let outcome = match result {
+        Ok(out) if out.status.success() => fs_err::rename(&temp, &job.object).map_err(BuildError::from),
+        Ok(out) => Err(BuildError::Compile {
+            unit: job.display.clone(),
+            command: shell_join(&argv),
+            output: combined(&out),
+            status: out.status,
+        }),
+        Err(e) => Err(e),
+    };
+    if outcome.is_err() {
+        let _ = std::fs::remove_file(&temp);
+    }
+    outcome
+}
+
+/// Links all objects into a temporary library and renames it to `library`.
+fn link(plan: &BuildPlan, toolchain: &Toolchain, jobs: &[Job], library: &Path) -> Result<(), BuildError> {
+    let objects: Vec<PathBuf> = jobs.iter().map(|j| j.object.clone()).collect();
+    let dir = library.parent().unwrap_or(Path::new("."));
+    let temp = dir.join(format!(".{}.{}.tmp.so", plan.name, std::process::id()));
+    let argv = link_argv(plan, toolchain, &objects, &temp);
+    let out = run(&argv, dir)?;
+    if !out.status.success() {
+        let _ = std::fs::remove_file(&temp);
+        return Err(BuildError::Link {
+            library: library.display().to_string(),
+            command: shell_join(&argv),
+            output: combined(&out),
+            status: out.status,
+        });
+    }
+    fs_err::rename(&temp, library)?;
+    Ok(())
+}
+
+fn run(argv: &[String], dir: &Path) -> Result<Output, BuildError> {
+    Command::new(&argv[0])
+        .args(&argv[1..])
+        .current_dir(dir)
+        .output()
+        .map_err(|error| BuildError::Spawn {
+            program: argv[0].clone(),
+            command: shell_join(argv),
+            error,
+        })
+}
+
+fn combined(out: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+fn write_compile_commands(out_dir: &Path, jobs: &[Job]) -> Result<(), BuildError> {
+    let entries: Vec<CompileCommandEntry> = jobs
+        .iter()
+        .map(|j| CompileCommandEntry {
+            directory: j.object.parent().unwrap_or(out_dir).display().to_string(),
+            arguments: j.command.argv(),
+            file: j.command.source.display().to_string(),
+            output: j.object.display().to_string(),
+        })
+        .collect();
+    let path = out_dir.join("compile_commands.json");
+    fs_err::write(&path, serde_json::to_string_pretty(&entries)? + "\n")?;
+    Ok(())
+}

@@ -1,0 +1,152 @@
+//! The one error type of this crate.
+
+use std::path::PathBuf;
+use std::process::ExitStatus;
+
+/// Everything that can go wrong while finding a toolchain, compiling or linking.
+///
+/// Every message says what happened and what to do; compiler failures carry the
+/// compiler's own output and the exact command (shell-quoted) that was run.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// No host C++ compiler was found.
+    #[error(
+        "no C++ compiler found: looked for {looked_for}.\n\
+         Install a C++ compiler (e.g. `apt install g++`) or set `CXX` to the compiler's path."
+    )]
+    CompilerNotFound {
+        /// What was searched, e.g. "`c++` on `PATH`" or "`CXX=/opt/gcc` (not found)".
+        looked_for: String,
+    },
+
+    /// No `nvcc` was found although CUDA sources are to be built.
+    #[error(
+        "no CUDA compiler (`nvcc`) found; looked in:\n{}\n\
+         Set `CUDA_HOME` to a CUDA toolkit, put `nvcc` on `PATH`, or install NVIDIA's \
+         compiler wheel next to torch (`pip install nvidia-cuda-nvcc`).",
+        searched.iter().map(|s| format!("  - {s}")).collect::<Vec<_>>().join("\n")
+    )]
+    NvccNotFound {
+        /// Every place that was searched, in order.
+        searched: Vec<String>,
+    },
+
+    /// The compiler launcher named by `ABICACHE_COMPILER_LAUNCHER` was not found.
+    #[error(
+        "compiler launcher `{launcher}` (from `ABICACHE_COMPILER_LAUNCHER`) was not found on `PATH`.\n\
+         Install it, give its full path, or unset `ABICACHE_COMPILER_LAUNCHER`."
+    )]
+    LauncherNotFound {
+        /// The value of `ABICACHE_COMPILER_LAUNCHER`.
+        launcher: String,
+    },
+
+    /// A tool was found but asking it for its version failed.
+    #[error(
+        "`{}` did not report its version ({status}).\ncommand: {command}\noutput:\n{output}\n\
+         Check that the tool runs, or point {fix} at a working one.",
+        program.display()
+    )]
+    ToolProbe {
+        /// The tool that was run.
+        program: PathBuf,
+        /// The shell-quoted command.
+        command: String,
+        /// Its stdout and stderr.
+        output: String,
+        /// How it ended, or why it did not start.
+        status: String,
+        /// The environment variable that selects the tool.
+        fix: String,
+    },
+
+    /// `MAX_JOBS` is set to something that is not a positive integer.
+    #[error(
+        "`MAX_JOBS={value}` is not a positive whole number.\n\
+         Set `MAX_JOBS` to the number of parallel compile jobs (e.g. `MAX_JOBS=4`), \
+         or unset it to use one job per CPU core."
+    )]
+    MaxJobs {
+        /// The rejected value.
+        value: String,
+    },
+
+    /// A plan without any source.
+    #[error("extension `{name}` has no sources to compile; give at least one `.cpp` or `.cu` file.")]
+    NoSources {
+        /// The extension name.
+        name: String,
+    },
+
+    /// A CUDA source, but the toolchain has no `nvcc`.
+    #[error(
+        "`{unit}` is a CUDA source but the toolchain was discovered without `nvcc`.\n\
+         Discover the toolchain with CUDA enabled (set `CUDA_HOME` or install `nvidia-cuda-nvcc`)."
+    )]
+    CudaSourceWithoutNvcc {
+        /// The CUDA source's display path.
+        unit: String,
+    },
+
+    /// A program could not be started at all.
+    #[error("could not run `{program}`: {error}\ncommand: {command}")]
+    Spawn {
+        /// The program that was started.
+        program: String,
+        /// The shell-quoted command.
+        command: String,
+        /// The operating system's reason.
+        error: std::io::Error,
+    },
+
+    /// The compiler rejected a source.
+    #[error(
+        "failed to compile `{unit}` ({status})\n\ncommand:\n  {command}\n\ncompiler output:\n{}",
+        indent(output)
+    )]
+    Compile {
+        /// The source's display path (not named `source`: thiserror reserves that name).
+        unit: String,
+        /// The exact command, shell-quoted.
+        command: String,
+        /// The compiler's stdout followed by its stderr.
+        output: String,
+        /// How the compiler ended.
+        status: ExitStatus,
+    },
+
+    /// The link step failed.
+    #[error(
+        "failed to link `{library}` ({status})\n\ncommand:\n  {command}\n\nlinker output:\n{}",
+        indent(output)
+    )]
+    Link {
+        /// The library being linked.
+        library: String,
+        /// The exact command, shell-quoted.
+        command: String,
+        /// The linker's stdout followed by its stderr.
+        output: String,
+        /// How the linker ended.
+        status: ExitStatus,
+    },
+
+    /// A file system operation failed; the message names the path (`fs-err`).
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+
+    /// `compile_commands.json` could not be serialised.
+    #[error("could not write `compile_commands.json`: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+fn indent(text: &str) -> String {
+    let text = text.trim_end();
+    if text.is_empty() {
+        return "  (no output)".to_string();
+    }
+    text.lines()
+        .map(|l| format!("  {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}

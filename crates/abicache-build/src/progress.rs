@@ -1,0 +1,128 @@
+//! Build progress: the events [`crate::build`] emits and a renderer for them.
+//!
+//! Events are delivered on the thread that called [`crate::build`], in order:
+//! one `Started`, one `UnitDone` per compiled unit, `Linking`, `Finished`.
+
+use std::cell::RefCell;
+use std::io::IsTerminal;
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+/// One step of a build.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Progress {
+    /// Compilation starts: `total` units, of which `cached` are reused from the object cache.
+    Started {
+        /// The extension name.
+        name: String,
+        /// All units of the plan.
+        total: usize,
+        /// Units whose object was already cached.
+        cached: usize,
+        /// How long the previous build of this extension took, if known.
+        estimate: Option<f64>,
+    },
+    /// A unit finished compiling; `done` counts cached units too.
+    UnitDone {
+        /// Units done so far (cached included).
+        done: usize,
+        /// All units.
+        total: usize,
+        /// The unit's display path.
+        source: String,
+        /// Seconds its compiler ran.
+        seconds: f64,
+    },
+    /// All objects exist; the library is being linked.
+    Linking,
+    /// The library is built.
+    Finished {
+        /// Seconds since `Started`.
+        seconds: f64,
+    },
+}
+
+/// How progress is shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProgressMode {
+    /// A bar on a terminal, plain lines otherwise (decided from stderr).
+    Auto,
+    /// An `indicatif` bar on stderr.
+    Bar,
+    /// One line per event on stderr.
+    Plain,
+    /// Nothing.
+    Quiet,
+}
+
+/// The plain-text line for an event (what [`ProgressMode::Plain`] prints).
+pub fn plain_line(event: &Progress) -> String {
+    match event {
+        Progress::Started { name, total, cached, estimate } => {
+            let mut line = format!("building `{name}`: {total} unit{}", if *total == 1 { "" } else { "s" });
+            if *cached > 0 {
+                line.push_str(&format!(", {cached} cached"));
+            }
+            if let Some(est) = estimate {
+                line.push_str(&format!(" (last build took {est:.1}s)"));
+            }
+            line
+        }
+        Progress::UnitDone { done, total, source, seconds } => {
+            format!("[{done}/{total}] compiled {source} ({seconds:.1}s)")
+        }
+        Progress::Linking => "linking".to_string(),
+        Progress::Finished { seconds } => format!("built in {seconds:.1}s"),
+    }
+}
+
+/// A progress callback for [`crate::build`] that renders events as `mode` says.
+pub fn progress_reporter(mode: ProgressMode) -> impl Fn(Progress) {
+    let mode = match mode {
+        ProgressMode::Auto if std::io::stderr().is_terminal() => ProgressMode::Bar,
+        ProgressMode::Auto => ProgressMode::Plain,
+        other => other,
+    };
+    let bar: RefCell<Option<ProgressBar>> = RefCell::new(None);
+    move |event: Progress| match mode {
+        ProgressMode::Quiet => {}
+        ProgressMode::Plain | ProgressMode::Auto => eprintln!("{}", plain_line(&event)),
+        ProgressMode::Bar => render_bar(&bar, event),
+    }
+}
+
+fn render_bar(bar: &RefCell<Option<ProgressBar>>, event: Progress) {
+    let mut slot = bar.borrow_mut();
+    match event {
+        Progress::Started { name, total, cached, estimate } => {
+            let pb = ProgressBar::with_draw_target(Some(total as u64), ProgressDrawTarget::stderr());
+            let est = estimate.map_or(String::new(), |e| format!(" ~{e:.0}s"));
+            let template = format!("{{prefix}} [{{elapsed}}{est}] {{bar:30}} {{pos}}/{{len}} (eta {{eta}}) {{msg}}");
+            if let Ok(style) = ProgressStyle::with_template(&template) {
+                pb.set_style(style);
+            }
+            pb.set_prefix(format!("building {name}"));
+            pb.set_position(cached as u64);
+            pb.enable_steady_tick(Duration::from_millis(200));
+            *slot = Some(pb);
+        }
+        Progress::UnitDone { done, source, .. } => {
+            if let Some(pb) = slot.as_ref() {
+                pb.set_position(done as u64);
+                pb.set_message(source);
+            }
+        }
+        Progress::Linking => {
+            if let Some(pb) = slot.as_ref() {
+                pb.set_message("linking");
+            }
+        }
+        Progress::Finished { seconds } => {
+            if let Some(pb) = slot.take() {
+                pb.finish_and_clear();
+            }
+            eprintln!("{}", plain_line(&Progress::Finished { seconds }));
+        }
+    }
+}
