@@ -1,1 +1,36 @@
-//! abicache-key (in progress).
+//! The extension spec and environment models, the torch-version and
+//! stable-ABI rules, and the cache key of abicache (SPEC §1, §4–6).
+//!
+//! Guarantees:
+//! - [`compute_key`] is a pure function of the spec, the ABI fields of the
+//!   environment, the scan report and the fingerprint root: build-only paths
+//!   (`torch_dir`, `python_include`, …) and the checkout's location never
+//!   enter the key.
+//! - The key is the first 128 bits of BLAKE3 over a self-describing
+//!   [`Payload`] whose first line is `format=`[`KEY_FORMAT`]; two keys are
+//!   equal exactly when their payloads are.
+//! - Under an explicit [`StableTarget`] a too-old or unparseable torch is
+//!   refused before anything else, and a non-stable torch header is an error
+//!   naming the include and the file that has it.
+//! - Every error is a [`KeyError`] whose message says what to do.
+
+#![deny(missing_docs)]
+
+mod arch;
+mod env;
+mod error;
+mod payload;
+mod spec;
+mod stable;
+mod version;
+
+pub use arch::{gencode_flags, user_sets_arch};
+pub use env::Environment;
+pub use error::KeyError;
+pub use payload::{
+    compute_key, display_path, key_cuda_flags, FieldChange, Keyed, Payload, PythonAbiReason,
+    KEY_FORMAT, KEY_HEX_LEN,
+};
+pub use spec::{ExtensionSpec, SpecFile, CUDA_SOURCE_EXTENSIONS, HOST_SOURCE_EXTENSIONS};
+pub use stable::{StableTarget, TARGET_MACRO};
+pub use version::TorchVersion;

@@ -1,0 +1,98 @@
+//! What it is built for: the environment (SPEC §1.2).
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::spec::{base_dir, toml_message};
+use crate::KeyError;
+
+/// The Python, torch and CUDA toolchain an extension is built for.
+///
+/// Probed from an interpreter (JSON, same field names) or read from a TOML
+/// file with [`Environment::load`]. Only the ABI fields enter a key; the
+/// paths (`torch_dir`, `python_include`, `cuda_include_dirs`) are for
+/// building and include resolution and never do.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Environment {
+    /// `platform.python_version()`, e.g. `3.12.9`.
+    pub python_version: String,
+    /// `sysconfig.get_config_var("SOABI")`, e.g. `cpython-313t-x86_64-linux-gnu`.
+    #[serde(default)]
+    pub python_soabi: Option<String>,
+    /// `sys.abiflags`, e.g. `t`; absent on Windows.
+    #[serde(default)]
+    pub python_abiflags: Option<String>,
+    /// `torch.__version__`, e.g. `2.8.0+cu128`.
+    pub torch_version: String,
+    /// `torch.version.cuda`, e.g. `12.8`; absent on CPU and ROCm wheels.
+    #[serde(default)]
+    pub torch_cuda: Option<String>,
+    /// `torch.version.hip`; absent except on ROCm wheels.
+    #[serde(default)]
+    pub torch_hip: Option<String>,
+    /// `torch._C._GLIBCXX_USE_CXX11_ABI`.
+    pub cxx11_abi: bool,
+    /// Release of the nvcc that builds CUDA sources, e.g. `12.8`.
+    #[serde(default)]
+    pub nvcc_version: Option<String>,
+    /// The torch package directory (has `include/` and `lib/`). Build only.
+    #[serde(default)]
+    pub torch_dir: Option<PathBuf>,
+    /// The Python include directory (`Python.h`). Build only.
+    #[serde(default)]
+    pub python_include: Option<PathBuf>,
+    /// CUDA include directories (toolkit, NVIDIA pip wheels). Build only.
+    #[serde(default)]
+    pub cuda_include_dirs: Vec<PathBuf>,
+    /// Arch list from `TORCH_CUDA_ARCH_LIST` or the visible GPUs; the spec's
+    /// `cuda_archs` wins over it.
+    #[serde(default)]
+    pub cuda_archs: Option<String>,
+}
+
+impl Environment {
+    /// Reads an environment TOML; relative paths are resolved against the
+    /// file's directory. Unknown fields are [`KeyError::EnvParse`].
+    pub fn load(path: &Path) -> Result<Self, KeyError> {
+        let text = fs_err::read_to_string(path)?;
+        Self::parse(&text, path)
+    }
+
+    /// Parses environment TOML text as if read from `path`.
+    pub fn parse(text: &str, path: &Path) -> Result<Self, KeyError> {
+        let mut env: Self = toml::from_str(text).map_err(|e| KeyError::EnvParse {
+            path: path.to_path_buf(),
+            message: toml_message(text, &e),
+        })?;
+        let dir = base_dir(path)?;
+        let paths = env
+            .torch_dir
+            .iter_mut()
+            .chain(env.python_include.iter_mut())
+            .chain(env.cuda_include_dirs.iter_mut());
+        for p in paths {
+            if p.is_relative() {
+                *p = dir.join(&*p);
+            }
+        }
+        Ok(env)
+    }
+
+    /// The roots under which `<x>` includes are system headers (SPEC §2),
+    /// in this order and only those that exist: `torch_dir/include`,
+    /// `torch_dir/include/torch/csrc/api/include`, `python_include`, each of
+    /// `cuda_include_dirs`.
+    pub fn system_include_roots(&self) -> Vec<PathBuf> {
+        let mut roots = Vec::new();
+        if let Some(t) = &self.torch_dir {
+            roots.push(t.join("include"));
+            roots.push(t.join("include").join("torch").join("csrc").join("api").join("include"));
+        }
+        roots.extend(self.python_include.iter().cloned());
+        roots.extend(self.cuda_include_dirs.iter().cloned());
+        roots.retain(|r| r.is_dir());
+        roots
+    }
+}
