@@ -20,7 +20,7 @@ pub enum ScanError {
     },
     /// A source or a local header exists but cannot be read.
     #[error(
-        "cannot read `{}`: {source}; check that the file is readable by this user",
+        "cannot read `{}`: {source}; check that it is a regular file readable by this user",
         path.display()
     )]
     Unreadable {

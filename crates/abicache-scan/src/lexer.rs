@@ -44,7 +44,11 @@ impl Include {
     /// The directive in normalised form: `#include <x>`, `#include "x"`,
     /// `#include MACRO`, or the same with `#include_next`.
     pub fn directive(&self) -> String {
-        let kw = if self.next { "#include_next" } else { "#include" };
+        let kw = if self.next {
+            "#include_next"
+        } else {
+            "#include"
+        };
         match self.kind {
             IncludeKind::Angle => format!("{kw} <{}>", self.name),
             IncludeKind::Quoted => format!("{kw} \"{}\"", self.name),
@@ -146,10 +150,16 @@ impl LineCounter<'_> {
     fn line_at(&mut self, s: &[u8], off: usize) -> u32 {
         if off > self.pos {
             let n = memchr::memchr_iter(b'\n', &s[self.pos..off]).count();
-            self.line = self.line.saturating_add(u32::try_from(n).unwrap_or(u32::MAX));
+            self.line = self
+                .line
+                .saturating_add(u32::try_from(n).unwrap_or(u32::MAX));
             self.pos = off;
         }
-        while self.splices.get(self.next_splice).is_some_and(|&p| p <= off) {
+        while self
+            .splices
+            .get(self.next_splice)
+            .is_some_and(|&p| p <= off)
+        {
             self.line = self.line.saturating_add(1);
             self.next_splice += 1;
         }

@@ -202,12 +202,16 @@ impl Walk {
     /// Records a file's markers, torch includes and registrations (once per file).
     fn collect_facts(&mut self, display: &str, facts: &FileFacts) {
         let r = &mut self.report;
-        r.python_markers
-            .extend(facts.python_markers.iter().map(|(line, marker)| PythonMarker {
-                file: display.to_owned(),
-                line: *line,
-                marker: marker.clone(),
-            }));
+        r.python_markers.extend(
+            facts
+                .python_markers
+                .iter()
+                .map(|(line, marker)| PythonMarker {
+                    file: display.to_owned(),
+                    line: *line,
+                    marker: marker.clone(),
+                }),
+        );
         r.stable_registrations
             .extend(facts.stable_registrations.iter().map(|&line| Location {
                 file: display.to_owned(),

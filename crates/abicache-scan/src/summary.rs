@@ -50,11 +50,7 @@ pub fn render_summary(report: &ScanReport) -> String {
     out.push('\n');
     if report.python_abi_dependent() {
         let n = report.python_markers.len();
-        let _ = writeln!(
-            out,
-            "Python ABI: dependent ({n} marker{} found)",
-            plural(n)
-        );
+        let _ = writeln!(out, "Python ABI: dependent ({n} marker{} found)", plural(n));
         for m in &report.python_markers {
             let _ = writeln!(out, "  {}:{}: {}", m.file, m.line, m.marker);
         }
