@@ -1,0 +1,155 @@
+//! The one error type of the crate.
+
+use std::path::PathBuf;
+
+/// Every failure of the store, with a message that says what happened and
+/// what to do about it. Paths are shown in backticks.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// An I/O operation failed; the message (from `fs-err`) names the path.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+
+    /// An I/O operation failed on a path that the underlying error does not name.
+    #[error("failed to {action} `{p}`: {source}", p = .path.display())]
+    IoAt {
+        /// What was being done, e.g. "lock".
+        action: &'static str,
+        /// The path it was done to.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+
+    /// No cache root could be derived from the environment.
+    #[error(
+        "cannot find a cache directory: none of `ABICACHE_DIR`, `XDG_CACHE_HOME` or `HOME` is set; \
+         set `ABICACHE_DIR` to the directory abicache should use"
+    )]
+    NoCacheDir,
+
+    /// The cache root (or its `v1` directory) is owned by another user.
+    #[error(
+        "refusing to use cache directory `{p}`: it is owned by uid {owner}, but abicache runs as uid {uid}; \
+         another user could replace the binaries it loads. Use a directory you own: set `ABICACHE_DIR`, \
+         or `chown {uid} {p}`"
+    , p = .path.display())]
+    ForeignOwner {
+        /// The refused directory.
+        path: PathBuf,
+        /// Its owner.
+        owner: u32,
+        /// The uid of this process.
+        uid: u32,
+    },
+
+    /// The cache root (or its `v1` directory) is writable by group or others.
+    #[error(
+        "refusing to use cache directory `{p}`: its mode is {mode:04o}, writable by other users, \
+         who could replace the binaries it loads. Run `chmod 700 {p}`, or set `ABICACHE_DIR` to a private directory"
+    , p = .path.display())]
+    InsecureMode {
+        /// The refused directory.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
+
+    /// A path that must be a directory is something else.
+    #[error("`{p}` is not a directory; remove it or set `ABICACHE_DIR` to another cache directory", p = .path.display())]
+    NotADirectory {
+        /// The offending path.
+        path: PathBuf,
+    },
+
+    /// The bounded wait for a key's lock ran out.
+    #[error(
+        "timed out after {seconds}s waiting for the lock on cache key `{key}` (`{p}`), held by {holder}; \
+         is that process still building? Wait for it or end it, or set `ABICACHE_LOCK_TIMEOUT` (seconds) to wait longer"
+    , p = .path.display())]
+    LockTimeout {
+        /// The key (or other resource) whose lock was awaited.
+        key: String,
+        /// The lock file.
+        path: PathBuf,
+        /// The configured time-out.
+        seconds: u64,
+        /// Who holds it, as read from the lock file (e.g. "pid 1234 on host x").
+        holder: String,
+    },
+
+    /// An environment variable has a value that cannot be used.
+    #[error("`{var}` is set to `{value}`, which is not {expected}; fix or unset `{var}`")]
+    BadEnv {
+        /// The variable.
+        var: &'static str,
+        /// Its value, lossily decoded.
+        value: String,
+        /// What it should be.
+        expected: &'static str,
+    },
+
+    /// A size like `10G` could not be parsed.
+    #[error(
+        "invalid size `{value}`: expected a number of bytes with an optional unit, e.g. `123`, `500M`, `10G`, `1.5GiB` \
+         (K/M/G/T and KiB/MiB/GiB/TiB are powers of 1024, KB/MB/GB/TB powers of 1000)"
+    )]
+    BadSize {
+        /// The text given.
+        value: String,
+    },
+
+    /// A cache key that is not a plain file name.
+    #[error("invalid cache key `{key}`: a key is 1 to 128 characters of `[A-Za-z0-9_-]` (the hex BLAKE3 of a payload)")]
+    InvalidKey {
+        /// The rejected key.
+        key: String,
+    },
+
+    /// A library file name that is not a plain file name.
+    #[error("invalid library file name `{name}`: it must be a plain file name, not a path, and not `manifest.json` or `last-used`")]
+    InvalidLibraryName {
+        /// The rejected name.
+        name: String,
+    },
+
+    /// `publish` was asked to publish a library that is not in the build directory.
+    #[error("cannot publish cache key `{key}`: the library `{p}` does not exist; build it into `BuildGuard::temp_dir()` first", p = .path.display())]
+    MissingLibrary {
+        /// The key being published.
+        key: String,
+        /// The expected library path.
+        path: PathBuf,
+    },
+
+    /// A manifest given to `publish`/`put` names a different key than the one locked.
+    #[error("cannot publish: the manifest is for key `{manifest_key}` but the build holds the lock for key `{key}`")]
+    KeyMismatch {
+        /// The locked key.
+        key: String,
+        /// The key in the manifest.
+        manifest_key: String,
+    },
+
+    /// A JSON document (manifest, stats) could not be written or read.
+    #[error("failed to {action} `{p}`: {source}", p = .path.display())]
+    Json {
+        /// "write" or "parse".
+        action: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The serde error.
+        source: serde_json::Error,
+    },
+}
+
+/// The crate's result type.
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+impl StoreError {
+    /// Wraps an I/O error from a `std` call with the action and path.
+    pub(crate) fn io_at(action: &'static str, path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Self {
+        let path = path.into();
+        move |source| StoreError::IoAt { action, path, source }
+    }
+}

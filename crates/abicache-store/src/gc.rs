@@ -1,0 +1,154 @@
+//! Least-recently-used eviction and cleanup of leftovers from dead processes.
+
+use std::time::{Duration, SystemTime};
+
+use serde::Serialize;
+
+use crate::error::Result;
+use crate::layout::validate_key;
+use crate::lock::FileLock;
+use crate::stats::Event;
+use crate::store::Store;
+
+/// Temporary directories whose name does not lead to a lock are removed once this old.
+pub const STALE_TEMP_AGE: Duration = Duration::from_secs(3600);
+
+/// One evicted entry.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Evicted {
+    /// Its key.
+    pub key: String,
+    /// Its extension name.
+    pub name: String,
+    /// Bytes freed.
+    pub size: u64,
+}
+
+/// What [`Store::gc`] did.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct GcReport {
+    /// Entries evicted, least recently used first.
+    pub evicted: Vec<Evicted>,
+    /// Keys that would have been evicted but whose lock was held (in use).
+    pub skipped_locked: Vec<String>,
+    /// Total entry bytes before.
+    pub bytes_before: u64,
+    /// Total entry bytes after (above the maximum only when entries were locked).
+    pub bytes_after: u64,
+    /// Leftover temporary directories removed.
+    pub temp_dirs_removed: usize,
+    /// Entry directories without a manifest (garbage) removed.
+    pub incomplete_removed: usize,
+    /// Problems that did not stop the collection.
+    pub errors: Vec<String>,
+}
+
+impl Store {
+    /// Evicts least-recently-used entries until the entries total at most
+    /// `max_bytes`, skipping entries whose lock is held; also removes
+    /// leftover temporary directories and entry directories without a
+    /// manifest. Counts evictions in the stats. The object cache under
+    /// `objects/` is not counted or touched.
+    pub fn gc(&self, max_bytes: u64) -> Result<GcReport> {
+        self.gc_impl(max_bytes, None)
+    }
+
+    /// [`Store::gc`] that never evicts `spare`, and reports failures in
+    /// [`GcReport::errors`] instead of failing (used after a publish).
+    pub(crate) fn gc_sparing(&self, max_bytes: u64, spare: Option<&str>) -> GcReport {
+        self.gc_impl(max_bytes, spare).unwrap_or_else(|e| GcReport { errors: vec![e.to_string()], ..GcReport::default() })
+    }
+
+    fn gc_impl(&self, max_bytes: u64, spare: Option<&str>) -> Result<GcReport> {
+        let mut report = GcReport { temp_dirs_removed: self.clean_stale_temp_dirs(), ..GcReport::default() };
+        let mut entries = Vec::new();
+        for (key, dir) in self.entry_dirs()? {
+            match self.entry_info(key.clone(), dir) {
+                Some(info) => entries.push(info),
+                None => {
+                    // No readable manifest: not an entry, just garbage (unless a lookup holds it).
+                    if let Some(lock) = FileLock::try_acquire(&self.layout().lock_path(&key))? {
+                        if self.entry_info(key.clone(), self.layout().entry_dir(&key)).is_none() {
+                            self.discard_entry(&key)?;
+                            report.incomplete_removed += 1;
+                        }
+                        drop(lock);
+                    }
+                }
+            }
+        }
+        entries.sort_by(|a, b| a.last_used.cmp(&b.last_used).then(a.key.cmp(&b.key)));
+        report.bytes_before = entries.iter().map(|e| e.size).sum();
+        let mut total = report.bytes_before;
+        for e in entries {
+            if total <= max_bytes {
+                break;
+            }
+            if Some(e.key.as_str()) == spare {
+                continue;
+            }
+            let Some(lock) = FileLock::try_acquire(&self.layout().lock_path(&e.key))? else {
+                report.skipped_locked.push(e.key);
+                continue;
+            };
+            match self.discard_entry(&e.key) {
+                Ok(()) => {
+                    total -= e.size;
+                    report.evicted.push(Evicted { key: e.key, name: e.name, size: e.size });
+                    lock.unlink();
+                }
+                Err(err) => report.errors.push(err.to_string()),
+            }
+        }
+        report.bytes_after = total;
+        if !report.evicted.is_empty() {
+            if let Err(err) = self.record(Event::Evicted(report.evicted.len() as u64)) {
+                report.errors.push(err.to_string());
+            }
+        }
+        Ok(report)
+    }
+
+    /// Removes directories under `tmp/` left by processes that died: those
+    /// named `<key>.…` whose key lock is free (no live process is building
+    /// that key), and unrecognised ones older than [`STALE_TEMP_AGE`]. Never
+    /// touches a directory whose key lock is held. Best effort; returns how
+    /// many were removed.
+    pub fn clean_stale_temp_dirs(&self) -> usize {
+        let Ok(rd) = std::fs::read_dir(self.layout().tmp_dir()) else { return 0 };
+        let mut removed = 0;
+        for entry in rd.flatten() {
+            let path = entry.path();
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let key = name.split('.').next().unwrap_or_default();
+            let stale = if validate_key(key).is_ok() && name.len() > key.len() {
+                match FileLock::try_acquire(&self.layout().lock_path(key)) {
+                    Ok(Some(lock)) => {
+                        let ok = remove_any(&path);
+                        drop(lock);
+                        removed += usize::from(ok);
+                        continue;
+                    }
+                    _ => false,
+                }
+            } else {
+                entry
+                    .metadata()
+                    .and_then(|m| m.modified())
+                    .is_ok_and(|t| SystemTime::now().duration_since(t).unwrap_or_default() > STALE_TEMP_AGE)
+            };
+            if stale && remove_any(&path) {
+                removed += 1;
+            }
+        }
+        removed
+    }
+}
+
+fn remove_any(path: &std::path::Path) -> bool {
+    if path.is_dir() {
+        std::fs::remove_dir_all(path).is_ok()
+    } else {
+        std::fs::remove_file(path).is_ok()
+    }
+}

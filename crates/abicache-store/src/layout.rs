@@ -1,0 +1,233 @@
+//! Where the cache lives and how it is laid out on disk.
+//!
+//! ```text
+//! <root>/CACHEDIR.TAG
+//! <root>/v1/entries/<key>/{<library>, manifest.json, last-used}
+//! <root>/v1/tmp/<key>.<random>/          private build and trash directories
+//! <root>/v1/locks/<key>.lock             per-key OS file locks
+//! <root>/v1/objects/                     reserved for the build crate's object cache
+//! <root>/v1/stats.json (+ stats.lock)    counters
+//! ```
+//!
+//! The `v1` directory makes the layout versioned: a future layout lives in
+//! `v2/` and never misreads this one.
+
+use std::ffi::OsStr;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+use std::path::{Path, PathBuf};
+
+use crate::env;
+use crate::error::{Result, StoreError};
+
+/// The version of the on-disk layout; it names the `v1` directory and is the
+/// `format` of every manifest.
+pub const LAYOUT_VERSION: u32 = 1;
+
+/// Contents of `CACHEDIR.TAG` (<https://bford.info/cachedir/>): backup tools skip the directory.
+pub const CACHEDIR_TAG: &str = "Signature: 8a477f597d28d172789f06886806bc55\n\
+# This file is a cache directory tag created by abicache.\n\
+# For information about cache directory tags see https://bford.info/cachedir/\n";
+
+/// File name of an entry's manifest; an entry without it does not exist.
+pub const MANIFEST_FILE: &str = "manifest.json";
+/// File whose mtime is an entry's last-used time, touched on every hit.
+pub const LAST_USED_FILE: &str = "last-used";
+
+/// Resolves the cache root from explicit environment values (empty counts as
+/// unset): `ABICACHE_DIR`, else `$XDG_CACHE_HOME/abicache` when that is an
+/// absolute path (as the XDG spec requires), else `$HOME/.cache/abicache`.
+pub fn resolve_root(
+    abicache_dir: Option<&OsStr>,
+    xdg_cache_home: Option<&OsStr>,
+    home: Option<&OsStr>,
+) -> Result<PathBuf> {
+    let set = |v: Option<&OsStr>| v.filter(|v| !v.is_empty()).map(PathBuf::from);
+    if let Some(dir) = set(abicache_dir) {
+        return Ok(dir);
+    }
+    if let Some(xdg) = set(xdg_cache_home).filter(|p| p.is_absolute()) {
+        return Ok(xdg.join("abicache"));
+    }
+    if let Some(home) = set(home) {
+        return Ok(home.join(".cache").join("abicache"));
+    }
+    Err(StoreError::NoCacheDir)
+}
+
+/// [`resolve_root`] with the values of this process's environment.
+pub fn root_from_env() -> Result<PathBuf> {
+    resolve_root(
+        env::var_os(env::ABICACHE_DIR).as_deref(),
+        env::var_os(env::XDG_CACHE_HOME).as_deref(),
+        env::var_os(env::HOME).as_deref(),
+    )
+}
+
+/// Checks that `key` can name a directory and a lock file: 1 to 128
+/// characters of `[A-Za-z0-9_-]` (so never `..`, `/` or a `.` that would
+/// confuse temp-dir names).
+pub fn validate_key(key: &str) -> Result<()> {
+    let ok = !key.is_empty()
+        && key.len() <= 128
+        && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if ok {
+        Ok(())
+    } else {
+        Err(StoreError::InvalidKey { key: key.to_owned() })
+    }
+}
+
+/// The paths of one versioned cache root. Pure path arithmetic, except
+/// [`Layout::create`].
+#[derive(Clone, Debug)]
+pub struct Layout {
+    root: PathBuf,
+    version_dir: PathBuf,
+}
+
+impl Layout {
+    /// The layout under `root` (nothing is touched on disk).
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        let root = root.into();
+        let version_dir = root.join(format!("v{LAYOUT_VERSION}"));
+        Layout { root, version_dir }
+    }
+
+    /// The cache root.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+    /// `<root>/v1`.
+    pub fn version_dir(&self) -> &Path {
+        &self.version_dir
+    }
+    /// `<root>/v1/entries`.
+    pub fn entries_dir(&self) -> PathBuf {
+        self.version_dir.join("entries")
+    }
+    /// `<root>/v1/entries/<key>` (the key is not validated here).
+    pub fn entry_dir(&self, key: &str) -> PathBuf {
+        self.entries_dir().join(key)
+    }
+    /// `<root>/v1/tmp`: private temporary directories on the same filesystem as the entries.
+    pub fn tmp_dir(&self) -> PathBuf {
+        self.version_dir.join("tmp")
+    }
+    /// `<root>/v1/locks`.
+    pub fn locks_dir(&self) -> PathBuf {
+        self.version_dir.join("locks")
+    }
+    /// `<root>/v1/locks/<key>.lock`.
+    pub fn lock_path(&self, key: &str) -> PathBuf {
+        self.locks_dir().join(format!("{key}.lock"))
+    }
+    /// `<root>/v1/objects`: reserved for the object cache of the build crate;
+    /// this crate creates it and never looks inside.
+    pub fn objects_dir(&self) -> PathBuf {
+        self.version_dir.join("objects")
+    }
+    /// `<root>/v1/stats.json`.
+    pub fn stats_path(&self) -> PathBuf {
+        self.version_dir.join("stats.json")
+    }
+    /// `<root>/v1/stats.lock`, guarding read-modify-write of `stats.json`.
+    pub fn stats_lock_path(&self) -> PathBuf {
+        self.version_dir.join("stats.lock")
+    }
+
+    /// Creates the layout (directories owner-only, mode 0o700) and
+    /// `CACHEDIR.TAG`, and refuses a root or `v1` directory that is owned by
+    /// another user or writable by group or others.
+    pub fn create(&self) -> Result<()> {
+        ensure_private_dir(&self.root)?;
+        ensure_private_dir(&self.version_dir)?;
+        for dir in [self.entries_dir(), self.tmp_dir(), self.locks_dir(), self.objects_dir()] {
+            create_dir_0700(&dir)?;
+        }
+        let tag = self.root.join("CACHEDIR.TAG");
+        if !tag.exists() {
+            // Best effort: a concurrent writer writes the same bytes.
+            fs_err::write(&tag, CACHEDIR_TAG)?;
+        }
+        Ok(())
+    }
+}
+
+/// Creates `dir` (and missing parents) with mode 0o700 when absent, and checks it is a directory.
+pub(crate) fn create_dir_0700(dir: &Path) -> Result<()> {
+    match std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(StoreError::io_at("create directory", dir)(e)),
+    }
+    if !dir.is_dir() {
+        return Err(StoreError::NotADirectory { path: dir.to_owned() });
+    }
+    Ok(())
+}
+
+/// Creates `dir` owner-only if absent, then refuses it when owned by another
+/// uid or writable by group or others.
+pub(crate) fn ensure_private_dir(dir: &Path) -> Result<()> {
+    create_dir_0700(dir)?;
+    let meta = fs_err::metadata(dir)?;
+    let uid = current_uid()?;
+    if meta.uid() != uid {
+        return Err(StoreError::ForeignOwner { path: dir.to_owned(), owner: meta.uid(), uid });
+    }
+    let mode = meta.mode() & 0o7777;
+    if mode & 0o022 != 0 {
+        return Err(StoreError::InsecureMode { path: dir.to_owned(), mode });
+    }
+    Ok(())
+}
+
+/// The effective uid of this process, read from `/proc/self` (no `libc` needed).
+pub(crate) fn current_uid() -> Result<u32> {
+    Ok(fs_err::metadata("/proc/self")?.uid())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn os(s: &str) -> Option<&OsStr> {
+        Some(OsStr::new(s))
+    }
+
+    #[test]
+    fn root_prefers_abicache_dir_then_xdg_then_home() {
+        assert_eq!(resolve_root(os("/a"), os("/x"), os("/h")).unwrap(), Path::new("/a"));
+        assert_eq!(resolve_root(None, os("/x"), os("/h")).unwrap(), Path::new("/x/abicache"));
+        assert_eq!(resolve_root(os(""), os(""), os("/h")).unwrap(), Path::new("/h/.cache/abicache"));
+    }
+
+    #[test]
+    fn relative_xdg_cache_home_is_ignored_as_the_xdg_spec_says() {
+        assert_eq!(resolve_root(None, os("rel"), os("/h")).unwrap(), Path::new("/h/.cache/abicache"));
+    }
+
+    #[test]
+    fn no_root_at_all_names_abicache_dir() {
+        let err = resolve_root(None, None, None).unwrap_err();
+        insta::assert_snapshot!(err.to_string());
+    }
+
+    #[test]
+    fn keys_are_plain_names() {
+        validate_key("0123abcdef_-X").unwrap();
+        for bad in ["", "..", "a/b", "a.b", &"a".repeat(129)] {
+            assert!(validate_key(bad).is_err(), "{bad:?} accepted");
+        }
+        insta::assert_snapshot!(validate_key("../etc").unwrap_err().to_string());
+    }
+
+    #[test]
+    fn layout_is_versioned() {
+        let l = Layout::new("/c");
+        assert_eq!(l.entry_dir("k"), Path::new("/c/v1/entries/k"));
+        assert_eq!(l.lock_path("k"), Path::new("/c/v1/locks/k.lock"));
+        assert_eq!(l.objects_dir(), Path::new("/c/v1/objects"));
+        assert_eq!(l.stats_path(), Path::new("/c/v1/stats.json"));
+    }
+}

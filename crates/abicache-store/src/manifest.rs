@@ -1,0 +1,117 @@
+//! The manifest of a cache entry: `manifest.json`, written last, so an entry
+//! without it does not exist.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Result, StoreError};
+use crate::layout::LAYOUT_VERSION;
+
+/// What is known about one cached library. `publish` fills in `format`,
+/// `library`, `library_blake3` and `size` from the file it publishes; the
+/// rest comes from the caller.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// Layout version ([`LAYOUT_VERSION`]).
+    pub format: u32,
+    /// The cache key (hex BLAKE3 of `payload`).
+    pub key: String,
+    /// The extension's name.
+    pub name: String,
+    /// The full key payload, so a miss can be explained field by field.
+    pub payload: String,
+    /// File name of the library inside the entry directory.
+    pub library: String,
+    /// Hex BLAKE3 of the library.
+    pub library_blake3: String,
+    /// Size of the library in bytes.
+    pub size: u64,
+    /// Free-form toolchain description (compiler versions).
+    #[serde(default)]
+    pub toolchain: BTreeMap<String, String>,
+    /// Wall-clock seconds the build took.
+    #[serde(default)]
+    pub compile_seconds: f64,
+    /// When the entry was built, in seconds since the Unix epoch.
+    pub created: u64,
+    /// Number of translation units compiled.
+    #[serde(default)]
+    pub units: u32,
+    /// Result of the audit step, opaque to the store.
+    #[serde(default)]
+    pub audit: Option<serde_json::Value>,
+}
+
+impl Manifest {
+    /// A manifest for `key` with `created` set to now and everything the
+    /// caller has not measured yet left empty.
+    pub fn new(key: impl Into<String>, name: impl Into<String>, payload: impl Into<String>) -> Self {
+        Manifest {
+            format: LAYOUT_VERSION,
+            key: key.into(),
+            name: name.into(),
+            payload: payload.into(),
+            library: String::new(),
+            library_blake3: String::new(),
+            size: 0,
+            toolchain: BTreeMap::new(),
+            compile_seconds: 0.0,
+            created: unix_now(),
+            units: 0,
+            audit: None,
+        }
+    }
+
+    /// Parses a manifest from its JSON bytes; `path` is only used in the error.
+    pub fn from_json(bytes: &[u8], path: &Path) -> Result<Self> {
+        serde_json::from_slice(bytes).map_err(|source| StoreError::Json {
+            action: "parse manifest",
+            path: path.to_owned(),
+            source,
+        })
+    }
+
+    /// Reads and parses `path`.
+    pub fn read(path: &Path) -> Result<Self> {
+        let mut bytes = Vec::new();
+        fs_err::File::open(path)?.read_to_end(&mut bytes)?;
+        Self::from_json(&bytes, path)
+    }
+
+    /// The pretty-printed JSON of this manifest.
+    pub fn to_json(&self) -> Vec<u8> {
+        let mut v = serde_json::to_vec_pretty(self).expect("a manifest always serializes");
+        v.push(b'\n');
+        v
+    }
+}
+
+/// Seconds since the Unix epoch (0 if the clock is before it).
+pub(crate) fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn manifest_round_trips_and_keeps_audit_opaque() {
+        let mut m = Manifest::new("k", "ext", "format=1\nname=ext\n");
+        m.toolchain.insert("c++".into(), "g++ 13.2".into());
+        m.audit = Some(serde_json::json!({"imports": ["PyLong_FromLong"], "x": 1}));
+        let back = Manifest::from_json(&m.to_json(), Path::new("m.json")).unwrap();
+        assert_eq!(back, m);
+    }
+
+    #[test]
+    fn garbage_manifest_error_names_the_file() {
+        let err = Manifest::from_json(b"{not json", Path::new("/c/v1/entries/k/manifest.json")).unwrap_err();
+        insta::assert_snapshot!(err.to_string());
+    }
+}

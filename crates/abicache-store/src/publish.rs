@@ -1,0 +1,121 @@
+//! Building into a private directory and publishing it atomically.
+
+use std::io::Write;
+use std::path::Path;
+
+use crate::error::{Result, StoreError};
+use crate::gc::GcReport;
+use crate::layout::{LAST_USED_FILE, LAYOUT_VERSION, MANIFEST_FILE};
+use crate::lock::FileLock;
+use crate::manifest::{unix_now, Manifest};
+use crate::store::{hash_reader, valid_library_name, Hit, Store};
+
+/// The right to build one key: holds the key's lock and a fresh private
+/// directory under `v1/tmp/`. Dropping it without [`BuildGuard::publish`]
+/// removes the directory and releases the lock; if the process dies instead,
+/// the kernel releases the lock and a later [`Store::open`] or
+/// [`Store::gc`] removes the directory.
+#[derive(Debug)]
+pub struct BuildGuard {
+    store: Store,
+    key: String,
+    lock: FileLock,
+    temp: tempfile::TempDir,
+}
+
+/// The result of [`BuildGuard::publish`].
+#[derive(Debug)]
+#[must_use]
+pub struct Published {
+    /// The entry just published.
+    pub hit: Hit,
+    /// The collection run because the store has a maximum size
+    /// (`ABICACHE_MAX_SIZE`); the new entry is never evicted by it.
+    pub gc: Option<GcReport>,
+}
+
+impl BuildGuard {
+    pub(crate) fn new(store: Store, key: String, lock: FileLock) -> Result<Self> {
+        let tmp = store.layout().tmp_dir();
+        // tempfile creates the directory with mode 0o700; the `<key>.` prefix
+        // lets stale-temp cleanup find the lock that protects it.
+        let temp = tempfile::Builder::new()
+            .prefix(&format!("{key}."))
+            .tempdir_in(&tmp)
+            .map_err(StoreError::io_at("create a build directory in", tmp))?;
+        Ok(BuildGuard { store, key, lock, temp })
+    }
+
+    /// The key this guard may build.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// The private directory to build into (same filesystem as the entries).
+    /// Everything in it becomes part of the entry on publish, so keep
+    /// intermediate files elsewhere (e.g. [`Store::objects_dir`]).
+    pub fn temp_dir(&self) -> &Path {
+        self.temp.path()
+    }
+
+    /// Publishes the build: hashes and fsyncs `temp_dir()/library_file_name`,
+    /// fills `manifest`'s `format`, `library`, `library_blake3` and `size`
+    /// (and `key`/`created` when empty/zero), writes `manifest.json` last and
+    /// fsyncs it and the directory, then renames the directory to
+    /// `entries/<key>` (replacing a stale entry) and fsyncs `entries/`.
+    /// A reader sees either no entry or the complete one. When the store has
+    /// a maximum size, collects it afterwards, sparing this entry.
+    pub fn publish(self, library_file_name: &str, mut manifest: Manifest) -> Result<Published> {
+        let BuildGuard { store, key, lock, temp } = self;
+        if !valid_library_name(library_file_name) {
+            return Err(StoreError::InvalidLibraryName { name: library_file_name.to_owned() });
+        }
+        if manifest.key.is_empty() {
+            manifest.key = key.clone();
+        } else if manifest.key != key {
+            return Err(StoreError::KeyMismatch { key, manifest_key: manifest.key });
+        }
+        let library = temp.path().join(library_file_name);
+        let file = match fs_err::File::open(&library) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(StoreError::MissingLibrary { key, path: library })
+            }
+            Err(e) => return Err(e.into()),
+        };
+        file.sync_all()?;
+        manifest.size = file.metadata()?.len();
+        manifest.library_blake3 = hash_reader(file.file()).map_err(StoreError::io_at("hash", &library))?;
+        manifest.library = library_file_name.to_owned();
+        manifest.format = LAYOUT_VERSION;
+        if manifest.created == 0 {
+            manifest.created = unix_now();
+        }
+
+        fs_err::File::create(temp.path().join(LAST_USED_FILE))?;
+        let manifest_path = temp.path().join(MANIFEST_FILE);
+        let mut out = fs_err::File::create_new(&manifest_path)?;
+        out.write_all(&manifest.to_json())?;
+        out.sync_all()?;
+        fsync_dir(temp.path())?;
+
+        let entry = store.layout().entry_dir(&key);
+        // A stale entry (corrupt, or published by a caller that skipped the
+        // re-lookup) is moved aside first; rename cannot replace a non-empty directory.
+        store.discard_entry(&key)?;
+        fs_err::rename(temp.path(), &entry)?;
+        let _ = temp.keep();
+        fsync_dir(&store.layout().entries_dir())?;
+
+        let gc = store.max_size().map(|max| store.gc_sparing(max, Some(&key)));
+        drop(lock);
+        let library = entry.join(library_file_name);
+        Ok(Published { hit: Hit { dir: entry, library, manifest }, gc })
+    }
+}
+
+/// fsyncs a directory so the names in it survive a crash.
+fn fsync_dir(dir: &Path) -> Result<()> {
+    fs_err::File::open(dir)?.sync_all()?;
+    Ok(())
+}

@@ -1,0 +1,155 @@
+//! Counters shared by all processes using a cache root (`v1/stats.json`).
+//!
+//! Every update is a read-modify-write under the `v1/stats.lock` file lock,
+//! written to a temporary file and renamed over `stats.json`, so readers
+//! (who take no lock) always see a whole file and no update is lost.
+
+use std::io::Write;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Result, StoreError};
+use crate::lock::FileLock;
+use crate::store::Store;
+
+/// Something worth counting.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Event {
+    /// A lookup found a verified entry; `compile_seconds` is its manifest's
+    /// build time, counted as time saved.
+    Hit {
+        /// The build time the hit saved.
+        compile_seconds: f64,
+    },
+    /// A lookup found nothing usable.
+    Miss,
+    /// A build finished and was published.
+    Build {
+        /// How long it took.
+        seconds: f64,
+    },
+    /// A build failed.
+    Error,
+    /// Entries were evicted by gc.
+    Evicted(u64),
+    /// A corrupt entry was found.
+    Corrupt,
+}
+
+/// The persistent counters, as stored in `stats.json`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Counters {
+    /// Verified hits.
+    pub hits: u64,
+    /// Misses.
+    pub misses: u64,
+    /// Published builds.
+    pub builds: u64,
+    /// Failed builds.
+    pub errors: u64,
+    /// Entries evicted by gc.
+    pub evictions: u64,
+    /// Corrupt entries found.
+    pub corrupt: u64,
+    /// Total seconds spent building.
+    pub build_seconds: f64,
+    /// Total build seconds saved by hits.
+    pub saved_seconds: f64,
+}
+
+impl Counters {
+    fn apply(&mut self, event: Event) {
+        match event {
+            Event::Hit { compile_seconds } => {
+                self.hits += 1;
+                self.saved_seconds += compile_seconds;
+            }
+            Event::Miss => self.misses += 1,
+            Event::Build { seconds } => {
+                self.builds += 1;
+                self.build_seconds += seconds;
+            }
+            Event::Error => self.errors += 1,
+            Event::Evicted(n) => self.evictions += n,
+            Event::Corrupt => self.corrupt += 1,
+        }
+    }
+}
+
+/// Counters plus what is in the store right now (for `abicache stats`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Stats {
+    /// Verified hits.
+    pub hits: u64,
+    /// Misses.
+    pub misses: u64,
+    /// Published builds.
+    pub builds: u64,
+    /// Failed builds.
+    pub errors: u64,
+    /// Entries evicted by gc.
+    pub evictions: u64,
+    /// Corrupt entries found.
+    pub corrupt: u64,
+    /// Total seconds spent building.
+    pub build_seconds: f64,
+    /// Total build seconds saved by hits.
+    pub saved_seconds: f64,
+    /// Entries in the store now.
+    pub entries: u64,
+    /// Bytes of those entries.
+    pub bytes: u64,
+}
+
+impl Store {
+    /// Counts one event (see [`Store::record_all`]).
+    pub fn record(&self, event: Event) -> Result<()> {
+        self.record_all(&[event])
+    }
+
+    /// Counts events in one locked read-modify-write of `stats.json`, safe
+    /// against concurrent processes. An unparseable `stats.json` restarts from zero.
+    pub fn record_all(&self, events: &[Event]) -> Result<()> {
+        let layout = self.layout();
+        let _lock = FileLock::acquire(&layout.stats_lock_path(), "stats", self.lock_timeout())?;
+        let mut counters = self.counters()?;
+        for &event in events {
+            counters.apply(event);
+        }
+        let path = layout.stats_path();
+        let tmp = path.with_extension("json.tmp");
+        let json = serde_json::to_vec_pretty(&counters)
+            .map_err(|source| StoreError::Json { action: "write", path: path.clone(), source })?;
+        fs_err::File::create(&tmp)?.write_all(&json)?;
+        fs_err::rename(&tmp, &path)?;
+        Ok(())
+    }
+
+    /// The counters as last written (zero when there is no or an unparseable `stats.json`).
+    pub fn counters(&self) -> Result<Counters> {
+        match fs_err::read(self.layout().stats_path()) {
+            Ok(bytes) => Ok(serde_json::from_slice(&bytes).unwrap_or_default()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Counters::default()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The counters plus the number and total size of the entries now in the store.
+    pub fn stats(&self) -> Result<Stats> {
+        let c = self.counters()?;
+        let entries = self.list()?;
+        Ok(Stats {
+            hits: c.hits,
+            misses: c.misses,
+            builds: c.builds,
+            errors: c.errors,
+            evictions: c.evictions,
+            corrupt: c.corrupt,
+            build_seconds: c.build_seconds,
+            saved_seconds: c.saved_seconds,
+            entries: entries.len() as u64,
+            bytes: entries.iter().map(|e| e.size).sum(),
+        })
+    }
+}

@@ -1,0 +1,392 @@
+//! The local store: open, verified lookup, one build per key, list and remove.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use crate::error::{Result, StoreError};
+use crate::layout::{root_from_env, validate_key, Layout, LAST_USED_FILE, LAYOUT_VERSION, MANIFEST_FILE};
+use crate::lock::{lock_timeout_from_env, FileLock};
+use crate::manifest::Manifest;
+use crate::publish::BuildGuard;
+use crate::size::max_size_from_env;
+use crate::warning::{Corruption, StoreWarning};
+
+/// A handle on one cache root. Cheap to clone; all state is on disk, so any
+/// number of handles in any number of processes may share a root.
+#[derive(Clone, Debug)]
+pub struct Store {
+    layout: Layout,
+    lock_timeout: Duration,
+    max_size: Option<u64>,
+}
+
+/// A verified cache entry: its manifest was readable and its library's size
+/// and BLAKE3 matched the manifest when it was looked up.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Hit {
+    /// The entry directory, `<root>/v1/entries/<key>`.
+    pub dir: PathBuf,
+    /// The library to load.
+    pub library: PathBuf,
+    /// The entry's manifest.
+    pub manifest: Manifest,
+}
+
+/// The answer of [`Store::lookup`]: a verified hit or a miss, plus warnings
+/// about corrupt entries found (and removed) on the way, for the caller to print.
+#[derive(Debug, Default)]
+#[must_use]
+pub struct Lookup {
+    /// The verified entry, if any.
+    pub hit: Option<Hit>,
+    /// Corrupt entries found; never returned as a hit.
+    pub warnings: Vec<StoreWarning>,
+}
+
+/// The answer of [`Store::lookup_or_lock`].
+#[derive(Debug)]
+#[must_use]
+pub enum Claim {
+    /// The entry exists (possibly published by the process we waited for).
+    Hit {
+        /// The verified entry.
+        hit: Hit,
+        /// Corrupt entries found on the way.
+        warnings: Vec<StoreWarning>,
+    },
+    /// The entry does not exist and this process holds the key's lock: build
+    /// into [`BuildGuard::temp_dir`] and [`BuildGuard::publish`].
+    Build {
+        /// The lock and private build directory.
+        guard: BuildGuard,
+        /// Corrupt entries found on the way.
+        warnings: Vec<StoreWarning>,
+    },
+}
+
+/// One entry as listed by [`Store::list`] (for `abicache ls`).
+#[derive(Clone, Debug)]
+pub struct EntryInfo {
+    /// The cache key.
+    pub key: String,
+    /// The extension's name.
+    pub name: String,
+    /// Bytes on disk of all files in the entry directory.
+    pub size: u64,
+    /// When it was built (Unix seconds, from the manifest).
+    pub created: u64,
+    /// When it was last hit (mtime of `last-used`; the manifest's mtime if absent).
+    pub last_used: SystemTime,
+    /// The entry directory.
+    pub dir: PathBuf,
+    /// Its manifest.
+    pub manifest: Manifest,
+}
+
+/// What verification of an entry directory found.
+pub(crate) enum Verified {
+    Hit(Hit),
+    /// No entry directory, or one without `manifest.json` (it does not exist).
+    Absent,
+    Corrupt(Corruption),
+}
+
+impl Store {
+    /// Opens (creating if needed) the cache at `root`: creates the layout
+    /// owner-only, refuses an insecure root (see [`Layout::create`]), reads
+    /// `ABICACHE_LOCK_TIMEOUT` and `ABICACHE_MAX_SIZE` (an unparseable value
+    /// is an error), and removes temporary directories left by dead processes.
+    pub fn open(root: impl Into<PathBuf>) -> Result<Store> {
+        let layout = Layout::new(root);
+        layout.create()?;
+        let store = Store { layout, lock_timeout: lock_timeout_from_env()?, max_size: max_size_from_env()? };
+        store.clean_stale_temp_dirs();
+        Ok(store)
+    }
+
+    /// [`Store::open`] at the root given by the environment ([`crate::root_from_env`]).
+    pub fn open_default() -> Result<Store> {
+        Self::open(root_from_env()?)
+    }
+
+    /// Overrides the bounded wait for key locks (default: `ABICACHE_LOCK_TIMEOUT`).
+    pub fn with_lock_timeout(mut self, timeout: Duration) -> Self {
+        self.lock_timeout = timeout;
+        self
+    }
+
+    /// Overrides the size the store is collected to after each publish
+    /// (default: `ABICACHE_MAX_SIZE`; `None` never collects automatically).
+    pub fn with_max_size(mut self, max_bytes: Option<u64>) -> Self {
+        self.max_size = max_bytes;
+        self
+    }
+
+    /// The paths of this store.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+    /// The cache root.
+    pub fn root(&self) -> &Path {
+        self.layout.root()
+    }
+    /// `<root>/v1/objects`, reserved for the build crate's object cache.
+    pub fn objects_dir(&self) -> PathBuf {
+        self.layout.objects_dir()
+    }
+    /// The bounded wait for key locks.
+    pub fn lock_timeout(&self) -> Duration {
+        self.lock_timeout
+    }
+    /// The size collected to after each publish, if any.
+    pub fn max_size(&self) -> Option<u64> {
+        self.max_size
+    }
+
+    /// Looks `key` up. A hit has a readable manifest for this key and a
+    /// library whose size and BLAKE3 match it, and its `last-used` time is
+    /// touched. A corrupt entry is never a hit: it is removed (under its lock;
+    /// left alone if another process holds the lock, since that process is
+    /// replacing or removing it) and reported in [`Lookup::warnings`].
+    pub fn lookup(&self, key: &str) -> Result<Lookup> {
+        self.lookup_impl(key, false)
+    }
+
+    /// Lookup by a caller that already holds `key`'s lock (`held`), or not.
+    pub(crate) fn lookup_impl(&self, key: &str, held: bool) -> Result<Lookup> {
+        validate_key(key)?;
+        let dir = self.layout.entry_dir(key);
+        let problem = match self.verify(key, &dir) {
+            Verified::Hit(hit) => return Ok(Lookup { hit: Some(touch_hit(hit)), warnings: vec![] }),
+            Verified::Absent => return Ok(Lookup::default()),
+            Verified::Corrupt(problem) => problem,
+        };
+        let mut warning = StoreWarning { key: key.to_owned(), dir: dir.clone(), problem, removed: false };
+        let lock = if held { None } else { FileLock::try_acquire(&self.layout.lock_path(key))? };
+        if held || lock.is_some() {
+            // Re-verify under the lock: a builder may have replaced the entry meanwhile.
+            match self.verify(key, &dir) {
+                Verified::Hit(hit) => return Ok(Lookup { hit: Some(touch_hit(hit)), warnings: vec![] }),
+                Verified::Absent => {}
+                Verified::Corrupt(problem) => {
+                    warning.problem = problem;
+                    self.discard_entry(key)?;
+                    warning.removed = true;
+                }
+            }
+        }
+        Ok(Lookup { hit: None, warnings: vec![warning] })
+    }
+
+    /// Checks the entry directory of `key` without touching anything.
+    pub(crate) fn verify(&self, key: &str, dir: &Path) -> Verified {
+        let manifest_path = dir.join(MANIFEST_FILE);
+        let manifest = match Manifest::read(&manifest_path) {
+            Ok(m) => m,
+            Err(StoreError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => return Verified::Absent,
+            Err(e) => return Verified::Corrupt(Corruption::UnreadableManifest { error: e.to_string() }),
+        };
+        if manifest.format != LAYOUT_VERSION || manifest.key != key || !valid_library_name(&manifest.library) {
+            return Verified::Corrupt(Corruption::InconsistentManifest {
+                format: manifest.format,
+                key: manifest.key,
+                library: manifest.library,
+            });
+        }
+        let library = dir.join(&manifest.library);
+        let file = match std::fs::File::open(&library) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Verified::Corrupt(Corruption::MissingLibrary { library })
+            }
+            Err(e) => return Verified::Corrupt(Corruption::UnreadableLibrary { library, error: e.to_string() }),
+        };
+        match hash_open_file(&file, manifest.size) {
+            Ok(Ok(hash)) if hash == manifest.library_blake3 => {}
+            Ok(Ok(found)) => {
+                return Verified::Corrupt(Corruption::HashMismatch {
+                    library,
+                    expected: manifest.library_blake3,
+                    found,
+                })
+            }
+            Ok(Err(found)) => {
+                return Verified::Corrupt(Corruption::SizeMismatch { library, expected: manifest.size, found })
+            }
+            Err(e) => return Verified::Corrupt(Corruption::UnreadableLibrary { library, error: e.to_string() }),
+        }
+        Verified::Hit(Hit { dir: dir.to_owned(), library, manifest })
+    }
+
+    /// Takes `key`'s lock (waiting at most [`Store::lock_timeout`]) and a
+    /// fresh private build directory. **The caller must call
+    /// [`Store::lookup`] again after this returns**: the process it waited
+    /// for may have published the entry. [`Store::lookup_or_lock`] does that.
+    pub fn begin_build(&self, key: &str) -> Result<BuildGuard> {
+        validate_key(key)?;
+        let lock = FileLock::acquire(&self.layout.lock_path(key), key, self.lock_timeout)?;
+        BuildGuard::new(self.clone(), key.to_owned(), lock)
+    }
+
+    /// Lookup, then (on a miss) lock, then lookup again: either the entry
+    /// (perhaps built by the process we waited for) or the lock to build it.
+    /// Exactly one of any number of concurrent callers builds a given key.
+    pub fn lookup_or_lock(&self, key: &str) -> Result<Claim> {
+        let first = self.lookup(key)?;
+        let mut warnings = first.warnings;
+        if let Some(hit) = first.hit {
+            return Ok(Claim::Hit { hit, warnings });
+        }
+        let guard = self.begin_build(key)?;
+        let second = self.lookup_impl(key, true)?;
+        warnings.extend(second.warnings);
+        Ok(match second.hit {
+            Some(hit) => Claim::Hit { hit, warnings },
+            None => Claim::Build { guard, warnings },
+        })
+    }
+
+    /// Every entry with a readable manifest, sorted by name, most recently used first.
+    pub fn list(&self) -> Result<Vec<EntryInfo>> {
+        let mut out: Vec<EntryInfo> =
+            self.entry_dirs()?.into_iter().filter_map(|(key, dir)| self.entry_info(key, dir)).collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name).then(b.last_used.cmp(&a.last_used)));
+        Ok(out)
+    }
+
+    /// The entries built for the extension `name`, most recently used first
+    /// (what `abicache explain` diffs a new payload against).
+    pub fn find_by_name(&self, name: &str) -> Result<Vec<EntryInfo>> {
+        let mut out: Vec<EntryInfo> = self.list()?.into_iter().filter(|e| e.name == name).collect();
+        out.sort_by_key(|e| std::cmp::Reverse(e.last_used));
+        Ok(out)
+    }
+
+    /// Removes the entries whose key is `name_or_key`, whose key starts with
+    /// it (at least 8 characters), or whose name is it, each under its lock
+    /// (bounded wait). Returns how many were removed.
+    pub fn remove(&self, name_or_key: &str) -> Result<usize> {
+        let arg = name_or_key;
+        let mut keys: Vec<String> = self
+            .entry_dirs()?
+            .into_iter()
+            .filter_map(|(key, dir)| {
+                let matches_key = key == arg || (arg.len() >= 8 && key.starts_with(arg));
+                let matches_name = || self.entry_info(key.clone(), dir).is_some_and(|e| e.name == arg);
+                (matches_key || matches_name()).then_some(key)
+            })
+            .collect();
+        keys.sort();
+        for key in &keys {
+            let lock = FileLock::acquire(&self.layout.lock_path(key), key, self.lock_timeout)?;
+            self.discard_entry(key)?;
+            lock.unlink();
+        }
+        Ok(keys.len())
+    }
+
+    /// Names and paths of all directories under `entries/` with a valid key name.
+    pub(crate) fn entry_dirs(&self) -> Result<Vec<(String, PathBuf)>> {
+        let mut out = Vec::new();
+        for entry in fs_err::read_dir(self.layout.entries_dir())? {
+            let entry = entry?;
+            let Ok(key) = entry.file_name().into_string() else { continue };
+            if validate_key(&key).is_ok() && entry.file_type().is_ok_and(|t| t.is_dir()) {
+                out.push((key, entry.path()));
+            }
+        }
+        Ok(out)
+    }
+
+    /// The listing of one entry directory, or `None` when its manifest is unreadable.
+    pub(crate) fn entry_info(&self, key: String, dir: PathBuf) -> Option<EntryInfo> {
+        let manifest_path = dir.join(MANIFEST_FILE);
+        let manifest = Manifest::read(&manifest_path).ok()?;
+        let last_used = std::fs::metadata(dir.join(LAST_USED_FILE))
+            .or_else(|_| std::fs::metadata(&manifest_path))
+            .and_then(|m| m.modified())
+            .unwrap_or(SystemTime::UNIX_EPOCH);
+        Some(EntryInfo {
+            key,
+            name: manifest.name.clone(),
+            size: dir_size(&dir),
+            created: manifest.created,
+            last_used,
+            dir,
+            manifest,
+        })
+    }
+
+    /// Removes `key`'s entry directory, if any: renamed into `tmp/` first so it
+    /// vanishes at once, then deleted. The caller holds the key's lock.
+    pub(crate) fn discard_entry(&self, key: &str) -> Result<()> {
+        let dir = self.layout.entry_dir(key);
+        let trash = self.trash_path(key);
+        match std::fs::rename(&dir, &trash) {
+            Ok(()) => {
+                let _ = std::fs::remove_dir_all(&trash);
+                Ok(())
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(StoreError::io_at("move aside", dir)(e)),
+        }
+    }
+
+    /// A fresh name under `tmp/` for a directory being deleted; it starts
+    /// with `<key>.` so stale-temp cleanup recognises it.
+    pub(crate) fn trash_path(&self, key: &str) -> PathBuf {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let nanos = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        self.layout.tmp_dir().join(format!("{key}.trash-{}-{nanos}-{n}", std::process::id()))
+    }
+}
+
+/// A library file name must be a plain name that cannot collide with the entry's own files.
+pub(crate) fn valid_library_name(name: &str) -> bool {
+    !name.is_empty()
+        && name != "."
+        && name != ".."
+        && !name.contains('/')
+        && !name.contains('\0')
+        && name != MANIFEST_FILE
+        && name != LAST_USED_FILE
+}
+
+/// BLAKE3 of an open file, or `Err(actual size)` when its size is not `expected_size`.
+pub(crate) fn hash_open_file(file: &std::fs::File, expected_size: u64) -> std::io::Result<Result<String, u64>> {
+    let size = file.metadata()?.len();
+    if size != expected_size {
+        return Ok(Err(size));
+    }
+    Ok(Ok(hash_reader(file)?))
+}
+
+/// Hex BLAKE3 of everything `reader` yields.
+pub(crate) fn hash_reader(reader: impl std::io::Read) -> std::io::Result<String> {
+    let mut hasher = blake3::Hasher::new();
+    hasher.update_reader(reader)?;
+    Ok(hasher.finalize().to_hex().to_string())
+}
+
+/// Touches `last-used` (best effort: a read-only cache still serves hits).
+fn touch_hit(hit: Hit) -> Hit {
+    let path = hit.dir.join(LAST_USED_FILE);
+    if let Ok(f) = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path) {
+        let _ = f.set_modified(SystemTime::now());
+    }
+    hit
+}
+
+/// Total length of the files under `dir` (recursively; symlinks not followed).
+pub(crate) fn dir_size(dir: &Path) -> u64 {
+    let Ok(rd) = std::fs::read_dir(dir) else { return 0 };
+    rd.flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => dir_size(&e.path()),
+            Ok(_) => e.metadata().map_or(0, |m| m.len()),
+            Err(_) => 0,
+        })
+        .sum()
+}

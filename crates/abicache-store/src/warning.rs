@@ -1,0 +1,104 @@
+//! Warnings about corrupt entries: reported to the caller, never fatal.
+
+use std::fmt;
+use std::path::PathBuf;
+
+/// What was wrong with a cache entry.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Corruption {
+    /// `manifest.json` exists but could not be read or parsed.
+    UnreadableManifest {
+        /// The error, which names the file.
+        error: String,
+    },
+    /// The manifest is for another layout version or key, or names an invalid library file.
+    InconsistentManifest {
+        /// Its `format`.
+        format: u32,
+        /// Its `key`.
+        key: String,
+        /// Its `library`.
+        library: String,
+    },
+    /// The library named by the manifest is missing.
+    MissingLibrary {
+        /// The library path.
+        library: PathBuf,
+    },
+    /// The library could not be read.
+    UnreadableLibrary {
+        /// The library path.
+        library: PathBuf,
+        /// The error.
+        error: String,
+    },
+    /// The library's size differs from the manifest's (e.g. truncated).
+    SizeMismatch {
+        /// The library path.
+        library: PathBuf,
+        /// Size recorded in the manifest.
+        expected: u64,
+        /// Size on disk.
+        found: u64,
+    },
+    /// The library's BLAKE3 differs from the manifest's.
+    HashMismatch {
+        /// The library path.
+        library: PathBuf,
+        /// Hash recorded in the manifest.
+        expected: String,
+        /// Hash of the file on disk.
+        found: String,
+    },
+}
+
+impl fmt::Display for Corruption {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Corruption::UnreadableManifest { error } => write!(f, "its manifest is unreadable: {error}"),
+            Corruption::InconsistentManifest { format, key, library } => write!(
+                f,
+                "its manifest does not match the entry (format {format}, key `{key}`, library `{library}`)"
+            ),
+            Corruption::MissingLibrary { library } => write!(f, "its library `{}` is missing", library.display()),
+            Corruption::UnreadableLibrary { library, error } => {
+                write!(f, "its library `{}` is unreadable: {error}", library.display())
+            }
+            Corruption::SizeMismatch { library, expected, found } => write!(
+                f,
+                "its library `{}` is {found} bytes but the manifest says {expected} (truncated?)",
+                library.display()
+            ),
+            Corruption::HashMismatch { library, expected, found } => write!(
+                f,
+                "its library `{}` has BLAKE3 {found} but the manifest says {expected}",
+                library.display()
+            ),
+        }
+    }
+}
+
+/// A corrupt entry found by a lookup. It was never returned as a hit.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StoreWarning {
+    /// The entry's key.
+    pub key: String,
+    /// The entry directory.
+    pub dir: PathBuf,
+    /// What was wrong.
+    pub problem: Corruption,
+    /// Whether this process removed it (false: another process held its lock
+    /// and is replacing or removing it).
+    pub removed: bool,
+}
+
+impl fmt::Display for StoreWarning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "cache entry `{}` is corrupt: {}; ", self.dir.display(), self.problem)?;
+        if self.removed {
+            write!(f, "removed it, it will be rebuilt")
+        } else {
+            write!(f, "treated as a miss (another process holds its lock and will replace it)")
+        }
+    }
+}
