@@ -31,6 +31,16 @@ pub enum KeyError {
         message: String,
     },
 
+    /// A validation error in one `[[extension]]` of a spec file (wraps the
+    /// error, adding the file).
+    #[error("in extension spec `{}`: {inner}", path.display())]
+    InSpecFile {
+        /// The TOML file.
+        path: PathBuf,
+        /// What is wrong with the extension.
+        inner: Box<KeyError>,
+    },
+
     /// A spec file has no `[[extension]]` table.
     #[error("extension spec `{}` defines no extension: add an `[[extension]]` table with `name` and `sources`", path.display())]
     NoExtensions {
@@ -192,7 +202,7 @@ pub enum KeyError {
     },
 
     /// A CUDA extension and no nvcc.
-    #[error("extension `{name}` has CUDA sources but no nvcc was found: install the CUDA toolkit (or `pip install nvidia-cuda-nvcc-cu12`) and set `CUDA_HOME`, or set `nvcc_version` in the environment file")]
+    #[error("extension `{name}` has CUDA sources but no nvcc was found: install the CUDA toolkit (or the `nvidia-cuda-nvcc` pip wheel matching torch's CUDA) and set `CUDA_HOME`, or set `nvcc_version` in the environment file")]
     MissingNvcc {
         /// The extension.
         name: String,

@@ -134,7 +134,7 @@ impl Payload {
         let (a, b) = (Sections::of(self), Sections::of(other));
         let mut out = Vec::new();
         let mut fields: Vec<&String> = a.scalars.iter().map(|(f, _)| f).collect();
-        fields.extend(b.scalars.iter().map(|(f, _)| f).filter(|f| !a.scalar(f).is_some()));
+        fields.extend(b.scalars.iter().map(|(f, _)| f).filter(|f| a.scalar(f).is_none()));
         for f in fields {
             match (a.scalar(f), b.scalar(f)) {
                 (Some(o), Some(n)) if o != n => {

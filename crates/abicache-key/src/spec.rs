@@ -264,7 +264,7 @@ impl SpecFile {
         let mut extensions: Vec<ExtensionSpec> = Vec::with_capacity(raw.extension.len());
         for mut ext in raw.extension {
             ext.resolve_paths(&root);
-            ext.validate()?;
+            ext.validate().map_err(|e| KeyError::InSpecFile { path: path.to_path_buf(), inner: Box::new(e) })?;
             if extensions.iter().any(|e| e.name == ext.name) {
                 return Err(KeyError::DuplicateExtension { path: path.to_path_buf(), name: ext.name });
             }
