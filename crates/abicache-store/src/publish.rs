@@ -1,6 +1,7 @@
 //! Building into a private directory and publishing it atomically.
 
 use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use crate::error::{Result, StoreError};
@@ -37,10 +38,11 @@ pub struct Published {
 impl BuildGuard {
     pub(crate) fn new(store: Store, key: String, lock: FileLock) -> Result<Self> {
         let tmp = store.layout().tmp_dir();
-        // tempfile creates the directory with mode 0o700; the `<key>.` prefix
-        // lets stale-temp cleanup find the lock that protects it.
+        // Owner-only; the `<key>.` prefix lets stale-temp cleanup find the
+        // lock that protects it.
         let temp = tempfile::Builder::new()
             .prefix(&format!("{key}."))
+            .permissions(std::fs::Permissions::from_mode(0o700))
             .tempdir_in(&tmp)
             .map_err(StoreError::io_at("create a build directory in", tmp))?;
         Ok(BuildGuard { store, key, lock, temp })
