@@ -64,9 +64,17 @@ pub const KEY_HEX_LEN: usize = 32;
 const LIST_FIELDS: &[&str] = &["cflag", "cuda_cflag", "include_path", "ldflag"];
 
 /// The ordered `field=value` lines a key is the hash of.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+///
+/// Serializes as the list of its [`lines`](Self::lines).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Payload {
     entries: Vec<(String, String)>,
+}
+
+impl Serialize for Payload {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.lines())
+    }
 }
 
 impl Payload {

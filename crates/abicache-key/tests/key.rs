@@ -88,6 +88,9 @@ fn key_is_128_bit_lower_hex_of_the_payload() {
     assert_eq!(k.key, blake3::hash(k.payload.text().as_bytes()).to_hex()[..32]);
     assert_eq!(k.payload.lines()[0], "format=1");
     assert!(k.payload.text().ends_with('\n'));
+    let json = serde_json::to_value(&k).unwrap();
+    assert_eq!(json["payload"][1], "name=gemm");
+    assert_eq!(json["python_abi_reason"], "not_detected");
 }
 
 #[test]
