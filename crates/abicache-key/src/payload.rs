@@ -582,7 +582,8 @@ pub fn key_cuda_flags(flags: &[String]) -> Vec<&String> {
 
 /// A path as it appears in a payload: relative to `root` with `/`
 /// separators when under it (compared both lexically and canonically), else
-/// absolute (canonical when it exists).
+/// absolute (canonical when it exists). A relative `path` is taken
+/// relative to `root`.
 pub fn display_path(path: &Path, root: &Path) -> String {
     let lexical_root = normalize(&std::path::absolute(root).unwrap_or_else(|_| root.to_path_buf()));
     let lexical = normalize(&lexical_root.join(path));
