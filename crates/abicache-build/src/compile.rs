@@ -41,7 +41,10 @@ impl BuildOptions {
             Ok(v) if !v.trim().is_empty() => Some(parse_max_jobs(&v)?),
             _ => None,
         };
-        Ok(BuildOptions { jobs, previous_seconds: None })
+        Ok(BuildOptions {
+            jobs,
+            previous_seconds: None,
+        })
     }
 }
 
@@ -49,7 +52,9 @@ impl BuildOptions {
 pub fn parse_max_jobs(value: &str) -> Result<usize, BuildError> {
     match value.trim().parse::<usize>() {
         Ok(n) if n > 0 => Ok(n),
-        _ => Err(BuildError::MaxJobs { value: value.to_string() }),
+        _ => Err(BuildError::MaxJobs {
+            value: value.to_string(),
+        }),
     }
 }
 
@@ -108,7 +113,9 @@ pub fn build(
 ) -> Result<BuildReport, BuildError> {
     let started = Instant::now();
     if plan.sources.is_empty() {
-        return Err(BuildError::NoSources { name: plan.name.clone() });
+        return Err(BuildError::NoSources {
+            name: plan.name.clone(),
+        });
     }
     fs_err::create_dir_all(objects_dir)?;
     fs_err::create_dir_all(out_dir)?;
@@ -121,11 +128,17 @@ pub fn build(
         let key = object_key(plan, toolchain, unit, &command);
         let object = objects_dir.join(format!("{key}.o"));
         command.output = object.clone();
-        jobs.push(Job { index, display: unit.display(), command, object });
+        jobs.push(Job {
+            index,
+            display: unit.display(),
+            command,
+            object,
+        });
     }
     write_compile_commands(&out_dir, &jobs)?;
 
-    let (cached, to_compile): (Vec<&Job>, Vec<&Job>) = jobs.iter().partition(|j| j.object.is_file());
+    let (cached, to_compile): (Vec<&Job>, Vec<&Job>) =
+        jobs.iter().partition(|j| j.object.is_file());
     let total = jobs.len();
     progress(Progress::Started {
         name: plan.name.clone(),
@@ -151,10 +164,15 @@ pub fn build(
                 if stop.load(Ordering::SeqCst) {
                     break;
                 }
-                let Some(job) = to_compile.get(next.fetch_add(1, Ordering::SeqCst)) else { break };
+                let Some(job) = to_compile.get(next.fetch_add(1, Ordering::SeqCst)) else {
+                    break;
+                };
                 let t = Instant::now();
                 let event = match compile_one(job) {
-                    Ok(()) => Event::Done { index: job.index, seconds: t.elapsed().as_secs_f64() },
+                    Ok(()) => Event::Done {
+                        index: job.index,
+                        seconds: t.elapsed().as_secs_f64(),
+                    },
                     Err(e) => {
                         stop.store(true, Ordering::SeqCst);
                         Event::Failed(e)
@@ -174,7 +192,12 @@ pub fn build(
                     compiled[index] = true;
                     if first_error.is_none() {
                         let source = jobs[index].display.clone();
-                        progress(Progress::UnitDone { done, total, source, seconds });
+                        progress(Progress::UnitDone {
+                            done,
+                            total,
+                            source,
+                            seconds,
+                        });
                     }
                 }
                 Event::Failed(e) => {
@@ -195,7 +218,11 @@ pub fn build(
     Ok(BuildReport {
         library,
         units_total: total,
-        units_compiled: jobs.iter().filter(|j| compiled[j.index]).map(|j| j.display.clone()).collect(),
+        units_compiled: jobs
+            .iter()
+            .filter(|j| compiled[j.index])
+            .map(|j| j.display.clone())
+            .collect(),
         units_cached: cached.len(),
         seconds,
         toolchain: toolchain.describe(),
@@ -204,7 +231,12 @@ pub fn build(
 
 /// The object key of `unit`: BLAKE3 over the compiler identity, the key argv, the unit's
 /// files and the plan's ABI fields, each field length-prefixed so no two inputs collide.
-fn object_key(plan: &BuildPlan, toolchain: &Toolchain, unit: &crate::Unit, command: &CompileCommand) -> String {
+fn object_key(
+    plan: &BuildPlan,
+    toolchain: &Toolchain,
+    unit: &crate::Unit,
+    command: &CompileCommand,
+) -> String {
     let mut h = blake3::Hasher::new();
     let mut field = |name: &str, value: &str| {
         for part in [name, value] {
@@ -237,7 +269,11 @@ static TEMP_COUNTER: AtomicUsize = AtomicUsize::new(0);
 /// Compiles one job into a temporary object and renames it into place.
 fn compile_one(job: &Job) -> Result<(), BuildError> {
     let dir = job.object.parent().unwrap_or(Path::new("."));
-    let stem = job.object.file_stem().and_then(|s| s.to_str()).unwrap_or("object");
+    let stem = job
+        .object
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("object");
     let temp = dir.join(format!(
         ".{stem}.{}-{}.tmp.o",
         std::process::id(),
@@ -248,7 +284,9 @@ fn compile_one(job: &Job) -> Result<(), BuildError> {
     let argv = command.argv();
     let result = run(&argv, dir);
     let outcome = match result {
-        Ok(out) if out.status.success() => fs_err::rename(&temp, &job.object).map_err(BuildError::from),
+        Ok(out) if out.status.success() => {
+            fs_err::rename(&temp, &job.object).map_err(BuildError::from)
+        }
         Ok(out) => Err(BuildError::Compile {
             unit: job.display.clone(),
             command: shell_join(&argv),
@@ -264,7 +302,12 @@ fn compile_one(job: &Job) -> Result<(), BuildError> {
 }
 
 /// Links all objects into a temporary library and renames it to `library`.
-fn link(plan: &BuildPlan, toolchain: &Toolchain, jobs: &[Job], library: &Path) -> Result<(), BuildError> {
+fn link(
+    plan: &BuildPlan,
+    toolchain: &Toolchain,
+    jobs: &[Job],
+    library: &Path,
+) -> Result<(), BuildError> {
     let objects: Vec<PathBuf> = jobs.iter().map(|j| j.object.clone()).collect();
     let dir = library.parent().unwrap_or(Path::new("."));
     let temp = dir.join(format!(".{}.{}.tmp.so", plan.name, std::process::id()));
@@ -296,7 +339,11 @@ fn run(argv: &[String], dir: &Path) -> Result<Output, BuildError> {
 }
 
 fn combined(out: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
 }
 
 fn write_compile_commands(out_dir: &Path, jobs: &[Job]) -> Result<(), BuildError> {

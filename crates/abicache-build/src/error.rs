@@ -72,7 +72,9 @@ pub enum BuildError {
     },
 
     /// A plan without any source.
-    #[error("extension `{name}` has no sources to compile; give at least one `.cpp` or `.cu` file.")]
+    #[error(
+        "extension `{name}` has no sources to compile; give at least one `.cpp` or `.cu` file."
+    )]
     NoSources {
         /// The extension name.
         name: String,

@@ -147,7 +147,11 @@ pub struct CompileCommand {
 impl CompileCommand {
     /// The exact argv: `[launcher] compiler flags... -c source -o output`.
     pub fn argv(&self) -> Vec<String> {
-        let mut argv: Vec<String> = self.launcher.iter().map(|l| l.display().to_string()).collect();
+        let mut argv: Vec<String> = self
+            .launcher
+            .iter()
+            .map(|l| l.display().to_string())
+            .collect();
         argv.push(self.compiler.display().to_string());
         argv.extend(self.flags.iter().cloned());
         argv.extend(["-c".into(), self.source.display().to_string()]);
@@ -178,7 +182,10 @@ pub fn strip_scheduling_flags(flags: &[String]) -> Vec<String> {
             skip_next = true;
             continue;
         }
-        if WITH_VALUE.iter().any(|w| flag.strip_prefix(w).is_some_and(|r| r.starts_with('='))) {
+        if WITH_VALUE
+            .iter()
+            .any(|w| flag.strip_prefix(w).is_some_and(|r| r.starts_with('=')))
+        {
             continue;
         }
         out.push(flag.clone());
@@ -200,14 +207,24 @@ fn common_flags(plan: &BuildPlan) -> Vec<String> {
         flags.push("-isystem".into());
         flags.push(inc.display().to_string());
     }
-    flags.push(format!("-D_GLIBCXX_USE_CXX11_ABI={}", u8::from(plan.cxx11_abi)));
+    flags.push(format!(
+        "-D_GLIBCXX_USE_CXX11_ABI={}",
+        u8::from(plan.cxx11_abi)
+    ));
     flags
 }
 
 /// torch's `include_paths("cuda" | "cpu")` plus the Python include dir.
 pub fn system_includes(plan: &BuildPlan) -> Vec<PathBuf> {
     let include = plan.torch_dir.join("include");
-    let mut dirs = vec![include.clone(), include.join("torch").join("csrc").join("api").join("include")];
+    let mut dirs = vec![
+        include.clone(),
+        include
+            .join("torch")
+            .join("csrc")
+            .join("api")
+            .join("include"),
+    ];
     if plan.requires_cuda {
         dirs.extend(plan.cuda_include_dirs.iter().cloned());
     }
@@ -232,7 +249,10 @@ pub fn nvcc_flags(plan: &BuildPlan, ccbin: Option<&str>) -> Vec<String> {
     let mut flags = Vec::new();
     let extra: Vec<String> = stripped(&plan.extra_cuda_cflags).collect();
     if let Some(cc) = ccbin {
-        if !extra.iter().any(|f| f.starts_with("-ccbin") || f.starts_with("--compiler-bindir")) {
+        if !extra
+            .iter()
+            .any(|f| f.starts_with("-ccbin") || f.starts_with("--compiler-bindir"))
+        {
             flags.extend(["-ccbin".to_string(), cc.to_string()]);
         }
     }
@@ -258,11 +278,17 @@ pub fn compile_command(
     let (compiler, flags) = match unit_kind(&unit.source) {
         UnitKind::Host => (toolchain.cxx.path.clone(), host_flags(plan)),
         UnitKind::Cuda => {
-            let nvcc = toolchain
-                .nvcc
-                .as_ref()
-                .ok_or_else(|| BuildError::CudaSourceWithoutNvcc { unit: unit.display() })?;
-            (nvcc.tool.path.clone(), nvcc_flags(plan, toolchain.ccbin.as_deref()))
+            let nvcc =
+                toolchain
+                    .nvcc
+                    .as_ref()
+                    .ok_or_else(|| BuildError::CudaSourceWithoutNvcc {
+                        unit: unit.display(),
+                    })?;
+            (
+                nvcc.tool.path.clone(),
+                nvcc_flags(plan, toolchain.ccbin.as_deref()),
+            )
         }
     };
     Ok(CompileCommand {
@@ -275,7 +301,12 @@ pub fn compile_command(
 }
 
 /// The link argv (torch's `$cxx $in $ldflags -o $out`), writing `output`.
-pub fn link_argv(plan: &BuildPlan, toolchain: &Toolchain, objects: &[PathBuf], output: &Path) -> Vec<String> {
+pub fn link_argv(
+    plan: &BuildPlan,
+    toolchain: &Toolchain,
+    objects: &[PathBuf],
+    output: &Path,
+) -> Vec<String> {
     let mut argv = vec![toolchain.cxx.path.display().to_string()];
     argv.extend(objects.iter().map(|o| o.display().to_string()));
     argv.push("-shared".into());
@@ -310,11 +341,25 @@ mod tests {
 
     #[test]
     fn scheduling_flags_are_left_out_of_the_key_in_both_forms() {
-        let flags: Vec<String> = ["-O3", "--threads", "4", "--split-compile=8", "-t", "2", "-DX", "--threads=0", "-split-compile", "3"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        assert_eq!(strip_scheduling_flags(&flags), vec!["-O3".to_string(), "-DX".to_string()]);
+        let flags: Vec<String> = [
+            "-O3",
+            "--threads",
+            "4",
+            "--split-compile=8",
+            "-t",
+            "2",
+            "-DX",
+            "--threads=0",
+            "-split-compile",
+            "3",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        assert_eq!(
+            strip_scheduling_flags(&flags),
+            vec!["-O3".to_string(), "-DX".to_string()]
+        );
     }
 
     #[test]

@@ -25,4 +25,6 @@ pub use error::BuildError;
 pub use flags::{BuildPlan, CompileCommand, Unit, UnitKind};
 pub use progress::{plain_line, progress_reporter, Progress, ProgressMode};
 pub use quote::{shell_join, shell_quote};
-pub use toolchain::{find_cxx, find_nvcc, parse_nvcc_release, which, Nvcc, Tool, Toolchain, ToolchainEnv};
+pub use toolchain::{
+    find_cxx, find_nvcc, parse_nvcc_release, which, Nvcc, Tool, Toolchain, ToolchainEnv,
+};

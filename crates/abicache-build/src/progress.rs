@@ -59,8 +59,16 @@ pub enum ProgressMode {
 /// The plain-text line for an event (what [`ProgressMode::Plain`] prints).
 pub fn plain_line(event: &Progress) -> String {
     match event {
-        Progress::Started { name, total, cached, estimate } => {
-            let mut line = format!("building `{name}`: {total} unit{}", if *total == 1 { "" } else { "s" });
+        Progress::Started {
+            name,
+            total,
+            cached,
+            estimate,
+        } => {
+            let mut line = format!(
+                "building `{name}`: {total} unit{}",
+                if *total == 1 { "" } else { "s" }
+            );
             if *cached > 0 {
                 line.push_str(&format!(", {cached} cached"));
             }
@@ -69,7 +77,12 @@ pub fn plain_line(event: &Progress) -> String {
             }
             line
         }
-        Progress::UnitDone { done, total, source, seconds } => {
+        Progress::UnitDone {
+            done,
+            total,
+            source,
+            seconds,
+        } => {
             format!("[{done}/{total}] compiled {source} ({seconds:.1}s)")
         }
         Progress::Linking => "linking".to_string(),
@@ -95,10 +108,18 @@ pub fn progress_reporter(mode: ProgressMode) -> impl Fn(Progress) {
 fn render_bar(bar: &RefCell<Option<ProgressBar>>, event: Progress) {
     let mut slot = bar.borrow_mut();
     match event {
-        Progress::Started { name, total, cached, estimate } => {
-            let pb = ProgressBar::with_draw_target(Some(total as u64), ProgressDrawTarget::stderr());
+        Progress::Started {
+            name,
+            total,
+            cached,
+            estimate,
+        } => {
+            let pb =
+                ProgressBar::with_draw_target(Some(total as u64), ProgressDrawTarget::stderr());
             let est = estimate.map_or(String::new(), |e| format!(" ~{e:.0}s"));
-            let template = format!("{{prefix}} [{{elapsed}}{est}] {{bar:30}} {{pos}}/{{len}} (eta {{eta}}) {{msg}}");
+            let template = format!(
+                "{{prefix}} [{{elapsed}}{est}] {{bar:30}} {{pos}}/{{len}} (eta {{eta}}) {{msg}}"
+            );
             if let Ok(style) = ProgressStyle::with_template(&template) {
                 pb.set_style(style);
             }

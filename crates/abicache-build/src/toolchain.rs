@@ -39,7 +39,9 @@ impl ToolchainEnv {
         ToolchainEnv {
             cxx: var("CXX"),
             cc: var("CC"),
-            cuda_home: var("CUDA_HOME").or_else(|| var("CUDA_PATH")).map(PathBuf::from),
+            cuda_home: var("CUDA_HOME")
+                .or_else(|| var("CUDA_PATH"))
+                .map(PathBuf::from),
             path: std::env::var_os("PATH"),
             launcher: var("ABICACHE_COMPILER_LAUNCHER"),
         }
@@ -95,15 +97,25 @@ impl Toolchain {
         cuda: bool,
     ) -> Result<Toolchain, BuildError> {
         let cxx = find_cxx(env)?;
-        let nvcc = if cuda { Some(find_nvcc(env, site_packages)?) } else { None };
+        let nvcc = if cuda {
+            Some(find_nvcc(env, site_packages)?)
+        } else {
+            None
+        };
         let launcher = match &env.launcher {
             None => None,
-            Some(l) => Some(
-                resolve_program(l, env.path.as_deref())
-                    .ok_or_else(|| BuildError::LauncherNotFound { launcher: l.clone() })?,
-            ),
+            Some(l) => Some(resolve_program(l, env.path.as_deref()).ok_or_else(|| {
+                BuildError::LauncherNotFound {
+                    launcher: l.clone(),
+                }
+            })?),
         };
-        Ok(Toolchain { cxx, nvcc, ccbin: env.cc.clone(), launcher })
+        Ok(Toolchain {
+            cxx,
+            nvcc,
+            ccbin: env.cc.clone(),
+            launcher,
+        })
     }
 
     /// The toolchain as `name → value` lines for manifests and build reports.
@@ -129,14 +141,22 @@ impl Toolchain {
 /// Finds the host compiler: `CXX`, else `c++` on `PATH`, and reads its version.
 pub fn find_cxx(env: &ToolchainEnv) -> Result<Tool, BuildError> {
     let (wanted, looked_for) = match &env.cxx {
-        Some(cxx) => (cxx.as_str(), format!("`CXX={cxx}`")),
+        Some(cxx) => (cxx.as_str(), format!("`CXX={cxx}` (no such executable)")),
         None => ("c++", "`c++` on `PATH` (`CXX` is not set)".to_string()),
     };
     let path = resolve_program(wanted, env.path.as_deref())
         .ok_or(BuildError::CompilerNotFound { looked_for })?;
     let version = probe_version(&path, "CXX")?;
-    let first = version.lines().next().unwrap_or_default().trim().to_string();
-    Ok(Tool { path, version: first })
+    let first = version
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_string();
+    Ok(Tool {
+        path,
+        version: first,
+    })
 }
 
 /// Finds nvcc (see the module doc for the order), its release and its CUDA directories.
@@ -149,7 +169,10 @@ pub fn find_nvcc(env: &ToolchainEnv, site_packages: &[PathBuf]) -> Result<Nvcc, 
                 break 'found (nvcc, "CUDA_HOME");
             }
             // An explicit CUDA_HOME that has no nvcc is an error, not a hint.
-            searched.push(format!("`{}` (from `CUDA_HOME`/`CUDA_PATH`)", nvcc.display()));
+            searched.push(format!(
+                "`{}` (from `CUDA_HOME`/`CUDA_PATH`)",
+                nvcc.display()
+            ));
             return Err(BuildError::NvccNotFound { searched });
         }
         searched.push("`CUDA_HOME` and `CUDA_PATH` (not set)".to_string());
@@ -158,10 +181,21 @@ pub fn find_nvcc(env: &ToolchainEnv, site_packages: &[PathBuf]) -> Result<Nvcc, 
         }
         searched.push("`nvcc` on `PATH`".to_string());
         for sp in site_packages {
-            if let Some(p) = wheel_dirs(sp).into_iter().map(|d| d.join("bin").join("nvcc")).find(|p| p.is_file()) {
+            if let Some(p) = wheel_dirs(sp)
+                .into_iter()
+                .map(|d| d.join("bin").join("nvcc"))
+                .find(|p| p.is_file())
+            {
                 break 'found (p, "pip wheel");
             }
-            searched.push(format!("`{}`", sp.join("nvidia").join("*").join("bin").join("nvcc").display()));
+            searched.push(format!(
+                "`{}`",
+                sp.join("nvidia")
+                    .join("*")
+                    .join("bin")
+                    .join("nvcc")
+                    .display()
+            ));
         }
         return Err(BuildError::NvccNotFound { searched });
     };
@@ -180,7 +214,11 @@ pub fn find_nvcc(env: &ToolchainEnv, site_packages: &[PathBuf]) -> Result<Nvcc, 
         .trim()
         .to_string();
     // `<root>/bin/nvcc`: the root is a CUDA toolkit or one of NVIDIA's wheels.
-    let root = path.parent().and_then(Path::parent).map(Path::to_path_buf).unwrap_or_default();
+    let root = path
+        .parent()
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
     let wheel_set = root
         .parent()
         .filter(|p| p.file_name() == Some(OsStr::new("nvidia")))
@@ -208,7 +246,10 @@ pub fn find_nvcc(env: &ToolchainEnv, site_packages: &[PathBuf]) -> Result<Nvcc, 
         .find_map(|d| cudart_in(d).map(|flag| (Some(d.clone()), flag)))
         .unwrap_or((None, "-lcudart".to_string()));
     Ok(Nvcc {
-        tool: Tool { path, version: version_line },
+        tool: Tool {
+            path,
+            version: version_line,
+        },
         release,
         origin: origin.to_string(),
         include_dirs,
@@ -252,7 +293,10 @@ fn cudart_in(dir: &Path) -> Option<String> {
 /// Parses `release 13.2,` out of `nvcc --version` output into `13.2`.
 pub fn parse_nvcc_release(output: &str) -> Option<String> {
     let rest = &output[output.find("release ")? + "release ".len()..];
-    let release: String = rest.chars().take_while(|c| c.is_ascii_digit() || *c == '.').collect();
+    let release: String = rest
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == '.')
+        .collect();
     let mut parts = release.split('.');
     let (major, minor) = (parts.next()?, parts.next()?);
     if major.is_empty() || minor.is_empty() {
@@ -316,7 +360,10 @@ mod tests {
         let out = "nvcc: NVIDIA (R) Cuda compiler driver\n\
                    Cuda compilation tools, release 13.2, V13.2.86\n";
         assert_eq!(parse_nvcc_release(out).as_deref(), Some("13.2"));
-        assert_eq!(parse_nvcc_release("release 12.8, V12.8.61").as_deref(), Some("12.8"));
+        assert_eq!(
+            parse_nvcc_release("release 12.8, V12.8.61").as_deref(),
+            Some("12.8")
+        );
         assert_eq!(parse_nvcc_release("no version here"), None);
         assert_eq!(parse_nvcc_release("release 13,"), None);
     }
