@@ -64,7 +64,7 @@ pub enum StoreError {
 
     /// The bounded wait for a key's lock ran out.
     #[error(
-        "timed out after {seconds}s waiting for the lock on cache key `{key}` (`{p}`), held by {holder}; \
+        "timed out after {timeout:?} waiting for the lock on cache key `{key}` (`{p}`), held by {holder}; \
          is that process still building? Wait for it or end it, or set `ABICACHE_LOCK_TIMEOUT` (seconds) to wait longer"
     , p = .path.display())]
     LockTimeout {
@@ -73,7 +73,7 @@ pub enum StoreError {
         /// The lock file.
         path: PathBuf,
         /// The configured time-out.
-        seconds: u64,
+        timeout: std::time::Duration,
         /// Who holds it, as read from the lock file (e.g. "pid 1234 on host x").
         holder: String,
     },

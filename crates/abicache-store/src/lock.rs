@@ -98,7 +98,7 @@ impl FileLock {
                 return Err(StoreError::LockTimeout {
                     key: what.to_owned(),
                     path: path.to_owned(),
-                    seconds: timeout.as_secs(),
+                    timeout,
                     holder: describe_holder(path),
                 });
             }
