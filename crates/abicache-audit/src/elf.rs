@@ -1,0 +1,194 @@
+//! Reading the dynamic-linking facts out of an ELF file with `object`.
+//!
+//! Works over any [`ReadRef`]: a byte slice, or a lazily read
+//! [`object::read::ReadCache`] over a `File`, in which case only the ELF
+//! header, the section headers and the few sections below are read.
+
+use std::collections::HashMap;
+
+use object::elf::{self, FileHeader32, FileHeader64};
+use object::read::elf::{Dyn, FileHeader, SectionHeader, SectionTable, Sym};
+use object::{Endianness, FileKind, ReadRef, SectionIndex, StringTable};
+
+/// An undefined symbol of `.dynsym`, with the version it requires, if any.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct UndefinedSymbol {
+    /// The name without any `@VERSION` suffix.
+    pub name: String,
+    /// The required version from `.gnu.version_r` (e.g. `GLIBCXX_3.4.21`).
+    pub version: Option<String>,
+}
+
+/// What an ELF file needs from the dynamic linker.
+#[derive(Debug, Default)]
+pub(crate) struct DynamicFacts {
+    /// `DT_NEEDED` entries, in file order.
+    pub needed: Vec<String>,
+    /// Undefined dynamic symbols, in `.dynsym` order.
+    pub undefined: Vec<UndefinedSymbol>,
+    /// Every version name in `.gnu.version_r`.
+    pub version_needs: Vec<String>,
+}
+
+/// Why reading failed.
+#[derive(Debug)]
+pub(crate) enum ReadFailure {
+    /// The first bytes are not the ELF magic (they are returned).
+    NotElf(Vec<u8>),
+    /// The structure is truncated or malformed; the text says where.
+    Malformed(String),
+}
+
+impl From<object::Error> for ReadFailure {
+    fn from(error: object::Error) -> Self {
+        ReadFailure::Malformed(error.to_string())
+    }
+}
+
+const MAGIC: &[u8] = b"\x7fELF";
+
+/// Reads the dynamic-linking facts of the ELF file in `data`.
+pub(crate) fn read<'data, R: ReadRef<'data>>(data: R) -> Result<DynamicFacts, ReadFailure> {
+    let len = data
+        .len()
+        .map_err(|()| ReadFailure::Malformed("cannot determine the file size".into()))?;
+    let head = data
+        .read_bytes_at(0, len.min(16))
+        .map_err(|()| ReadFailure::Malformed("cannot read the ELF header".into()))?;
+    if !head.starts_with(MAGIC) {
+        if !head.is_empty() && MAGIC.starts_with(head) {
+            return Err(ReadFailure::Malformed(format!(
+                "only {len} bytes, shorter than the ELF header"
+            )));
+        }
+        return Err(ReadFailure::NotElf(head.to_vec()));
+    }
+    match FileKind::parse(data)? {
+        FileKind::Elf32 => read_elf::<FileHeader32<Endianness>, R>(data),
+        FileKind::Elf64 => read_elf::<FileHeader64<Endianness>, R>(data),
+        _ => Err(ReadFailure::Malformed("unknown ELF class".into())),
+    }
+}
+
+fn read_elf<'data, Elf, R>(data: R) -> Result<DynamicFacts, ReadFailure>
+where
+    Elf: FileHeader<Endian = Endianness>,
+    R: ReadRef<'data>,
+{
+    let header = Elf::parse(data)?;
+    let endian = header.endian()?;
+    let sections = header.sections(endian, data)?;
+    let mut facts = DynamicFacts::default();
+
+    if let Some((entries, link)) = sections.dynamic(endian, data)? {
+        let strings = string_table(&sections, endian, data, link)?;
+        for entry in entries {
+            match entry.tag32(endian) {
+                Some(elf::DT_NULL) => break,
+                Some(elf::DT_NEEDED) => {
+                    facts.needed.push(text(entry.string(endian, strings)?));
+                }
+                _ => {}
+            }
+        }
+    }
+
+    let versions = read_version_needs(&sections, endian, data, &mut facts.version_needs)?;
+
+    for (index, section) in sections.enumerate() {
+        if section.sh_type(endian) != elf::SHT_DYNSYM {
+            continue;
+        }
+        let symbols: &[Elf::Sym] = section.data_as_array(endian, data)?;
+        let strings = string_table(&sections, endian, data, section.link(endian))?;
+        let versym = versym_for(&sections, endian, data, index)?;
+        for (i, symbol) in symbols.iter().enumerate().skip(1) {
+            if !symbol.is_undefined(endian) {
+                continue;
+            }
+            let raw = symbol.name(endian, strings)?;
+            let name = text(raw.split(|&b| b == b'@').next().unwrap_or(raw));
+            if name.is_empty() {
+                continue;
+            }
+            let version = versym
+                .and_then(|table| table.get(i))
+                .map(|v| v.0.get(endian) & elf::VERSYM_VERSION)
+                .and_then(|v| versions.get(&v).cloned());
+            facts.undefined.push(UndefinedSymbol { name, version });
+        }
+    }
+    Ok(facts)
+}
+
+/// Reads `.gnu.version_r`: fills `names` and returns version index → name.
+fn read_version_needs<'data, Elf, R>(
+    sections: &SectionTable<'data, Elf, R>,
+    endian: Endianness,
+    data: R,
+    names: &mut Vec<String>,
+) -> Result<HashMap<u16, String>, ReadFailure>
+where
+    Elf: FileHeader<Endian = Endianness>,
+    R: ReadRef<'data>,
+{
+    let mut by_index = HashMap::new();
+    let Some((mut needs, link)) = sections.gnu_verneed(endian, data)? else {
+        return Ok(by_index);
+    };
+    let strings = string_table(sections, endian, data, link)?;
+    while let Some((_need, mut auxes)) = needs.next()? {
+        while let Some(aux) = auxes.next()? {
+            let name = text(aux.name(endian, strings)?);
+            by_index.insert(aux.vna_other.get(endian) & elf::VERSYM_VERSION, name.clone());
+            names.push(name);
+        }
+    }
+    Ok(by_index)
+}
+
+/// The `.gnu.version` table that belongs to the symbol table at `symtab`, if any.
+fn versym_for<'data, Elf, R>(
+    sections: &SectionTable<'data, Elf, R>,
+    endian: Endianness,
+    data: R,
+    symtab: SectionIndex,
+) -> Result<Option<&'data [elf::Versym<Endianness>]>, ReadFailure>
+where
+    Elf: FileHeader<Endian = Endianness>,
+    R: ReadRef<'data>,
+{
+    for section in sections.iter() {
+        if section.sh_type(endian) == elf::SHT_GNU_VERSYM && section.link(endian) == symtab {
+            return Ok(Some(section.data_as_array(endian, data)?));
+        }
+    }
+    Ok(None)
+}
+
+/// The string table in section `index`, read in one piece (one read for a
+/// lazily read file, rather than one per string).
+fn string_table<'data, Elf, R>(
+    sections: &SectionTable<'data, Elf, R>,
+    endian: Endianness,
+    data: R,
+    index: SectionIndex,
+) -> Result<StringTable<'data>, ReadFailure>
+where
+    Elf: FileHeader<Endian = Endianness>,
+    R: ReadRef<'data>,
+{
+    let section = sections.section(index)?;
+    if section.sh_type(endian) != elf::SHT_STRTAB {
+        return Err(ReadFailure::Malformed(format!(
+            "section {} linked as a string table is not one",
+            index.0
+        )));
+    }
+    let bytes = section.data(endian, data)?;
+    Ok(StringTable::new(bytes, 0, bytes.len() as u64))
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
