@@ -116,12 +116,18 @@ fn render_bar(bar: &RefCell<Option<ProgressBar>>, event: Progress) {
         } => {
             let pb =
                 ProgressBar::with_draw_target(Some(total as u64), ProgressDrawTarget::stderr());
-            let est = estimate.map_or(String::new(), |e| format!(" ~{e:.0}s"));
-            let template = format!(
-                "{{prefix}} [{{elapsed}}{est}] {{bar:30}} {{pos}}/{{len}} (eta {{eta}}) {{msg}}"
-            );
-            if let Ok(style) = ProgressStyle::with_template(&template) {
-                pb.set_style(style);
+            // With the last build's duration, the ETA is what is left of it; without, the
+            // rate-based guess of indicatif.
+            let eta = move |state: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                let left = match estimate {
+                    Some(est) => (est - state.elapsed().as_secs_f64()).max(0.0),
+                    None => state.eta().as_secs_f64(),
+                };
+                let _ = write!(w, "{left:.0}s");
+            };
+            let template = "{prefix} [{elapsed}] {bar:30} {pos}/{len} (eta {eta_est}) {msg}";
+            if let Ok(style) = ProgressStyle::with_template(template) {
+                pb.set_style(style.with_key("eta_est", eta));
             }
             pb.set_prefix(format!("building {name}"));
             pb.set_position(cached as u64);

@@ -575,6 +575,16 @@ fn max_jobs_rejects_what_is_not_a_positive_number() {
         .map(|v| parse_max_jobs(v).unwrap_err().to_string())
         .collect();
     insta::assert_snapshot!("max_jobs_errors", errors.join("\n---\n"));
+
+    // Only this test touches `MAX_JOBS` (nextest runs each test in its own process).
+    std::env::set_var("MAX_JOBS", "3");
+    assert_eq!(BuildOptions::from_env().unwrap().jobs, Some(3));
+    std::env::set_var("MAX_JOBS", "lots");
+    assert!(
+        matches!(BuildOptions::from_env(), Err(BuildError::MaxJobs { value }) if value == "lots")
+    );
+    std::env::remove_var("MAX_JOBS");
+    assert_eq!(BuildOptions::from_env().unwrap().jobs, None);
 }
 
 fn fake_toolchain(cuda: bool) -> Toolchain {
