@@ -12,7 +12,13 @@ pub const ABICACHE_LOCK_TIMEOUT: &str = "ABICACHE_LOCK_TIMEOUT";
 pub const ABICACHE_MAX_SIZE: &str = "ABICACHE_MAX_SIZE";
 
 /// Every variable above, for documentation tables and checks.
-pub const ALL: &[&str] = &[ABICACHE_DIR, XDG_CACHE_HOME, HOME, ABICACHE_LOCK_TIMEOUT, ABICACHE_MAX_SIZE];
+pub const ALL: &[&str] = &[
+    ABICACHE_DIR,
+    XDG_CACHE_HOME,
+    HOME,
+    ABICACHE_LOCK_TIMEOUT,
+    ABICACHE_MAX_SIZE,
+];
 
 /// Reads a variable, treating an empty value as unset.
 pub(crate) fn var_os(name: &str) -> Option<std::ffi::OsString> {

@@ -148,8 +148,15 @@ pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
 impl StoreError {
     /// Wraps an I/O error from a `std` call with the action and path.
-    pub(crate) fn io_at(action: &'static str, path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Self {
+    pub(crate) fn io_at(
+        action: &'static str,
+        path: impl Into<PathBuf>,
+    ) -> impl FnOnce(std::io::Error) -> Self {
         let path = path.into();
-        move |source| StoreError::IoAt { action, path, source }
+        move |source| StoreError::IoAt {
+            action,
+            path,
+            source,
+        }
     }
 }

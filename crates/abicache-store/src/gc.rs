@@ -56,11 +56,17 @@ impl Store {
     /// [`Store::gc`] that never evicts `spare`, and reports failures in
     /// [`GcReport::errors`] instead of failing (used after a publish).
     pub(crate) fn gc_sparing(&self, max_bytes: u64, spare: Option<&str>) -> GcReport {
-        self.gc_impl(max_bytes, spare).unwrap_or_else(|e| GcReport { errors: vec![e.to_string()], ..GcReport::default() })
+        self.gc_impl(max_bytes, spare).unwrap_or_else(|e| GcReport {
+            errors: vec![e.to_string()],
+            ..GcReport::default()
+        })
     }
 
     fn gc_impl(&self, max_bytes: u64, spare: Option<&str>) -> Result<GcReport> {
-        let mut report = GcReport { temp_dirs_removed: self.clean_stale_temp_dirs(), ..GcReport::default() };
+        let mut report = GcReport {
+            temp_dirs_removed: self.clean_stale_temp_dirs(),
+            ..GcReport::default()
+        };
         let mut entries = Vec::new();
         for (key, dir) in self.entry_dirs()? {
             match self.entry_info(key.clone(), dir) {
@@ -68,7 +74,10 @@ impl Store {
                 None => {
                     // No readable manifest: not an entry, just garbage (unless a lookup holds it).
                     if let Some(lock) = FileLock::try_acquire(&self.layout().lock_path(&key))? {
-                        if self.entry_info(key.clone(), self.layout().entry_dir(&key)).is_none() {
+                        if self
+                            .entry_info(key.clone(), self.layout().entry_dir(&key))
+                            .is_none()
+                        {
                             self.discard_entry(&key)?;
                             report.incomplete_removed += 1;
                         }
@@ -94,7 +103,11 @@ impl Store {
             match self.discard_entry(&e.key) {
                 Ok(()) => {
                     total -= e.size;
-                    report.evicted.push(Evicted { key: e.key, name: e.name, size: e.size });
+                    report.evicted.push(Evicted {
+                        key: e.key,
+                        name: e.name,
+                        size: e.size,
+                    });
                     lock.unlink();
                 }
                 Err(err) => report.errors.push(err.to_string()),
@@ -115,7 +128,9 @@ impl Store {
     /// touches a directory whose key lock is held. Best effort; returns how
     /// many were removed.
     pub fn clean_stale_temp_dirs(&self) -> usize {
-        let Ok(rd) = std::fs::read_dir(self.layout().tmp_dir()) else { return 0 };
+        let Ok(rd) = std::fs::read_dir(self.layout().tmp_dir()) else {
+            return 0;
+        };
         let mut removed = 0;
         for entry in rd.flatten() {
             let path = entry.path();
@@ -132,10 +147,9 @@ impl Store {
                     _ => false,
                 }
             } else {
-                entry
-                    .metadata()
-                    .and_then(|m| m.modified())
-                    .is_ok_and(|t| SystemTime::now().duration_since(t).unwrap_or_default() > STALE_TEMP_AGE)
+                entry.metadata().and_then(|m| m.modified()).is_ok_and(|t| {
+                    SystemTime::now().duration_since(t).unwrap_or_default() > STALE_TEMP_AGE
+                })
             };
             if stale && remove_any(&path) {
                 removed += 1;

@@ -69,11 +69,15 @@ pub fn root_from_env() -> Result<PathBuf> {
 pub fn validate_key(key: &str) -> Result<()> {
     let ok = !key.is_empty()
         && key.len() <= 128
-        && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
     if ok {
         Ok(())
     } else {
-        Err(StoreError::InvalidKey { key: key.to_owned() })
+        Err(StoreError::InvalidKey {
+            key: key.to_owned(),
+        })
     }
 }
 
@@ -141,7 +145,12 @@ impl Layout {
     pub fn create(&self) -> Result<()> {
         ensure_private_dir(&self.root)?;
         ensure_private_dir(&self.version_dir)?;
-        for dir in [self.entries_dir(), self.tmp_dir(), self.locks_dir(), self.objects_dir()] {
+        for dir in [
+            self.entries_dir(),
+            self.tmp_dir(),
+            self.locks_dir(),
+            self.objects_dir(),
+        ] {
             create_dir_0700(&dir)?;
         }
         let tag = self.root.join("CACHEDIR.TAG");
@@ -155,13 +164,19 @@ impl Layout {
 
 /// Creates `dir` (and missing parents) with mode 0o700 when absent, and checks it is a directory.
 pub(crate) fn create_dir_0700(dir: &Path) -> Result<()> {
-    match std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir) {
+    match std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+    {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
         Err(e) => return Err(StoreError::io_at("create directory", dir)(e)),
     }
     if !dir.is_dir() {
-        return Err(StoreError::NotADirectory { path: dir.to_owned() });
+        return Err(StoreError::NotADirectory {
+            path: dir.to_owned(),
+        });
     }
     Ok(())
 }
@@ -173,11 +188,18 @@ pub(crate) fn ensure_private_dir(dir: &Path) -> Result<()> {
     let meta = fs_err::metadata(dir)?;
     let uid = current_uid()?;
     if meta.uid() != uid {
-        return Err(StoreError::ForeignOwner { path: dir.to_owned(), owner: meta.uid(), uid });
+        return Err(StoreError::ForeignOwner {
+            path: dir.to_owned(),
+            owner: meta.uid(),
+            uid,
+        });
     }
     let mode = meta.mode() & 0o7777;
     if mode & 0o022 != 0 {
-        return Err(StoreError::InsecureMode { path: dir.to_owned(), mode });
+        return Err(StoreError::InsecureMode {
+            path: dir.to_owned(),
+            mode,
+        });
     }
     Ok(())
 }
@@ -197,14 +219,26 @@ mod tests {
 
     #[test]
     fn root_prefers_abicache_dir_then_xdg_then_home() {
-        assert_eq!(resolve_root(os("/a"), os("/x"), os("/h")).unwrap(), Path::new("/a"));
-        assert_eq!(resolve_root(None, os("/x"), os("/h")).unwrap(), Path::new("/x/abicache"));
-        assert_eq!(resolve_root(os(""), os(""), os("/h")).unwrap(), Path::new("/h/.cache/abicache"));
+        assert_eq!(
+            resolve_root(os("/a"), os("/x"), os("/h")).unwrap(),
+            Path::new("/a")
+        );
+        assert_eq!(
+            resolve_root(None, os("/x"), os("/h")).unwrap(),
+            Path::new("/x/abicache")
+        );
+        assert_eq!(
+            resolve_root(os(""), os(""), os("/h")).unwrap(),
+            Path::new("/h/.cache/abicache")
+        );
     }
 
     #[test]
     fn relative_xdg_cache_home_is_ignored_as_the_xdg_spec_says() {
-        assert_eq!(resolve_root(None, os("rel"), os("/h")).unwrap(), Path::new("/h/.cache/abicache"));
+        assert_eq!(
+            resolve_root(None, os("rel"), os("/h")).unwrap(),
+            Path::new("/h/.cache/abicache")
+        );
     }
 
     #[test]

@@ -37,9 +37,12 @@ mod warning;
 pub use error::{Result, StoreError};
 pub use gc::{Evicted, GcReport, STALE_TEMP_AGE};
 pub use layout::{
-    resolve_root, root_from_env, validate_key, Layout, CACHEDIR_TAG, LAST_USED_FILE, LAYOUT_VERSION, MANIFEST_FILE,
+    resolve_root, root_from_env, validate_key, Layout, CACHEDIR_TAG, LAST_USED_FILE,
+    LAYOUT_VERSION, MANIFEST_FILE,
 };
-pub use lock::{describe_holder, lock_timeout_from_env, parse_lock_timeout, FileLock, DEFAULT_LOCK_TIMEOUT};
+pub use lock::{
+    describe_holder, lock_timeout_from_env, parse_lock_timeout, FileLock, DEFAULT_LOCK_TIMEOUT,
+};
 pub use manifest::Manifest;
 pub use publish::{BuildGuard, Published};
 pub use size::{max_size_from_env, parse_size};

@@ -77,7 +77,10 @@ impl FileLock {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
                 Err(e) => return Err(StoreError::io_at("inspect lock file", path)(e)),
             }
-            let mut lock = FileLock { file, path: path.to_owned() };
+            let mut lock = FileLock {
+                file,
+                path: path.to_owned(),
+            };
             lock.write_holder();
             return Ok(Some(lock));
         }
@@ -124,7 +127,12 @@ impl FileLock {
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
             .map(|h| h.trim().to_owned())
             .unwrap_or_else(|_| "unknown".to_owned());
-        let text = format!("pid={}\nhost={}\nsince={}\n", std::process::id(), host, unix_now());
+        let text = format!(
+            "pid={}\nhost={}\nsince={}\n",
+            std::process::id(),
+            host,
+            unix_now()
+        );
         let _ = self.file.set_len(0);
         let _ = self.file.rewind();
         let _ = self.file.write_all(text.as_bytes());
@@ -161,9 +169,18 @@ mod tests {
     #[test]
     fn lock_timeout_parses_seconds_and_defaults() {
         assert_eq!(parse_lock_timeout(None).unwrap(), DEFAULT_LOCK_TIMEOUT);
-        assert_eq!(parse_lock_timeout(Some(OsStr::new(""))).unwrap(), DEFAULT_LOCK_TIMEOUT);
-        assert_eq!(parse_lock_timeout(Some(OsStr::new("30"))).unwrap(), Duration::from_secs(30));
-        assert_eq!(parse_lock_timeout(Some(OsStr::new("0.5"))).unwrap(), Duration::from_millis(500));
+        assert_eq!(
+            parse_lock_timeout(Some(OsStr::new(""))).unwrap(),
+            DEFAULT_LOCK_TIMEOUT
+        );
+        assert_eq!(
+            parse_lock_timeout(Some(OsStr::new("30"))).unwrap(),
+            Duration::from_secs(30)
+        );
+        assert_eq!(
+            parse_lock_timeout(Some(OsStr::new("0.5"))).unwrap(),
+            Duration::from_millis(500)
+        );
     }
 
     #[test]
@@ -180,7 +197,10 @@ mod tests {
         let held = FileLock::try_acquire(&path).unwrap().expect("free lock");
         assert!(FileLock::try_acquire(&path).unwrap().is_none());
         let text = std::fs::read_to_string(&path).unwrap();
-        assert!(text.starts_with(&format!("pid={}\n", std::process::id())), "{text}");
+        assert!(
+            text.starts_with(&format!("pid={}\n", std::process::id())),
+            "{text}"
+        );
         drop(held);
         assert!(FileLock::try_acquire(&path).unwrap().is_some());
     }
@@ -192,7 +212,9 @@ mod tests {
         let held = FileLock::try_acquire(&path).unwrap().unwrap();
         held.unlink();
         // A new holder gets a fresh file; the old holder's lock guards nothing any more.
-        let fresh = FileLock::try_acquire(&path).unwrap().expect("fresh file is free");
+        let fresh = FileLock::try_acquire(&path)
+            .unwrap()
+            .expect("fresh file is free");
         assert!(path.exists());
         drop((held, fresh));
     }

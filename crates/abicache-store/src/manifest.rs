@@ -48,7 +48,11 @@ pub struct Manifest {
 impl Manifest {
     /// A manifest for `key` with `created` set to now and everything the
     /// caller has not measured yet left empty.
-    pub fn new(key: impl Into<String>, name: impl Into<String>, payload: impl Into<String>) -> Self {
+    pub fn new(
+        key: impl Into<String>,
+        name: impl Into<String>,
+        payload: impl Into<String>,
+    ) -> Self {
         Manifest {
             format: LAYOUT_VERSION,
             key: key.into(),
@@ -111,7 +115,8 @@ mod tests {
 
     #[test]
     fn garbage_manifest_error_names_the_file() {
-        let err = Manifest::from_json(b"{not json", Path::new("/c/v1/entries/k/manifest.json")).unwrap_err();
+        let err = Manifest::from_json(b"{not json", Path::new("/c/v1/entries/k/manifest.json"))
+            .unwrap_err();
         insta::assert_snapshot!(err.to_string());
     }
 }

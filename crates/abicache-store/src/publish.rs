@@ -20,8 +20,9 @@ use crate::store::{hash_reader, valid_library_name, Hit, Store};
 pub struct BuildGuard {
     store: Store,
     key: String,
-    lock: FileLock,
+    // Field order is drop order: the directory is removed before the lock is released.
     temp: tempfile::TempDir,
+    lock: FileLock,
 }
 
 /// The result of [`BuildGuard::publish`].
@@ -45,7 +46,12 @@ impl BuildGuard {
             .permissions(std::fs::Permissions::from_mode(0o700))
             .tempdir_in(&tmp)
             .map_err(StoreError::io_at("create a build directory in", tmp))?;
-        Ok(BuildGuard { store, key, lock, temp })
+        Ok(BuildGuard {
+            store,
+            key,
+            temp,
+            lock,
+        })
     }
 
     /// The key this guard may build.
@@ -68,14 +74,24 @@ impl BuildGuard {
     /// A reader sees either no entry or the complete one. When the store has
     /// a maximum size, collects it afterwards, sparing this entry.
     pub fn publish(self, library_file_name: &str, mut manifest: Manifest) -> Result<Published> {
-        let BuildGuard { store, key, lock, temp } = self;
+        let BuildGuard {
+            store,
+            key,
+            temp,
+            lock,
+        } = self;
         if !valid_library_name(library_file_name) {
-            return Err(StoreError::InvalidLibraryName { name: library_file_name.to_owned() });
+            return Err(StoreError::InvalidLibraryName {
+                name: library_file_name.to_owned(),
+            });
         }
         if manifest.key.is_empty() {
             manifest.key = key.clone();
         } else if manifest.key != key {
-            return Err(StoreError::KeyMismatch { key, manifest_key: manifest.key });
+            return Err(StoreError::KeyMismatch {
+                key,
+                manifest_key: manifest.key,
+            });
         }
         let library = temp.path().join(library_file_name);
         let file = match fs_err::File::open(&library) {
@@ -87,7 +103,8 @@ impl BuildGuard {
         };
         file.sync_all()?;
         manifest.size = file.metadata()?.len();
-        manifest.library_blake3 = hash_reader(file.file()).map_err(StoreError::io_at("hash", &library))?;
+        manifest.library_blake3 =
+            hash_reader(file.file()).map_err(StoreError::io_at("hash", &library))?;
         manifest.library = library_file_name.to_owned();
         manifest.format = LAYOUT_VERSION;
         if manifest.created == 0 {
@@ -109,10 +126,19 @@ impl BuildGuard {
         let _ = temp.keep();
         fsync_dir(&store.layout().entries_dir())?;
 
-        let gc = store.max_size().map(|max| store.gc_sparing(max, Some(&key)));
+        let gc = store
+            .max_size()
+            .map(|max| store.gc_sparing(max, Some(&key)));
         drop(lock);
         let library = entry.join(library_file_name);
-        Ok(Published { hit: Hit { dir: entry, library, manifest }, gc })
+        Ok(Published {
+            hit: Hit {
+                dir: entry,
+                library,
+                manifest,
+            },
+            gc,
+        })
     }
 }
 

@@ -8,9 +8,13 @@ use crate::error::{Result, StoreError};
 /// 1024 (so `10G` is 10 GiB, as in sccache and GNU `du`); `KB`…`TB` are
 /// powers of 1000; `B` or nothing is bytes. Fractions of a byte round down.
 pub fn parse_size(text: &str) -> Result<u64> {
-    let bad = || StoreError::BadSize { value: text.to_owned() };
+    let bad = || StoreError::BadSize {
+        value: text.to_owned(),
+    };
     let t = text.trim();
-    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
     let (number, unit) = t.split_at(split);
     let number: f64 = number.parse().map_err(|_| bad())?;
     let unit = unit.trim().to_ascii_lowercase();
@@ -38,7 +42,9 @@ pub fn parse_size(text: &str) -> Result<u64> {
 
 /// The maximum store size from `ABICACHE_MAX_SIZE` (`None` when unset or empty).
 pub fn max_size_from_env() -> Result<Option<u64>> {
-    let Some(value) = env::var_os(env::ABICACHE_MAX_SIZE) else { return Ok(None) };
+    let Some(value) = env::var_os(env::ABICACHE_MAX_SIZE) else {
+        return Ok(None);
+    };
     let text = value.to_string_lossy();
     parse_size(&text).map(Some).map_err(|_| StoreError::BadEnv {
         var: env::ABICACHE_MAX_SIZE,
@@ -76,7 +82,17 @@ mod tests {
 
     #[test]
     fn bad_sizes_are_refused() {
-        for text in ["", "G", "-1G", "10X", "10GG", "1.2.3M", "10Bi", "1e3", "99999999999T"] {
+        for text in [
+            "",
+            "G",
+            "-1G",
+            "10X",
+            "10GG",
+            "1.2.3M",
+            "10Bi",
+            "1e3",
+            "99999999999T",
+        ] {
             assert!(parse_size(text).is_err(), "{text:?} accepted");
         }
         insta::assert_snapshot!(parse_size("10 gigs").unwrap_err().to_string());

@@ -119,8 +119,11 @@ impl Store {
         }
         let path = layout.stats_path();
         let tmp = path.with_extension("json.tmp");
-        let json = serde_json::to_vec_pretty(&counters)
-            .map_err(|source| StoreError::Json { action: "write", path: path.clone(), source })?;
+        let json = serde_json::to_vec_pretty(&counters).map_err(|source| StoreError::Json {
+            action: "write",
+            path: path.clone(),
+            source,
+        })?;
         fs_err::File::create(&tmp)?.write_all(&json)?;
         fs_err::rename(&tmp, &path)?;
         Ok(())

@@ -29,7 +29,10 @@ impl Storage for Store {
     /// [`Store::lookup`] (corrupt entries are removed; their warnings are dropped,
     /// use `lookup` to see them).
     fn get(&self, key: &str) -> Result<Option<StoredEntry>> {
-        Ok(self.lookup(key)?.hit.map(|hit| StoredEntry { manifest: hit.manifest.to_json(), library: hit.library }))
+        Ok(self.lookup(key)?.hit.map(|hit| StoredEntry {
+            manifest: hit.manifest.to_json(),
+            library: hit.library,
+        }))
     }
 
     /// Copies `library` into a build directory and publishes it under the
@@ -38,14 +41,20 @@ impl Storage for Store {
     fn put(&self, key: &str, manifest: &[u8], library: &Path) -> Result<()> {
         let manifest = Manifest::from_json(manifest, Path::new("<manifest given to put>"))?;
         if manifest.key != key {
-            return Err(StoreError::KeyMismatch { key: key.to_owned(), manifest_key: manifest.key });
+            return Err(StoreError::KeyMismatch {
+                key: key.to_owned(),
+                manifest_key: manifest.key,
+            });
         }
         let guard = match self.lookup_or_lock(key)? {
             Claim::Hit { .. } => return Ok(()),
             Claim::Build { guard, .. } => guard,
         };
         let name = if manifest.library.is_empty() {
-            library.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+            library
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()
         } else {
             manifest.library.clone()
         };

@@ -4,7 +4,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use crate::error::{Result, StoreError};
-use crate::layout::{root_from_env, validate_key, Layout, LAST_USED_FILE, LAYOUT_VERSION, MANIFEST_FILE};
+use crate::layout::{
+    root_from_env, validate_key, Layout, LAST_USED_FILE, LAYOUT_VERSION, MANIFEST_FILE,
+};
 use crate::lock::{lock_timeout_from_env, FileLock};
 use crate::manifest::Manifest;
 use crate::publish::BuildGuard;
@@ -99,7 +101,11 @@ impl Store {
     pub fn open(root: impl Into<PathBuf>) -> Result<Store> {
         let layout = Layout::new(root);
         layout.create()?;
-        let store = Store { layout, lock_timeout: lock_timeout_from_env()?, max_size: max_size_from_env()? };
+        let store = Store {
+            layout,
+            lock_timeout: lock_timeout_from_env()?,
+            max_size: max_size_from_env()?,
+        };
         store.clean_stale_temp_dirs();
         Ok(store)
     }
@@ -157,16 +163,35 @@ impl Store {
         validate_key(key)?;
         let dir = self.layout.entry_dir(key);
         let problem = match self.verify(key, &dir) {
-            Verified::Hit(hit) => return Ok(Lookup { hit: Some(touch_hit(hit)), warnings: vec![] }),
+            Verified::Hit(hit) => {
+                return Ok(Lookup {
+                    hit: Some(touch_hit(hit)),
+                    warnings: vec![],
+                })
+            }
             Verified::Absent => return Ok(Lookup::default()),
             Verified::Corrupt(problem) => problem,
         };
-        let mut warning = StoreWarning { key: key.to_owned(), dir: dir.clone(), problem, removed: false };
-        let lock = if held { None } else { FileLock::try_acquire(&self.layout.lock_path(key))? };
+        let mut warning = StoreWarning {
+            key: key.to_owned(),
+            dir: dir.clone(),
+            problem,
+            removed: false,
+        };
+        let lock = if held {
+            None
+        } else {
+            FileLock::try_acquire(&self.layout.lock_path(key))?
+        };
         if held || lock.is_some() {
             // Re-verify under the lock: a builder may have replaced the entry meanwhile.
             match self.verify(key, &dir) {
-                Verified::Hit(hit) => return Ok(Lookup { hit: Some(touch_hit(hit)), warnings: vec![] }),
+                Verified::Hit(hit) => {
+                    return Ok(Lookup {
+                        hit: Some(touch_hit(hit)),
+                        warnings: vec![],
+                    })
+                }
                 Verified::Absent => {}
                 Verified::Corrupt(problem) => {
                     warning.problem = problem;
@@ -175,7 +200,10 @@ impl Store {
                 }
             }
         }
-        Ok(Lookup { hit: None, warnings: vec![warning] })
+        Ok(Lookup {
+            hit: None,
+            warnings: vec![warning],
+        })
     }
 
     /// Checks the entry directory of `key` without touching anything.
@@ -183,10 +211,19 @@ impl Store {
         let manifest_path = dir.join(MANIFEST_FILE);
         let manifest = match Manifest::read(&manifest_path) {
             Ok(m) => m,
-            Err(StoreError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => return Verified::Absent,
-            Err(e) => return Verified::Corrupt(Corruption::UnreadableManifest { error: e.to_string() }),
+            Err(StoreError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Verified::Absent
+            }
+            Err(e) => {
+                return Verified::Corrupt(Corruption::UnreadableManifest {
+                    error: e.to_string(),
+                })
+            }
         };
-        if manifest.format != LAYOUT_VERSION || manifest.key != key || !valid_library_name(&manifest.library) {
+        if manifest.format != LAYOUT_VERSION
+            || manifest.key != key
+            || !valid_library_name(&manifest.library)
+        {
             return Verified::Corrupt(Corruption::InconsistentManifest {
                 format: manifest.format,
                 key: manifest.key,
@@ -199,7 +236,12 @@ impl Store {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Verified::Corrupt(Corruption::MissingLibrary { library })
             }
-            Err(e) => return Verified::Corrupt(Corruption::UnreadableLibrary { library, error: e.to_string() }),
+            Err(e) => {
+                return Verified::Corrupt(Corruption::UnreadableLibrary {
+                    library,
+                    error: e.to_string(),
+                })
+            }
         };
         match hash_open_file(&file, manifest.size) {
             Ok(Ok(hash)) if hash == manifest.library_blake3 => {}
@@ -211,11 +253,24 @@ impl Store {
                 })
             }
             Ok(Err(found)) => {
-                return Verified::Corrupt(Corruption::SizeMismatch { library, expected: manifest.size, found })
+                return Verified::Corrupt(Corruption::SizeMismatch {
+                    library,
+                    expected: manifest.size,
+                    found,
+                })
             }
-            Err(e) => return Verified::Corrupt(Corruption::UnreadableLibrary { library, error: e.to_string() }),
+            Err(e) => {
+                return Verified::Corrupt(Corruption::UnreadableLibrary {
+                    library,
+                    error: e.to_string(),
+                })
+            }
         }
-        Verified::Hit(Hit { dir: dir.to_owned(), library, manifest })
+        Verified::Hit(Hit {
+            dir: dir.to_owned(),
+            library,
+            manifest,
+        })
     }
 
     /// Takes `key`'s lock (waiting at most [`Store::lock_timeout`]) and a
@@ -248,8 +303,11 @@ impl Store {
 
     /// Every entry with a readable manifest, sorted by name, most recently used first.
     pub fn list(&self) -> Result<Vec<EntryInfo>> {
-        let mut out: Vec<EntryInfo> =
-            self.entry_dirs()?.into_iter().filter_map(|(key, dir)| self.entry_info(key, dir)).collect();
+        let mut out: Vec<EntryInfo> = self
+            .entry_dirs()?
+            .into_iter()
+            .filter_map(|(key, dir)| self.entry_info(key, dir))
+            .collect();
         out.sort_by(|a, b| a.name.cmp(&b.name).then(b.last_used.cmp(&a.last_used)));
         Ok(out)
     }
@@ -257,7 +315,11 @@ impl Store {
     /// The entries built for the extension `name`, most recently used first
     /// (what `abicache explain` diffs a new payload against).
     pub fn find_by_name(&self, name: &str) -> Result<Vec<EntryInfo>> {
-        let mut out: Vec<EntryInfo> = self.list()?.into_iter().filter(|e| e.name == name).collect();
+        let mut out: Vec<EntryInfo> = self
+            .list()?
+            .into_iter()
+            .filter(|e| e.name == name)
+            .collect();
         out.sort_by_key(|e| std::cmp::Reverse(e.last_used));
         Ok(out)
     }
@@ -272,7 +334,10 @@ impl Store {
             .into_iter()
             .filter_map(|(key, dir)| {
                 let matches_key = key == arg || (arg.len() >= 8 && key.starts_with(arg));
-                let matches_name = || self.entry_info(key.clone(), dir).is_some_and(|e| e.name == arg);
+                let matches_name = || {
+                    self.entry_info(key.clone(), dir)
+                        .is_some_and(|e| e.name == arg)
+                };
                 (matches_key || matches_name()).then_some(key)
             })
             .collect();
@@ -290,7 +355,9 @@ impl Store {
         let mut out = Vec::new();
         for entry in fs_err::read_dir(self.layout.entries_dir())? {
             let entry = entry?;
-            let Ok(key) = entry.file_name().into_string() else { continue };
+            let Ok(key) = entry.file_name().into_string() else {
+                continue;
+            };
             if validate_key(&key).is_ok() && entry.file_type().is_ok_and(|t| t.is_dir()) {
                 out.push((key, entry.path()));
             }
@@ -337,9 +404,13 @@ impl Store {
     pub(crate) fn trash_path(&self, key: &str) -> PathBuf {
         use std::sync::atomic::{AtomicU64, Ordering};
         static COUNTER: AtomicU64 = AtomicU64::new(0);
-        let nanos = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+        let nanos = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        self.layout.tmp_dir().join(format!("{key}.trash-{}-{nanos}-{n}", std::process::id()))
+        self.layout
+            .tmp_dir()
+            .join(format!("{key}.trash-{}-{nanos}-{n}", std::process::id()))
     }
 }
 
@@ -355,7 +426,10 @@ pub(crate) fn valid_library_name(name: &str) -> bool {
 }
 
 /// BLAKE3 of an open file, or `Err(actual size)` when its size is not `expected_size`.
-pub(crate) fn hash_open_file(file: &std::fs::File, expected_size: u64) -> std::io::Result<Result<String, u64>> {
+pub(crate) fn hash_open_file(
+    file: &std::fs::File,
+    expected_size: u64,
+) -> std::io::Result<Result<String, u64>> {
     let size = file.metadata()?.len();
     if size != expected_size {
         return Ok(Err(size));
@@ -373,7 +447,12 @@ pub(crate) fn hash_reader(reader: impl std::io::Read) -> std::io::Result<String>
 /// Touches `last-used` (best effort: a read-only cache still serves hits).
 fn touch_hit(hit: Hit) -> Hit {
     let path = hit.dir.join(LAST_USED_FILE);
-    if let Ok(f) = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path) {
+    if let Ok(f) = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+    {
         let _ = f.set_modified(SystemTime::now());
     }
     hit
@@ -381,7 +460,9 @@ fn touch_hit(hit: Hit) -> Hit {
 
 /// Total length of the files under `dir` (recursively; symlinks not followed).
 pub(crate) fn dir_size(dir: &Path) -> u64 {
-    let Ok(rd) = std::fs::read_dir(dir) else { return 0 };
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return 0;
+    };
     rd.flatten()
         .map(|e| match e.file_type() {
             Ok(t) if t.is_dir() => dir_size(&e.path()),

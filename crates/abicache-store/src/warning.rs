@@ -94,11 +94,19 @@ pub struct StoreWarning {
 
 impl fmt::Display for StoreWarning {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "cache entry `{}` is corrupt: {}; ", self.dir.display(), self.problem)?;
+        write!(
+            f,
+            "cache entry `{}` is corrupt: {}; ",
+            self.dir.display(),
+            self.problem
+        )?;
         if self.removed {
             write!(f, "removed it, it will be rebuilt")
         } else {
-            write!(f, "treated as a miss (another process holds its lock and will replace it)")
+            write!(
+                f,
+                "treated as a miss (another process holds its lock and will replace it)"
+            )
         }
     }
 }

@@ -6,7 +6,9 @@ mod common;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::time::Duration;
 
-use abicache_store::{Claim, Corruption, Event, Manifest, Storage, Store, StoreError, MANIFEST_FILE};
+use abicache_store::{
+    Claim, Corruption, Event, Manifest, Storage, Store, StoreError, MANIFEST_FILE,
+};
 use common::*;
 
 #[test]
@@ -20,11 +22,25 @@ fn publish_then_lookup_is_a_verified_hit_with_filled_manifest() {
     let hit = found.hit.expect("published entry is a hit");
     assert_eq!(hit, published);
     assert_eq!(hit.dir, store.layout().entry_dir(&k));
-    assert_eq!(std::fs::read(&hit.library).unwrap(), b"\x7fELF pretend library");
+    assert_eq!(
+        std::fs::read(&hit.library).unwrap(),
+        b"\x7fELF pretend library"
+    );
     let m = &hit.manifest;
-    assert_eq!((m.format, m.key.as_str(), m.name.as_str(), m.library.as_str()), (1, k.as_str(), "ext", "libext.so"));
+    assert_eq!(
+        (
+            m.format,
+            m.key.as_str(),
+            m.name.as_str(),
+            m.library.as_str()
+        ),
+        (1, k.as_str(), "ext", "libext.so")
+    );
     assert_eq!(m.size, 20);
-    assert_eq!(m.library_blake3, blake3::hash(b"\x7fELF pretend library").to_hex().as_str());
+    assert_eq!(
+        m.library_blake3,
+        blake3::hash(b"\x7fELF pretend library").to_hex().as_str()
+    );
     assert_eq!(m.units, 2);
     // The manifest on disk is the one returned, and the build directory is gone.
     assert_eq!(Manifest::read(&hit.dir.join(MANIFEST_FILE)).unwrap(), *m);
@@ -80,7 +96,10 @@ fn corrupt_lookup(damage: impl FnOnce(&std::path::Path)) -> (String, Corruption)
     assert!(again.hit.is_none() && again.warnings.is_empty());
     publish(&store, &k, "ext", &[7u8; 4096]);
     assert!(store.lookup(&k).unwrap().hit.is_some());
-    let text = w.to_string().replace(&store.root().display().to_string(), "[ROOT]").replace(&k, "[KEY]");
+    let text = w
+        .to_string()
+        .replace(&store.root().display().to_string(), "[ROOT]")
+        .replace(&k, "[KEY]");
     (text, w.problem.clone())
 }
 
@@ -90,7 +109,14 @@ fn truncated_library_is_removed_and_missed_with_a_warning() {
         let f = std::fs::OpenOptions::new().write(true).open(lib).unwrap();
         f.set_len(1000).unwrap();
     });
-    assert!(matches!(problem, Corruption::SizeMismatch { expected: 4096, found: 1000, .. }));
+    assert!(matches!(
+        problem,
+        Corruption::SizeMismatch {
+            expected: 4096,
+            found: 1000,
+            ..
+        }
+    ));
     insta::assert_snapshot!(text);
 }
 
@@ -114,8 +140,13 @@ fn missing_library_is_removed_and_missed_with_a_warning() {
 
 #[test]
 fn unparseable_manifest_is_removed_and_missed_with_a_warning() {
-    let (text, problem) =
-        corrupt_lookup(|lib| std::fs::write(lib.parent().unwrap().join(MANIFEST_FILE), b"{\"format\": 1,").unwrap());
+    let (text, problem) = corrupt_lookup(|lib| {
+        std::fs::write(
+            lib.parent().unwrap().join(MANIFEST_FILE),
+            b"{\"format\": 1,",
+        )
+        .unwrap()
+    });
     assert!(matches!(problem, Corruption::UnreadableManifest { .. }));
     insta::assert_snapshot!(text);
 }
@@ -157,7 +188,10 @@ fn world_writable_root_is_refused_naming_chmod_and_abicache_dir() {
     std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o700)).unwrap();
     std::fs::create_dir(root.join("v1")).unwrap();
     std::fs::set_permissions(root.join("v1"), std::fs::Permissions::from_mode(0o770)).unwrap();
-    assert!(matches!(Store::open(&root).unwrap_err(), StoreError::InsecureMode { mode: 0o770, .. }));
+    assert!(matches!(
+        Store::open(&root).unwrap_err(),
+        StoreError::InsecureMode { mode: 0o770, .. }
+    ));
 }
 
 #[test]
@@ -173,9 +207,13 @@ fn root_owned_by_another_uid_is_refused() {
         return;
     }
     let err = Store::open(&root).unwrap_err();
-    assert!(matches!(err, StoreError::ForeignOwner { owner, uid, .. } if owner == other && uid == me));
+    assert!(
+        matches!(err, StoreError::ForeignOwner { owner, uid, .. } if owner == other && uid == me)
+    );
     let text = filtered(&root).bind(|| err.to_string());
-    let text = text.replace(&format!("uid {me}"), "uid [ME]").replace(&format!("chown {me} "), "chown [ME] ");
+    let text = text
+        .replace(&format!("uid {me}"), "uid [ME]")
+        .replace(&format!("chown {me} "), "chown [ME] ");
     filtered(&root).bind(|| insta::assert_snapshot!(text));
 }
 
@@ -193,7 +231,11 @@ fn gc_evicts_least_recently_used_first_until_under_max_size() {
     assert!(entry_size > 10_000, "size counts the manifest too");
     let report = store.gc(2 * entry_size + 1).unwrap();
     let evicted: Vec<&str> = report.evicted.iter().map(|e| e.key.as_str()).collect();
-    assert_eq!(evicted, [keys[1].as_str(), keys[2].as_str()], "least recently used first");
+    assert_eq!(
+        evicted,
+        [keys[1].as_str(), keys[2].as_str()],
+        "least recently used first"
+    );
     assert_eq!(report.bytes_before, 4 * entry_size);
     assert_eq!(report.bytes_after, 2 * entry_size);
     let left: Vec<String> = store.list().unwrap().into_iter().map(|e| e.key).collect();
@@ -214,7 +256,7 @@ fn gc_skips_entries_whose_lock_is_held() {
     set_last_used(&store, &old, 1000);
     let in_use = store.begin_build(&old).unwrap();
     let report = store.gc(0).unwrap();
-    assert_eq!(report.skipped_locked, [old.clone()]);
+    assert_eq!(report.skipped_locked, std::slice::from_ref(&old));
     assert_eq!(report.evicted.len(), 1);
     assert_eq!(report.evicted[0].key, new);
     assert!(store.lookup(&old).unwrap().hit.is_some());
@@ -232,10 +274,22 @@ fn max_size_collects_after_publish_but_never_the_new_entry() {
         Claim::Hit { .. } => unreachable!(),
     };
     std::fs::write(guard.temp_dir().join("lib.so"), b"two").unwrap();
-    let published = guard.publish("lib.so", Manifest::new("", "second", "p")).unwrap();
+    let published = guard
+        .publish("lib.so", Manifest::new("", "second", "p"))
+        .unwrap();
     let gc = published.gc.expect("max size set");
-    assert_eq!(gc.evicted.iter().map(|e| e.key.as_str()).collect::<Vec<_>>(), [first.as_str()]);
-    assert_eq!(published.hit.manifest.key, key("second"), "an empty manifest key is filled in");
+    assert_eq!(
+        gc.evicted
+            .iter()
+            .map(|e| e.key.as_str())
+            .collect::<Vec<_>>(),
+        [first.as_str()]
+    );
+    assert_eq!(
+        published.hit.manifest.key,
+        key("second"),
+        "an empty manifest key is filled in"
+    );
     assert!(store.lookup(&key("second")).unwrap().hit.is_some());
 }
 
@@ -247,7 +301,11 @@ fn remove_by_name_key_or_key_prefix() {
     publish(&store, &a2, "alpha", b"2");
     publish(&store, &b, "beta", b"3");
     assert_eq!(store.remove("nothing").unwrap(), 0);
-    assert_eq!(store.remove(&b[..7]).unwrap(), 0, "prefixes shorter than 8 do not match");
+    assert_eq!(
+        store.remove(&b[..7]).unwrap(),
+        0,
+        "prefixes shorter than 8 do not match"
+    );
     assert_eq!(store.remove("alpha").unwrap(), 2);
     assert_eq!(store.remove(&b[..8]).unwrap(), 1);
     assert!(store.list().unwrap().is_empty());
@@ -264,8 +322,14 @@ fn list_and_find_by_name_report_entries_most_recent_first() {
     set_last_used(&store, &a1, 2000);
     set_last_used(&store, &a2, 1000);
     let found = store.find_by_name("alpha").unwrap();
-    assert_eq!(found.iter().map(|e| e.key.as_str()).collect::<Vec<_>>(), [a1.as_str(), a2.as_str()]);
-    assert_eq!(found[0].last_used, std::time::UNIX_EPOCH + Duration::from_secs(2000));
+    assert_eq!(
+        found.iter().map(|e| e.key.as_str()).collect::<Vec<_>>(),
+        [a1.as_str(), a2.as_str()]
+    );
+    assert_eq!(
+        found[0].last_used,
+        std::time::UNIX_EPOCH + Duration::from_secs(2000)
+    );
     assert_eq!(found[1].manifest.size, 2);
     let names: Vec<String> = store.list().unwrap().into_iter().map(|e| e.name).collect();
     assert_eq!(names, ["alpha", "alpha", "beta"]);
@@ -279,14 +343,21 @@ fn stats_count_events_and_entries() {
         .record_all(&[
             Event::Miss,
             Event::Build { seconds: 2.0 },
-            Event::Hit { compile_seconds: 2.0 },
-            Event::Hit { compile_seconds: 2.0 },
+            Event::Hit {
+                compile_seconds: 2.0,
+            },
+            Event::Hit {
+                compile_seconds: 2.0,
+            },
             Event::Error,
             Event::Corrupt,
         ])
         .unwrap();
     let s = store.stats().unwrap();
-    assert_eq!((s.hits, s.misses, s.builds, s.errors, s.corrupt), (2, 1, 1, 1, 1));
+    assert_eq!(
+        (s.hits, s.misses, s.builds, s.errors, s.corrupt),
+        (2, 1, 1, 1, 1)
+    );
     assert_eq!((s.build_seconds, s.saved_seconds), (2.0, 4.0));
     assert_eq!(s.entries, 1);
     assert!(s.bytes > 5);
@@ -312,7 +383,10 @@ fn storage_trait_put_then_get_round_trips() {
     assert_eq!(std::fs::read(&got.library).unwrap(), b"from a remote");
     assert!(got.library.ends_with("libr.so"));
     let back = Manifest::from_json(&got.manifest, &got.library).unwrap();
-    assert_eq!(back.library_blake3, blake3::hash(b"from a remote").to_hex().as_str());
+    assert_eq!(
+        back.library_blake3,
+        blake3::hash(b"from a remote").to_hex().as_str()
+    );
     let err = storage.put(&key("other"), &m.to_json(), &lib).unwrap_err();
     assert!(matches!(err, StoreError::KeyMismatch { .. }));
 }
@@ -322,19 +396,30 @@ fn publish_errors_name_what_to_do() {
     let (_t, store) = temp_store();
     let k = key("errors");
     let guard = store.begin_build(&k).unwrap();
-    let err = guard.publish("libnothere.so", Manifest::new(&k, "e", "p")).unwrap_err();
+    let err = guard
+        .publish("libnothere.so", Manifest::new(&k, "e", "p"))
+        .unwrap_err();
     let text = err.to_string();
-    let text = text.replace(&store.root().display().to_string(), "[ROOT]").replace(&k, "[KEY]");
+    let text = text
+        .replace(&store.root().display().to_string(), "[ROOT]")
+        .replace(&k, "[KEY]");
     let text = regex_free_tmp_suffix(&text);
     insta::assert_snapshot!("publish_missing_library", text);
     let guard = store.begin_build(&k).unwrap();
     std::fs::write(guard.temp_dir().join("lib.so"), b"x").unwrap();
-    let err = guard.publish("lib.so", Manifest::new("someotherkey", "e", "p")).unwrap_err();
+    let err = guard
+        .publish("lib.so", Manifest::new("someotherkey", "e", "p"))
+        .unwrap_err();
     insta::assert_snapshot!("publish_key_mismatch", err.to_string().replace(&k, "[KEY]"));
     let guard = store.begin_build(&k).unwrap();
-    let err = guard.publish("../escape.so", Manifest::new(&k, "e", "p")).unwrap_err();
+    let err = guard
+        .publish("../escape.so", Manifest::new(&k, "e", "p"))
+        .unwrap_err();
     insta::assert_snapshot!("publish_bad_library_name", err.to_string());
-    assert!(dir_names(&store.layout().tmp_dir()).is_empty(), "failed publishes leave no build directory");
+    assert!(
+        dir_names(&store.layout().tmp_dir()).is_empty(),
+        "failed publishes leave no build directory"
+    );
 }
 
 /// Replaces the random suffix of a temp dir name (`tmp/[KEY].XXXXXX/`) with `[RANDOM]`.
@@ -359,7 +444,10 @@ fn stale_temp_dirs_are_cleaned_but_a_live_build_dir_is_kept() {
     // A live build in this process (the lock is held by another open file).
     let guard = store.begin_build(&live).unwrap();
     let reopened = open(store.root());
-    assert_eq!(dir_names(&tmp), [guard.temp_dir().file_name().unwrap().to_string_lossy()]);
+    assert_eq!(
+        dir_names(&tmp),
+        [guard.temp_dir().file_name().unwrap().to_string_lossy()]
+    );
     assert_eq!(reopened.gc(u64::MAX).unwrap().temp_dirs_removed, 0);
     assert!(guard.temp_dir().exists());
     drop(guard);
@@ -368,7 +456,10 @@ fn stale_temp_dirs_are_cleaned_but_a_live_build_dir_is_kept() {
     std::fs::create_dir(tmp.join("weird name")).unwrap();
     assert_eq!(store.clean_stale_temp_dirs(), 0);
     let old = std::time::SystemTime::now() - Duration::from_secs(7200);
-    std::fs::File::open(tmp.join("weird name")).unwrap().set_modified(old).unwrap();
+    std::fs::File::open(tmp.join("weird name"))
+        .unwrap()
+        .set_modified(old)
+        .unwrap();
     assert_eq!(store.clean_stale_temp_dirs(), 1);
 }
 
@@ -376,7 +467,42 @@ fn stale_temp_dirs_are_cleaned_but_a_live_build_dir_is_kept() {
 fn invalid_keys_are_refused_before_touching_disk() {
     let (_t, store) = temp_store();
     for bad in ["../x", "a/b", "", "a.b"] {
-        assert!(matches!(store.lookup(bad).unwrap_err(), StoreError::InvalidKey { .. }));
-        assert!(matches!(store.begin_build(bad).unwrap_err(), StoreError::InvalidKey { .. }));
+        assert!(matches!(
+            store.lookup(bad).unwrap_err(),
+            StoreError::InvalidKey { .. }
+        ));
+        assert!(matches!(
+            store.begin_build(bad).unwrap_err(),
+            StoreError::InvalidKey { .. }
+        ));
     }
+}
+
+#[test]
+fn corrupt_entry_locked_by_another_builder_is_missed_but_left_to_it() {
+    let (_t, store) = temp_store();
+    let k = key("busy");
+    let hit = publish(&store, &k, "busy", b"library bytes");
+    std::fs::write(&hit.library, b"library bytez").unwrap();
+    let builder = store.begin_build(&k).unwrap(); // another open file holds the lock
+    let found = store.lookup(&k).unwrap();
+    assert!(found.hit.is_none());
+    assert!(!found.warnings[0].removed);
+    assert!(
+        hit.dir.exists(),
+        "left for the lock holder, which replaces it on publish"
+    );
+    let text = found.warnings[0]
+        .to_string()
+        .replace(&store.root().display().to_string(), "[ROOT]")
+        .replace(&k, "[KEY]");
+    insta::assert_snapshot!(text);
+    std::fs::write(builder.temp_dir().join("libbusy.so"), b"fixed").unwrap();
+    let _ = builder
+        .publish("libbusy.so", Manifest::new(&k, "busy", "p"))
+        .unwrap();
+    assert_eq!(
+        std::fs::read(store.lookup(&k).unwrap().hit.unwrap().library).unwrap(),
+        b"fixed"
+    );
 }

@@ -15,7 +15,10 @@ pub fn temp_store() -> (tempfile::TempDir, Store) {
 
 /// Opens `root` with settings independent of the test runner's environment.
 pub fn open(root: &Path) -> Store {
-    Store::open(root).unwrap().with_lock_timeout(Duration::from_secs(20)).with_max_size(None)
+    Store::open(root)
+        .unwrap()
+        .with_lock_timeout(Duration::from_secs(20))
+        .with_max_size(None)
 }
 
 /// A 64-hex-digit key derived from `seed`, like a real payload key.
@@ -32,7 +35,9 @@ pub fn publish(store: &Store, key: &str, name: &str, bytes: &[u8]) -> Hit {
     let lib = format!("lib{name}.so");
     std::fs::write(guard.temp_dir().join(&lib), bytes).unwrap();
     let mut manifest = Manifest::new(key, name, format!("format=1\nname={name}\n"));
-    manifest.toolchain.insert("c++".into(), "g++ (test) 13".into());
+    manifest
+        .toolchain
+        .insert("c++".into(), "g++ (test) 13".into());
     manifest.compile_seconds = 1.5;
     manifest.units = 2;
     guard.publish(&lib, manifest).unwrap().hit
@@ -40,15 +45,26 @@ pub fn publish(store: &Store, key: &str, name: &str, bytes: &[u8]) -> Hit {
 
 /// Sets an entry's last-used time to `secs` after the epoch.
 pub fn set_last_used(store: &Store, key: &str, secs: u64) {
-    let path = store.layout().entry_dir(key).join(abicache_store::LAST_USED_FILE);
-    let f = std::fs::OpenOptions::new().write(true).create(true).truncate(false).open(path).unwrap();
-    f.set_modified(std::time::UNIX_EPOCH + Duration::from_secs(secs)).unwrap();
+    let path = store
+        .layout()
+        .entry_dir(key)
+        .join(abicache_store::LAST_USED_FILE);
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .unwrap();
+    f.set_modified(std::time::UNIX_EPOCH + Duration::from_secs(secs))
+        .unwrap();
 }
 
 /// Names of the directories under `dir`.
 pub fn dir_names(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> =
-        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
     names.sort();
     names
 }
@@ -64,7 +80,10 @@ fn regex_escape(text: &str) -> String {
     text.chars()
         .flat_map(|c| {
             let special = "\\.+*?()|[]{}^$#&-~".contains(c);
-            special.then_some('\\').into_iter().chain(std::iter::once(c))
+            special
+                .then_some('\\')
+                .into_iter()
+                .chain(std::iter::once(c))
         })
         .collect()
 }
