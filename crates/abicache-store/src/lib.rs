@@ -16,6 +16,11 @@
 //! - **Bounded size**: [`Store::gc`] evicts least-recently-used entries;
 //!   `ABICACHE_MAX_SIZE` applies it after every publish.
 //!
+//! - **Shared counters** in `v1/stats.json` ([`Store::record`], [`Store::stats`]),
+//!   updated under a file lock; lookups count nothing by themselves.
+//! - A minimal [`Storage`] trait (get/put by key) implemented by [`Store`], so a
+//!   remote backend can later sit behind the local one.
+//!
 //! The store keeps payloads and keys as opaque text; it knows nothing of how
 //! keys are computed or libraries built.
 

@@ -154,6 +154,7 @@ impl Store {
     /// touched. A corrupt entry is never a hit: it is removed (under its lock;
     /// left alone if another process holds the lock, since that process is
     /// replacing or removing it) and reported in [`Lookup::warnings`].
+    /// Counts nothing: the caller records [`crate::Event`]s it wants counted.
     pub fn lookup(&self, key: &str) -> Result<Lookup> {
         self.lookup_impl(key, false)
     }
