@@ -63,11 +63,17 @@ pub(crate) fn read<'data, R: ReadRef<'data>>(data: R) -> Result<DynamicFacts, Re
         }
         return Err(ReadFailure::NotElf(head.to_vec()));
     }
-    match FileKind::parse(data)? {
+    let result = match FileKind::parse(data)? {
         FileKind::Elf32 => read_elf::<FileHeader32<Endianness>, R>(data),
         FileKind::Elf64 => read_elf::<FileHeader64<Endianness>, R>(data),
         _ => Err(ReadFailure::Malformed("unknown ELF class".into())),
-    }
+    };
+    result.map_err(|failure| match failure {
+        ReadFailure::Malformed(reason) => {
+            ReadFailure::Malformed(format!("{reason}; the file is {len} bytes"))
+        }
+        other => other,
+    })
 }
 
 fn read_elf<'data, Elf, R>(data: R) -> Result<DynamicFacts, ReadFailure>
