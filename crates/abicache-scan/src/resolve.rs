@@ -1,7 +1,7 @@
-//! Include resolution (SPEC §2), with a cache: big trees resolve the same
-//! names from the same directories thousands of times.
+//! Include resolution (SPEC §2), with caches: big trees (CUTLASS, torch)
+//! resolve the same names from the same directories thousands of times.
 //!
-//! Order, for `name` included from a file in `dir`:
+//! Order, for `name` included from a file found in directory `dir`:
 //! 1. an absolute `name` is used as is when it is a file;
 //! 2. `<name>` that is a file under a system root is a system header;
 //! 3. then `dir/name`, then `include_path/name` for each extra include path;
@@ -11,24 +11,42 @@
 //!    nowhere is a system header.
 //!
 //! "Is a file" means `stat` succeeds and says regular file: a dangling
-//! symlink or a symlink loop is simply not found.
+//! symlink or a symlink loop is simply not found. A header's own includes
+//! are resolved from the directory it was *found* in (as a compiler does,
+//! which matters for symlink forests); its identity is its canonical path.
 
 use std::collections::HashMap;
+use std::ffi::OsString;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::path::{Path, PathBuf};
 
 use crate::lexer::IncludeKind;
 
+/// A directory headers were found in (interned by the [`Resolver`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct DirId(u32);
+
+/// A file by canonical path (interned by the [`Resolver`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FileId(u32);
+
+impl FileId {
+    /// A dense index (0, 1, …) in order of interning.
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
 /// Where an include led.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Resolution {
-    /// A local file to hash and follow: the path as found (used to resolve
-    /// its own includes, as a compiler does) and its canonical path (its
-    /// identity).
+    /// A local file to hash and follow.
     Local {
-        /// The path the compiler would open.
-        found: PathBuf,
-        /// The canonical path: the file's identity.
-        canonical: PathBuf,
+        /// The directory the file was found in: its own includes are
+        /// resolved from there.
+        dir: DirId,
+        /// The file's identity (its canonical path).
+        file: FileId,
     },
     /// A system header: neither hashed nor followed, never named.
     System,
@@ -37,15 +55,18 @@ pub enum Resolution {
 }
 
 /// Resolves include names against fixed include paths and system roots,
-/// remembering every answer.
-#[derive(Debug)]
+/// remembering every answer (and every `realpath`).
+#[derive(Debug, Default)]
 pub struct Resolver {
     include_paths: Vec<PathBuf>,
     system_roots: Vec<PathBuf>,
-    /// Per including directory: answers for `[quoted, angle]` names.
-    cache: HashMap<PathBuf, [HashMap<String, Resolution>; 2]>,
-    system: HashMap<String, bool>,
-    via_include_paths: HashMap<String, Option<Resolution>>,
+    dirs: Interner,
+    files: Interner,
+    /// Per [`DirId`]: answers for `[quoted, angle]` names.
+    answers: Vec<[FastMap<String, Resolution>; 2]>,
+    under_system: FastMap<String, bool>,
+    via_include_paths: FastMap<String, Option<Resolution>>,
+    canonical_dirs: FastMap<OsString, Option<PathBuf>>,
 }
 
 impl Resolver {
@@ -54,35 +75,56 @@ impl Resolver {
         Resolver {
             include_paths,
             system_roots,
-            cache: HashMap::new(),
-            system: HashMap::new(),
-            via_include_paths: HashMap::new(),
+            ..Resolver::default()
         }
     }
 
-    /// Resolves `name` of `kind` included from a file in `dir`. Computed
-    /// includes cannot be resolved and are reported as [`Resolution::System`]
-    /// (the scan records them separately).
-    pub fn resolve(&mut self, dir: &Path, name: &str, kind: IncludeKind) -> Resolution {
+    /// The id of directory `path` (as written, not canonicalised).
+    pub fn dir(&mut self, path: &Path) -> DirId {
+        let id = DirId(self.dirs.intern(path));
+        if self.answers.len() <= id.0 as usize {
+            self.answers.push(Default::default());
+        }
+        id
+    }
+
+    /// The id of the file whose canonical path is `canonical`.
+    pub fn file(&mut self, canonical: &Path) -> FileId {
+        FileId(self.files.intern(canonical))
+    }
+
+    /// The path of a directory id.
+    pub fn dir_path(&self, id: DirId) -> &Path {
+        self.dirs.path(id.0)
+    }
+
+    /// The canonical path of a file id.
+    pub fn file_path(&self, id: FileId) -> &Path {
+        self.files.path(id.0)
+    }
+
+    /// Resolves `name` of `kind` included from a file found in `dir`.
+    /// Computed includes cannot be resolved and are reported as
+    /// [`Resolution::System`] (the scan records them separately).
+    pub fn resolve(&mut self, dir: DirId, name: &str, kind: IncludeKind) -> Resolution {
         let angle = match kind {
             IncludeKind::Angle => true,
             IncludeKind::Quoted => false,
             IncludeKind::Computed => return Resolution::System,
         };
         let slot = usize::from(angle);
-        if let Some(hit) = self.cache.get(dir).and_then(|m| m[slot].get(name)) {
-            return hit.clone();
+        if let Some(&hit) = self.answers[dir.0 as usize][slot].get(name) {
+            return hit;
         }
         let answer = self.resolve_uncached(dir, name, angle);
-        self.cache.entry(dir.to_path_buf()).or_default()[slot]
-            .insert(name.to_owned(), answer.clone());
+        self.answers[dir.0 as usize][slot].insert(name.to_owned(), answer);
         answer
     }
 
-    fn resolve_uncached(&mut self, dir: &Path, name: &str, angle: bool) -> Resolution {
+    fn resolve_uncached(&mut self, dir: DirId, name: &str, angle: bool) -> Resolution {
         let path = Path::new(name);
         if path.is_absolute() {
-            return match local(path.to_path_buf()) {
+            return match self.local(path.to_path_buf()) {
                 Some(found) => found,
                 None if angle => Resolution::System,
                 None => Resolution::Missing,
@@ -91,7 +133,7 @@ impl Resolver {
         if angle && self.under_system_root(name) {
             return Resolution::System;
         }
-        if let Some(found) = local(dir.join(path)) {
+        if let Some(found) = self.local(self.dir_path(dir).join(path)) {
             return found;
         }
         if let Some(found) = self.in_include_paths(name) {
@@ -105,24 +147,51 @@ impl Resolver {
     }
 
     fn in_include_paths(&mut self, name: &str) -> Option<Resolution> {
-        if let Some(hit) = self.via_include_paths.get(name) {
-            return hit.clone();
+        if let Some(&hit) = self.via_include_paths.get(name) {
+            return hit;
         }
-        let hit = self
-            .include_paths
-            .iter()
-            .find_map(|base| local(base.join(name)));
-        self.via_include_paths.insert(name.to_owned(), hit.clone());
+        let hit = (0..self.include_paths.len())
+            .find_map(|k| self.local(self.include_paths[k].join(name)));
+        self.via_include_paths.insert(name.to_owned(), hit);
         hit
     }
 
     fn under_system_root(&mut self, name: &str) -> bool {
-        if let Some(&hit) = self.system.get(name) {
+        if let Some(&hit) = self.under_system.get(name) {
             return hit;
         }
         let hit = self.system_roots.iter().any(|r| is_file(&r.join(name)));
-        self.system.insert(name.to_owned(), hit);
+        self.under_system.insert(name.to_owned(), hit);
         hit
+    }
+
+    /// `found` as a local header when it is a file (following symlinks).
+    /// Canonicalising is the expensive part of resolution (`realpath`
+    /// reads every component), so a file that is not itself a symlink is
+    /// named by its directory's cached canonical form plus its file name.
+    fn local(&mut self, found: PathBuf) -> Option<Resolution> {
+        let meta = std::fs::symlink_metadata(&found).ok()?;
+        let parent = found.parent()?;
+        let canonical = if meta.is_file() {
+            let file = found.file_name()?;
+            let dir = match self.canonical_dirs.get(parent.as_os_str()) {
+                Some(dir) => dir.clone(),
+                None => {
+                    let dir = std::fs::canonicalize(parent).ok();
+                    let key = parent.as_os_str().to_owned();
+                    self.canonical_dirs.insert(key, dir.clone());
+                    dir
+                }
+            };
+            dir?.join(file)
+        } else if meta.file_type().is_symlink() && is_file(&found) {
+            std::fs::canonicalize(&found).ok()?
+        } else {
+            return None;
+        };
+        let dir = self.dir(parent);
+        let file = self.file(&canonical);
+        Some(Resolution::Local { dir, file })
     }
 }
 
@@ -130,10 +199,79 @@ fn is_file(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.is_file())
 }
 
-fn local(found: PathBuf) -> Option<Resolution> {
-    if !is_file(&found) {
-        return None;
+/// Paths interned to dense ids, hashed as raw bytes.
+#[derive(Debug, Default)]
+struct Interner {
+    ids: FastMap<OsString, u32>,
+    paths: Vec<PathBuf>,
+}
+
+impl Interner {
+    fn intern(&mut self, path: &Path) -> u32 {
+        if let Some(&id) = self.ids.get(path.as_os_str()) {
+            return id;
+        }
+        let id = u32::try_from(self.paths.len()).expect("fewer than 2^32 paths");
+        self.ids.insert(path.as_os_str().to_owned(), id);
+        self.paths.push(path.to_path_buf());
+        id
     }
-    let canonical = std::fs::canonicalize(&found).ok()?;
-    Some(Resolution::Local { found, canonical })
+
+    fn path(&self, id: u32) -> &Path {
+        &self.paths[id as usize]
+    }
+}
+
+/// A `HashMap` with a fast, non-cryptographic hasher: keys here are file
+/// names and paths from the tree being scanned, not attacker-chosen input
+/// worth DoS protection.
+pub(crate) type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
+
+/// The multiply-rotate hash used by rustc (`FxHasher`), over 8-byte words.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct FxHasher {
+    hash: u64,
+}
+
+const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+
+impl FxHasher {
+    fn add(&mut self, word: u64) {
+        self.hash = (self.hash.rotate_left(5) ^ word).wrapping_mul(SEED);
+    }
+}
+
+impl Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            self.add(u64::from_le_bytes(c.try_into().expect("8 bytes")));
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut buf = [0u8; 8];
+            buf[..rest.len()].copy_from_slice(rest);
+            self.add(u64::from_le_bytes(buf));
+        }
+    }
+
+    fn write_u8(&mut self, i: u8) {
+        self.add(u64::from(i));
+    }
+
+    fn write_u32(&mut self, i: u32) {
+        self.add(u64::from(i));
+    }
+
+    fn write_u64(&mut self, i: u64) {
+        self.add(i);
+    }
+
+    fn write_usize(&mut self, i: usize) {
+        self.add(i as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        self.hash
+    }
 }

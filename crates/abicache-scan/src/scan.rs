@@ -1,7 +1,6 @@
 //! The scan itself: an iterative depth-first walk over each source's
 //! local includes, reading, hashing and lexing every file once.
 
-use std::collections::HashMap;
 use std::io;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
@@ -11,7 +10,7 @@ use crate::lexer::{lex, FileFacts, IncludeKind};
 use crate::report::{
     ComputedInclude, Location, PythonMarker, ScanReport, ScannedFile, SourceReport, TorchInclude,
 };
-use crate::resolve::{Resolution, Resolver};
+use crate::resolve::{FileId, Resolution, Resolver};
 
 /// Where to look for headers and how to name files.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,7 +78,6 @@ pub fn scan(sources: &[PathBuf], config: &ScanConfig) -> Result<ScanReport, Scan
         root,
         resolver: Resolver::new(config.include_paths.clone(), config.system_roots.clone()),
         files: Vec::new(),
-        by_path: HashMap::new(),
         stamp: Vec::new(),
         report: ScanReport {
             sources: Vec::new(),
@@ -98,7 +96,7 @@ pub fn scan(sources: &[PathBuf], config: &ScanConfig) -> Result<ScanReport, Scan
                 source: e,
             },
         })?;
-        let report = walk.source(source, canonical, n + 1)?;
+        let report = walk.source(source, &canonical, n + 1)?;
         walk.report.sources.push(report);
     }
     Ok(walk.report)
@@ -113,71 +111,70 @@ struct FileEntry {
 struct Walk {
     root: PathBuf,
     resolver: Resolver,
-    files: Vec<FileEntry>,
-    by_path: HashMap<PathBuf, usize>,
-    /// Per file: the number of the last source that visited it (0: none).
+    /// Indexed by [`FileId::index`]: the file once read.
+    files: Vec<Option<FileEntry>>,
+    /// Indexed by [`FileId::index`]: the number of the last source that
+    /// visited the file (0: none yet).
     stamp: Vec<usize>,
     report: ScanReport,
 }
 
 impl Walk {
-    /// The index of the file at `canonical`, reading it on first sight.
-    fn load(&mut self, canonical: PathBuf) -> Result<usize, ScanError> {
-        if let Some(&idx) = self.by_path.get(&canonical) {
-            return Ok(idx);
+    /// Reads, hashes and lexes `id` unless already done.
+    fn load(&mut self, id: FileId) -> Result<&FileEntry, ScanError> {
+        let k = id.index();
+        if self.files.len() <= k {
+            self.files.resize_with(k + 1, || None);
+            self.stamp.resize(k + 1, 0);
         }
-        let bytes = std::fs::read(&canonical).map_err(|source| ScanError::Unreadable {
-            path: canonical.clone(),
-            source,
-        })?;
-        let entry = FileEntry {
-            display: display_path(&self.root, &canonical),
-            blake3: blake3::hash(&bytes).to_hex().to_string(),
-            facts: Arc::new(lex(&bytes)),
-        };
-        let idx = self.files.len();
-        self.files.push(entry);
-        self.stamp.push(0);
-        self.by_path.insert(canonical, idx);
-        Ok(idx)
+        if self.files[k].is_none() {
+            let path = self.resolver.file_path(id);
+            let bytes = std::fs::read(path).map_err(|source| ScanError::Unreadable {
+                path: path.to_path_buf(),
+                source,
+            })?;
+            self.files[k] = Some(FileEntry {
+                display: display_path(&self.root, path),
+                blake3: blake3::hash(&bytes).to_hex().to_string(),
+                facts: Arc::new(lex(&bytes)),
+            });
+        }
+        Ok(self.files[k].as_ref().expect("just loaded"))
     }
 
     fn source(
         &mut self,
         given: &Path,
-        canonical: PathBuf,
+        canonical: &Path,
         number: usize,
     ) -> Result<SourceReport, ScanError> {
-        let first = self.load(canonical)?;
+        let first = self.resolver.file(canonical);
+        let dir = self.resolver.dir(given.parent().unwrap_or(Path::new("")));
         let mut out = SourceReport {
-            source: self.files[first].display.clone(),
+            source: self.load(first)?.display.clone(),
             files: Vec::new(),
             missing_includes: Vec::new(),
             computed_includes: Vec::new(),
         };
-        let mut stack = vec![(first, given.to_path_buf())];
+        let mut stack = vec![(first, dir)];
         let mut children = Vec::new();
-        while let Some((idx, found)) = stack.pop() {
-            if self.stamp[idx] == number {
+        while let Some((id, dir)) = stack.pop() {
+            self.load(id)?;
+            if self.stamp[id.index()] == number {
                 continue;
             }
-            let first_visit = self.stamp[idx] == 0;
-            self.stamp[idx] = number;
-            let entry = &self.files[idx];
+            let entry = self.files[id.index()].as_ref().expect("loaded");
             let (display, facts) = (entry.display.clone(), Arc::clone(&entry.facts));
             out.files.push(ScannedFile {
                 path: display.clone(),
                 blake3: entry.blake3.clone(),
             });
-            if first_visit {
+            if std::mem::replace(&mut self.stamp[id.index()], number) == 0 {
                 self.collect_facts(&display, &facts);
             }
-            let dir = found.parent().unwrap_or(Path::new("")).to_path_buf();
             for inc in &facts.includes {
-                match self.resolver.resolve(&dir, &inc.name, inc.kind) {
-                    Resolution::Local { found, canonical } => {
-                        children.push((self.load(canonical)?, found));
-                    }
+                match self.resolver.resolve(dir, &inc.name, inc.kind) {
+                    Resolution::Local { dir, file } => children.push((file, dir)),
                     Resolution::Missing => {
                         let missing = format!("{display}:{}", inc.name);
                         if !out.missing_includes.contains(&missing) {
@@ -194,7 +191,12 @@ impl Walk {
                     });
                 }
             }
-            stack.extend(children.drain(..).rev());
+            for &(file, dir) in children.iter().rev() {
+                if self.stamp.get(file.index()).is_none_or(|&s| s != number) {
+                    stack.push((file, dir));
+                }
+            }
+            children.clear();
         }
         Ok(out)
     }
