@@ -1,8 +1,10 @@
 //! The scan itself: an iterative depth-first walk over each source's
 //! local includes, reading, hashing and lexing every file once.
 
+use std::collections::HashSet;
 use std::io;
 use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crate::error::ScanError;
@@ -10,7 +12,7 @@ use crate::lexer::{lex, FileFacts, IncludeKind};
 use crate::report::{
     ComputedInclude, Location, PythonMarker, ScanReport, ScannedFile, SourceReport, TorchInclude,
 };
-use crate::resolve::{FileId, Resolution, Resolver};
+use crate::resolve::{DirId, FileId, Resolution, Resolver};
 
 /// Where to look for headers and how to name files.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,7 +88,8 @@ pub fn scan(sources: &[PathBuf], config: &ScanConfig) -> Result<ScanReport, Scan
             stable_registrations: Vec::new(),
         },
     };
-    for (n, source) in sources.iter().enumerate() {
+    let mut starts = Vec::with_capacity(sources.len());
+    for source in sources {
         let canonical = std::fs::canonicalize(source).map_err(|e| match e.kind() {
             io::ErrorKind::NotFound => ScanError::MissingSource {
                 path: source.clone(),
@@ -96,10 +99,26 @@ pub fn scan(sources: &[PathBuf], config: &ScanConfig) -> Result<ScanReport, Scan
                 source: e,
             },
         })?;
-        let report = walk.source(source, &canonical, n + 1)?;
+        let file = walk.resolver.file(&canonical);
+        let dir = walk.resolver.dir(source.parent().unwrap_or(Path::new("")));
+        starts.push((file, dir));
+    }
+    walk.prefetch(&starts);
+    for (n, &(file, dir)) in starts.iter().enumerate() {
+        let report = walk.source(file, dir, n + 1)?;
         walk.report.sources.push(report);
     }
     Ok(walk.report)
+}
+
+/// A file's state in the walk.
+enum Slot {
+    /// Not read yet.
+    Empty,
+    /// Read, hashed and lexed.
+    Ready(FileEntry),
+    /// Reading failed; reported when the walk visits the file.
+    Failed(io::Error),
 }
 
 struct FileEntry {
@@ -111,8 +130,8 @@ struct FileEntry {
 struct Walk {
     root: PathBuf,
     resolver: Resolver,
-    /// Indexed by [`FileId::index`]: the file once read.
-    files: Vec<Option<FileEntry>>,
+    /// Indexed by [`FileId::index`].
+    files: Vec<Slot>,
     /// Indexed by [`FileId::index`]: the number of the last source that
     /// visited the file (0: none yet).
     stamp: Vec<usize>,
@@ -120,36 +139,84 @@ struct Walk {
 }
 
 impl Walk {
+    /// Reads, hashes and lexes every file reachable from `starts`, level
+    /// by level, two files at a time. Only speeds up the walk: results are
+    /// stored by file id, and read errors wait until the walk visits the file.
+    fn prefetch(&mut self, starts: &[(FileId, DirId)]) {
+        let mut seen: HashSet<(FileId, DirId)> = starts.iter().copied().collect();
+        let mut frontier: Vec<(FileId, DirId)> = starts.to_vec();
+        while !frontier.is_empty() {
+            let mut todo: Vec<FileId> = frontier
+                .iter()
+                .map(|&(file, _)| file)
+                .filter(|&file| matches!(self.slot(file), Slot::Empty))
+                .collect();
+            todo.sort_by_key(|f| f.index());
+            todo.dedup();
+            let jobs: Vec<(FileId, &Path)> = todo
+                .iter()
+                .map(|&file| (file, self.resolver.file_path(file)))
+                .collect();
+            for (file, slot) in read_all(&self.root, &jobs) {
+                self.files[file.index()] = slot;
+            }
+            let mut next = Vec::new();
+            for &(file, dir) in &frontier {
+                let Slot::Ready(entry) = self.slot(file) else {
+                    continue;
+                };
+                let facts = Arc::clone(&entry.facts);
+                for inc in &facts.includes {
+                    if let Resolution::Local { dir, file } =
+                        self.resolver.resolve(dir, &inc.name, inc.kind)
+                    {
+                        if seen.insert((file, dir)) {
+                            next.push((file, dir));
+                        }
+                    }
+                }
+            }
+            frontier = next;
+        }
+    }
+
+    /// The slot of `id`, growing the tables as needed.
+    fn slot(&mut self, id: FileId) -> &Slot {
+        let k = id.index();
+        if self.files.len() <= k {
+            self.files.resize_with(k + 1, || Slot::Empty);
+            self.stamp.resize(k + 1, 0);
+        }
+        &self.files[k]
+    }
+
     /// Reads, hashes and lexes `id` unless already done.
     fn load(&mut self, id: FileId) -> Result<&FileEntry, ScanError> {
         let k = id.index();
-        if self.files.len() <= k {
-            self.files.resize_with(k + 1, || None);
-            self.stamp.resize(k + 1, 0);
+        if matches!(self.slot(id), Slot::Empty) {
+            self.files[k] = read_entry(&self.root, self.resolver.file_path(id));
         }
-        if self.files[k].is_none() {
-            let path = self.resolver.file_path(id);
-            let bytes = std::fs::read(path).map_err(|source| ScanError::Unreadable {
-                path: path.to_path_buf(),
+        if let Slot::Failed(_) = self.files[k] {
+            let Slot::Failed(source) = std::mem::replace(&mut self.files[k], Slot::Empty) else {
+                unreachable!("checked above");
+            };
+            return Err(ScanError::Unreadable {
+                path: self.resolver.file_path(id).to_path_buf(),
                 source,
-            })?;
-            self.files[k] = Some(FileEntry {
-                display: display_path(&self.root, path),
-                blake3: blake3::hash(&bytes).to_hex().to_string(),
-                facts: Arc::new(lex(&bytes)),
             });
         }
-        Ok(self.files[k].as_ref().expect("just loaded"))
+        match &self.files[k] {
+            Slot::Ready(entry) => Ok(entry),
+            _ => unreachable!("loaded above"),
+        }
     }
 
     fn source(
         &mut self,
-        given: &Path,
-        canonical: &Path,
+        first: FileId,
+        dir: DirId,
         number: usize,
     ) -> Result<SourceReport, ScanError> {
-        let first = self.resolver.file(canonical);
-        let dir = self.resolver.dir(given.parent().unwrap_or(Path::new("")));
         let mut out = SourceReport {
             source: self.load(first)?.display.clone(),
             files: Vec::new(),
@@ -163,7 +230,9 @@ impl Walk {
             if self.stamp[id.index()] == number {
                 continue;
             }
-            let entry = self.files[id.index()].as_ref().expect("loaded");
+            let Slot::Ready(entry) = &self.files[id.index()] else {
+                unreachable!("loaded above");
+            };
             let (display, facts) = (entry.display.clone(), Arc::clone(&entry.facts));
             out.files.push(ScannedFile {
                 path: display.clone(),
@@ -230,6 +299,46 @@ impl Walk {
             }
         }
     }
+}
+
+/// Reads, hashes and lexes one file.
+fn read_entry(root: &Path, path: &Path) -> Slot {
+    match std::fs::read(path) {
+        Ok(bytes) => Slot::Ready(FileEntry {
+            display: display_path(root, path),
+            blake3: blake3::hash(&bytes).to_hex().to_string(),
+            facts: Arc::new(lex(&bytes)),
+        }),
+        Err(e) => Slot::Failed(e),
+    }
+}
+
+/// [`read_entry`] for each job, on two threads when there is enough work.
+fn read_all(root: &Path, jobs: &[(FileId, &Path)]) -> Vec<(FileId, Slot)> {
+    const PARALLEL_FROM: usize = 8;
+    let next = AtomicUsize::new(0);
+    let work = || {
+        let mut out = Vec::new();
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            let Some(&(file, path)) = jobs.get(i) else {
+                return out;
+            };
+            out.push((file, read_entry(root, path)));
+        }
+    };
+    if jobs.len() < PARALLEL_FROM {
+        return work();
+    }
+    std::thread::scope(|s| {
+        let helper = s.spawn(work);
+        let mut out = work();
+        match helper.join() {
+            Ok(more) => out.extend(more),
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+        out
+    })
 }
 
 /// True for an include name of a torch header (`torch/`, `ATen/`, `c10/`, `caffe2/`).

@@ -207,6 +207,61 @@ fn files_are_listed_depth_first_in_include_order_each_once() {
 }
 
 #[test]
+fn wide_graph_order_is_preorder_dfs_and_stable_across_runs() {
+    // Wide enough that files are read on two threads; the order must still
+    // be exactly the recursive depth-first preorder.
+    const N: usize = 120;
+    let children = |i: usize| {
+        vec![
+            format!("h{}.h", (i * 7 + 3) % N),
+            format!("leaf{}.h", i % 13),
+        ]
+    };
+    let t = tempfile::tempdir().unwrap();
+    let mut src = String::new();
+    for i in 0..N {
+        src.push_str(&format!("#include \"h{i}.h\"\n"));
+        let body: String = children(i)
+            .iter()
+            .map(|c| format!("#include \"{c}\"\n"))
+            .collect();
+        fs::write(t.path().join(format!("h{i}.h")), body).unwrap();
+    }
+    for j in 0..13 {
+        fs::write(
+            t.path().join(format!("leaf{j}.h")),
+            format!("// leaf {j}\n"),
+        )
+        .unwrap();
+    }
+    fs::write(t.path().join("a.cpp"), &src).unwrap();
+
+    fn visit(name: String, kids: &dyn Fn(usize) -> Vec<String>, seen: &mut Vec<String>) {
+        if seen.contains(&name) {
+            return;
+        }
+        seen.push(name.clone());
+        if let Some(i) = name.strip_prefix('h').and_then(|r| r.strip_suffix(".h")) {
+            for c in kids(i.parse().unwrap()) {
+                visit(c, kids, seen);
+            }
+        }
+    }
+    let mut want = vec!["a.cpp".to_owned()];
+    for i in 0..N {
+        visit(format!("h{i}.h"), &children, &mut want);
+    }
+    let first = scan_one(t.path(), "a.cpp", ScanConfig::new(t.path()));
+    assert_eq!(files(&first), want);
+    for _ in 0..3 {
+        assert_eq!(
+            scan_one(t.path(), "a.cpp", ScanConfig::new(t.path())),
+            first
+        );
+    }
+}
+
+#[test]
 fn include_cycle_terminates_with_each_file_once() {
     let t = tree(&[
         ("a.cpp", "#include \"x.h\"\n"),
