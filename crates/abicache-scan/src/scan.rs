@@ -57,9 +57,12 @@ impl ScanConfig {
 /// (preorder, the source first); the walk is iterative, so neither depth
 /// nor cycles matter; the report is identical for the same tree under
 /// another root. Relative sources are relative to the current directory.
+/// Files are read, hashed and lexed on two threads; the report does not
+/// depend on scheduling.
 ///
 /// # Errors
-/// [`ScanError::MissingSource`] when a source does not exist,
+/// [`ScanError::MissingSource`] when a source does not exist (all sources
+/// are checked before any header is read),
 /// [`ScanError::Unreadable`] when a source or a resolved header cannot be
 /// read, [`ScanError::InvalidRoot`] when `config.root` is not a directory.
 pub fn scan(sources: &[PathBuf], config: &ScanConfig) -> Result<ScanReport, ScanError> {
