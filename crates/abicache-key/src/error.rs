@@ -224,3 +224,19 @@ pub enum KeyError {
         text: String,
     },
 }
+
+impl KeyError {
+    /// True for refusals on ABI grounds (a non-stable header or computed
+    /// include under a stable target, a torch below the target or not
+    /// comparable with it), as opposed to malformed input.
+    pub fn is_abi_refusal(&self) -> bool {
+        match self {
+            KeyError::NonStableHeader { .. }
+            | KeyError::ComputedIncludeUnderStable { .. }
+            | KeyError::TorchBelowFloor { .. }
+            | KeyError::UnverifiableTorch { .. } => true,
+            KeyError::InSpecFile { inner, .. } => inner.is_abi_refusal(),
+            _ => false,
+        }
+    }
+}

@@ -147,6 +147,11 @@ pub enum StoreError {
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
 impl StoreError {
+    /// True when waiting for another process's lock timed out.
+    pub fn is_lock_timeout(&self) -> bool {
+        matches!(self, StoreError::LockTimeout { .. })
+    }
+
     /// Wraps an I/O error from a `std` call with the action and path.
     pub(crate) fn io_at(
         action: &'static str,

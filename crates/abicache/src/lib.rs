@@ -1,1 +1,30 @@
-//! abicache (in progress).
+//! abicache: build, cache and load JIT-compiled PyTorch extensions under a
+//! key that reflects what each binary really depends on.
+//!
+//! This crate is the façade the command line and the Python bindings call:
+//! a [`Session`] (one environment, one cache) runs spec + environment →
+//! scan → key → store (hit?) → build → audit → publish. It guarantees that
+//! a returned library was verified against its manifest, was audited
+//! against its key before it was published, and that one key is built at
+//! most once at a time across processes.
+
+#![deny(missing_docs)]
+
+mod audit;
+pub mod env_vars;
+mod error;
+mod explain;
+mod probe;
+mod session;
+
+pub use audit::{audit_against_key, check as check_audit, AuditVerdict};
+pub use error::{Error, ErrorKind, Result};
+pub use explain::{explain, render_explanation, ClosestEntry, Explanation};
+pub use probe::{probe_interpreter, ProbedInterpreter};
+pub use session::{Outcome, Prepared, Session, SessionOptions};
+
+pub use abicache_audit as audit_crate;
+pub use abicache_build as build;
+pub use abicache_key as key;
+pub use abicache_scan as scan;
+pub use abicache_store as store;

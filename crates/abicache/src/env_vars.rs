@@ -1,0 +1,97 @@
+//! Every environment variable abicache reads, in one documented list.
+//!
+//! The README's table is checked against [`ENV_VARS`] by a test, so a
+//! variable cannot be added here without being documented there.
+
+/// One environment variable abicache reads.
+#[derive(Debug, Clone, Copy)]
+pub struct EnvVar {
+    /// The variable's name.
+    pub name: &'static str,
+    /// What applies when it is unset.
+    pub default: &'static str,
+    /// What it does.
+    pub meaning: &'static str,
+}
+
+/// Cache root (SPEC §8).
+pub const ABICACHE_DIR: &str = "ABICACHE_DIR";
+/// Seconds to wait for another process building the same key.
+pub const ABICACHE_LOCK_TIMEOUT: &str = "ABICACHE_LOCK_TIMEOUT";
+/// Size bound applied by an automatic `gc` after each publish.
+pub const ABICACHE_MAX_SIZE: &str = "ABICACHE_MAX_SIZE";
+/// Compiler launcher (`ccache`, `sccache`) prepended to compile commands.
+pub const ABICACHE_COMPILER_LAUNCHER: &str = "ABICACHE_COMPILER_LAUNCHER";
+/// Forces a rebuild from the Python package (`1`).
+pub const ABICACHE_REBUILD: &str = "ABICACHE_REBUILD";
+/// Parallel compile jobs.
+pub const MAX_JOBS: &str = "MAX_JOBS";
+/// Host C++ compiler.
+pub const CXX: &str = "CXX";
+/// CUDA toolkit root.
+pub const CUDA_HOME: &str = "CUDA_HOME";
+/// CUDA toolkit root (alternative name).
+pub const CUDA_PATH: &str = "CUDA_PATH";
+/// CUDA architectures to build for.
+pub const TORCH_CUDA_ARCH_LIST: &str = "TORCH_CUDA_ARCH_LIST";
+/// Base of the default cache root.
+pub const XDG_CACHE_HOME: &str = "XDG_CACHE_HOME";
+
+/// All variables, in the order the README documents them.
+pub const ENV_VARS: &[EnvVar] = &[
+    EnvVar {
+        name: ABICACHE_DIR,
+        default: "`$XDG_CACHE_HOME/abicache`, else `~/.cache/abicache`",
+        meaning: "Root of the cache (entries, objects, locks, stats).",
+    },
+    EnvVar {
+        name: XDG_CACHE_HOME,
+        default: "`~/.cache`",
+        meaning: "Base of the default cache root when `ABICACHE_DIR` is unset.",
+    },
+    EnvVar {
+        name: ABICACHE_LOCK_TIMEOUT,
+        default: "`600`",
+        meaning: "Seconds to wait for another process building the same key before giving up with an error naming its pid.",
+    },
+    EnvVar {
+        name: ABICACHE_MAX_SIZE,
+        default: "unset (no bound)",
+        meaning: "Size bound (`10G`, `500M`) applied by an automatic least-recently-used `gc` after each publish.",
+    },
+    EnvVar {
+        name: ABICACHE_COMPILER_LAUNCHER,
+        default: "unset",
+        meaning: "Compiler launcher (`ccache`, `sccache`) put in front of every compile command.",
+    },
+    EnvVar {
+        name: ABICACHE_REBUILD,
+        default: "unset",
+        meaning: "`1` makes the Python package rebuild instead of using a cached entry.",
+    },
+    EnvVar {
+        name: MAX_JOBS,
+        default: "number of cores",
+        meaning: "Translation units compiled in parallel.",
+    },
+    EnvVar {
+        name: CXX,
+        default: "`c++` on `PATH`",
+        meaning: "Host C++ compiler.",
+    },
+    EnvVar {
+        name: CUDA_HOME,
+        default: "unset",
+        meaning: "CUDA toolkit root searched for `bin/nvcc`, before `PATH` and NVIDIA's pip wheels.",
+    },
+    EnvVar {
+        name: CUDA_PATH,
+        default: "unset",
+        meaning: "Same as `CUDA_HOME` when that is unset.",
+    },
+    EnvVar {
+        name: TORCH_CUDA_ARCH_LIST,
+        default: "the visible GPUs' capabilities",
+        meaning: "CUDA architectures (`8.0 9.0+PTX`) when an extension sets no `cuda_archs`.",
+    },
+];

@@ -1,0 +1,94 @@
+//! The one error type of the façade, gathering every crate's errors.
+
+use std::path::PathBuf;
+
+use abicache_audit::AuditError;
+use abicache_build::BuildError;
+use abicache_key::KeyError;
+use abicache_scan::ScanError;
+use abicache_store::StoreError;
+
+/// Anything that can go wrong between a spec and a loaded library.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Reading the sources failed (missing source, unreadable file).
+    #[error(transparent)]
+    Scan(#[from] ScanError),
+    /// The spec, environment or ABI rules refused the request.
+    #[error(transparent)]
+    Key(#[from] KeyError),
+    /// The compiler or linker failed, or the toolchain is missing.
+    #[error(transparent)]
+    Build(#[from] BuildError),
+    /// The cache could not be used (permissions, lock time-out, I/O).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A library could not be inspected.
+    #[error(transparent)]
+    Audit(#[from] AuditError),
+    /// The built library imports what its key says it must not.
+    #[error("{message}")]
+    AuditRefused {
+        /// The full, user-facing explanation (symbols, cause, fixes).
+        message: String,
+    },
+    /// Probing a Python interpreter failed.
+    #[error("could not probe the Python interpreter `{python}`: {message}")]
+    Probe {
+        /// The interpreter given with `--python`.
+        python: PathBuf,
+        /// What went wrong and what to do.
+        message: String,
+    },
+    /// The request itself is wrong (e.g. no torch where one is needed).
+    #[error("{0}")]
+    Input(String),
+    /// An I/O error with its path already named.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+/// Broad classes of [`Error`], for exit codes and Python exception types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// A compile, link or audit failure: exit code 1, `abicache.BuildError`.
+    Build,
+    /// An ABI refusal (stable-header violation, runtime floor): exit 2, `abicache.AbiError`.
+    Abi,
+    /// Waiting for another builder timed out: exit 2, `abicache.LockTimeout`.
+    LockTimeout,
+    /// Bad input or environment: exit 2, `abicache.Error` (or an OS error).
+    Input,
+}
+
+impl Error {
+    /// Which class this error belongs to.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::Build(BuildError::Compile { .. } | BuildError::Link { .. }) => ErrorKind::Build,
+            Error::AuditRefused { .. } => ErrorKind::Build,
+            Error::Key(k) if k.is_abi_refusal() => ErrorKind::Abi,
+            Error::Store(s) if s.is_lock_timeout() => ErrorKind::LockTimeout,
+            _ => ErrorKind::Input,
+        }
+    }
+
+    /// The process exit code of the command line: 1 for a failed build, 2 otherwise.
+    pub fn exit_code(&self) -> i32 {
+        match self.kind() {
+            ErrorKind::Build => 1,
+            _ => 2,
+        }
+    }
+
+    /// The underlying I/O error, when this is one (for mapping to Python's own exceptions).
+    pub fn io_error(&self) -> Option<&std::io::Error> {
+        match self {
+            Error::Io(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// Shorthand for results of this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,348 @@
+//! The pipeline: spec + environment → scan → key → store (hit?) → build →
+//! audit → publish. Nothing flows back.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::Instant;
+
+use abicache_build::{BuildOptions, BuildPlan, Nvcc, Progress, Toolchain, ToolchainEnv, Unit};
+use abicache_key::{compute_key, Environment, ExtensionSpec, Keyed};
+use abicache_scan::{ScanConfig, ScanReport};
+use abicache_store::{Claim, Event, Hit, Manifest, Store};
+use serde::Serialize;
+
+use crate::audit::{audit_against_key, AuditVerdict};
+use crate::error::{Error, Result};
+
+/// Payload fields that describe the ABI a unit is compiled for; they are
+/// mixed into every object's key so objects never cross ABIs.
+const ABI_FIELDS: &[&str] =
+    &["python_abi", "torch_abi", "torch", "torch_cuda", "cxx11_abi", "cuda_archs", "nvcc"];
+
+/// How a session builds.
+#[derive(Debug, Clone, Copy)]
+pub struct SessionOptions {
+    /// Ignore a cached entry and build anew (the new entry replaces it).
+    pub rebuild: bool,
+    /// Parallel compile jobs; `None` reads `MAX_JOBS`, else the core count.
+    pub jobs: Option<usize>,
+}
+
+impl Default for SessionOptions {
+    fn default() -> Self {
+        SessionOptions { rebuild: false, jobs: None }
+    }
+}
+
+/// One environment and one cache: computes keys and returns ABI-compatible
+/// libraries, building each key at most once across processes.
+pub struct Session {
+    store: Store,
+    env: Environment,
+    site_packages: Vec<PathBuf>,
+    toolchain_env: ToolchainEnv,
+    arch_list_env: Option<String>,
+    options: SessionOptions,
+    nvcc: OnceLock<std::result::Result<Nvcc, String>>,
+}
+
+/// A spec resolved against the session's environment: its scan and key.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    /// The environment with what the key needed filled in (nvcc release, archs).
+    pub env: Environment,
+    /// What the scanner found.
+    pub scan: ScanReport,
+    /// The key and everything decided on the way.
+    pub keyed: Keyed,
+}
+
+/// The answer of [`Session::build`].
+#[derive(Debug, Clone, Serialize)]
+pub struct Outcome {
+    /// The verified library inside the cache entry.
+    pub path: PathBuf,
+    /// The cache key.
+    pub key: String,
+    /// True when no compile or link ran in this call.
+    pub hit: bool,
+    /// Wall-clock seconds of the whole call.
+    pub seconds: f64,
+    /// Units compiled by this call (display paths); empty on a hit.
+    pub compiled: Vec<String>,
+    /// Units whose objects came from the object cache.
+    pub cached_units: usize,
+    /// Warnings to show the user (corrupt entries removed, audit notes).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+impl Session {
+    /// A session for `env` over `store`. `site_packages` are searched for
+    /// NVIDIA's nvcc wheels; by default the parent of `env.torch_dir`.
+    pub fn new(store: Store, env: Environment) -> Self {
+        let site_packages = env.torch_dir.iter().filter_map(|t| t.parent()).map(Path::to_path_buf).collect();
+        Session {
+            store,
+            env,
+            site_packages,
+            toolchain_env: ToolchainEnv::from_process(),
+            arch_list_env: std::env::var(crate::env_vars::TORCH_CUDA_ARCH_LIST).ok().filter(|s| !s.trim().is_empty()),
+            options: SessionOptions::default(),
+            nvcc: OnceLock::new(),
+        }
+    }
+
+    /// Replaces the directories searched for NVIDIA's pip wheels.
+    pub fn with_site_packages(mut self, site_packages: Vec<PathBuf>) -> Self {
+        self.site_packages = site_packages;
+        self
+    }
+
+    /// Sets the build options.
+    pub fn with_options(mut self, options: SessionOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// The cache this session uses.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The environment as given (before per-extension completion).
+    pub fn environment(&self) -> &Environment {
+        &self.env
+    }
+
+    /// Scans and keys `spec` (paths in it absolute, or relative to the
+    /// current directory); `root` is the fingerprint root. Under a stable
+    /// target a too-old or unparseable torch is refused first, before any
+    /// file is read or any cache is looked at.
+    pub fn prepare(&self, spec: &ExtensionSpec, root: &Path) -> Result<Prepared> {
+        if let Some(target) = spec.torch_stable_abi_target {
+            target.check_runtime_floor(&self.env.torch_version)?;
+        }
+        spec.validate()?;
+        let env = self.complete_env(spec)?;
+        let mut config = ScanConfig::new(root);
+        for dir in &spec.extra_include_paths {
+            config = config.include_path(dir);
+        }
+        for dir in env.system_include_roots() {
+            config = config.system_root(dir);
+        }
+        let scan = abicache_scan::scan(&spec.sources, &config)?;
+        let keyed = compute_key(spec, &env, &scan, root)?;
+        Ok(Prepared { env, scan, keyed })
+    }
+
+    /// Returns a verified library for `spec`: from the cache when its key
+    /// is there, else built once (other processes asking for the same key
+    /// wait for this build and then use it), audited against its key and
+    /// published atomically. `progress` receives build events.
+    pub fn build(&self, spec: &ExtensionSpec, root: &Path, progress: &dyn Fn(Progress)) -> Result<Outcome> {
+        let started = Instant::now();
+        let prepared = self.prepare(spec, root)?;
+        let key = prepared.keyed.key.clone();
+        let mut warnings = Vec::new();
+        if !self.options.rebuild {
+            let lookup = self.store.lookup(&key)?;
+            warnings.extend(lookup.warnings.iter().map(ToString::to_string));
+            if let Some(hit) = lookup.hit {
+                return self.finish_hit(hit, &prepared, started, warnings);
+            }
+        }
+        self.store.record(Event::Miss)?;
+        let guard = if self.options.rebuild {
+            self.store.begin_build(&key)?
+        } else {
+            match self.store.lookup_or_lock(&key)? {
+                Claim::Hit { hit, warnings: w } => {
+                    warnings.extend(w.iter().map(ToString::to_string));
+                    return self.finish_hit(hit, &prepared, started, warnings);
+                }
+                Claim::Build { guard, warnings: w } => {
+                    warnings.extend(w.iter().map(ToString::to_string));
+                    guard
+                }
+            }
+        };
+        let result = self.compile_and_publish(spec, &prepared, guard, progress);
+        let (hit, report) = match result {
+            Ok(done) => done,
+            Err(e) => {
+                let _ = self.store.record(Event::Error);
+                return Err(e);
+            }
+        };
+        Ok(Outcome {
+            path: hit.library,
+            key,
+            hit: false,
+            seconds: started.elapsed().as_secs_f64(),
+            compiled: report.units_compiled,
+            cached_units: report.units_cached,
+            warnings,
+        })
+    }
+
+    fn finish_hit(&self, hit: Hit, prepared: &Prepared, started: Instant, mut warnings: Vec<String>) -> Result<Outcome> {
+        if hit.manifest.audit.is_none() {
+            // An entry from before audits existed: check it once, now.
+            if let AuditVerdict::Refused(message) = audit_against_key(&hit.library, &prepared.keyed, &prepared.scan)? {
+                self.store.remove(&prepared.keyed.key)?;
+                return Err(Error::AuditRefused { message });
+            }
+            warnings.push(format!("audited entry `{}` (it had no audit)", hit.dir.display()));
+        }
+        self.store.record(Event::Hit { compile_seconds: hit.manifest.compile_seconds })?;
+        Ok(Outcome {
+            path: hit.library,
+            key: prepared.keyed.key.clone(),
+            hit: true,
+            seconds: started.elapsed().as_secs_f64(),
+            compiled: Vec::new(),
+            cached_units: 0,
+            warnings,
+        })
+    }
+
+    fn compile_and_publish(
+        &self,
+        spec: &ExtensionSpec,
+        prepared: &Prepared,
+        guard: abicache_store::BuildGuard,
+        progress: &dyn Fn(Progress),
+    ) -> Result<(Hit, abicache_build::BuildReport)> {
+        let requires_cuda = spec.requires_cuda();
+        let toolchain = Toolchain::discover(&self.toolchain_env, &self.site_packages, requires_cuda)?;
+        let plan = self.plan(spec, prepared)?;
+        let previous_seconds = self
+            .store
+            .find_by_name(&spec.name)
+            .ok()
+            .and_then(|entries| entries.first().map(|e| e.manifest.compile_seconds));
+        let jobs = match self.options.jobs {
+            Some(jobs) => Some(jobs),
+            None => BuildOptions::from_env()?.jobs,
+        };
+        let options = BuildOptions { jobs, previous_seconds };
+        let report = abicache_build::build(
+            &plan,
+            &toolchain,
+            &self.store.objects_dir(),
+            guard.temp_dir(),
+            &options,
+            progress,
+        )?;
+        let audit = match audit_against_key(&report.library, &prepared.keyed, &prepared.scan)? {
+            AuditVerdict::Refused(message) => return Err(Error::AuditRefused { message }),
+            AuditVerdict::Passed(audit) => audit,
+        };
+        let mut manifest = Manifest::new(&prepared.keyed.key, &spec.name, prepared.keyed.payload.text());
+        manifest.toolchain = report.toolchain.clone();
+        manifest.compile_seconds = report.seconds;
+        manifest.units = report.units_total as u32;
+        manifest.audit = Some(audit);
+        let file_name = report
+            .library
+            .file_name()
+            .and_then(|n| n.to_str())
+            .ok_or_else(|| Error::Input(format!("built library `{}` has no file name", report.library.display())))?
+            .to_string();
+        let published = guard.publish(&file_name, manifest)?;
+        self.store.record(Event::Build { seconds: report.seconds })?;
+        Ok((published.hit, report))
+    }
+
+    /// The build plan for a prepared spec.
+    fn plan(&self, spec: &ExtensionSpec, prepared: &Prepared) -> Result<BuildPlan> {
+        let env = &prepared.env;
+        let torch_dir = env.torch_dir.clone().ok_or_else(|| {
+            Error::Input(
+                "the environment has no `torch_dir`, so there is nothing to build against: \
+                 use `--python PATH` for an interpreter with torch, or add `torch_dir` to the environment file"
+                    .into(),
+            )
+        })?;
+        let sources = spec
+            .sources
+            .iter()
+            .zip(&prepared.scan.sources)
+            .map(|(source, report)| {
+                let mut files: Vec<(String, String)> =
+                    report.files.iter().map(|f| (f.path.clone(), f.blake3.clone())).collect();
+                // Creating a missing header must recompile the unit.
+                files.extend(report.missing_includes.iter().map(|m| (format!("missing_include={m}"), String::new())));
+                Unit { source: source.clone(), files }
+            })
+            .collect();
+        let abi_fields = prepared
+            .keyed
+            .payload
+            .entries()
+            .iter()
+            .filter(|(field, _)| ABI_FIELDS.contains(&field.as_str()))
+            .map(|(field, value)| format!("{field}={value}\n"))
+            .collect();
+        Ok(BuildPlan {
+            name: spec.name.clone(),
+            sources,
+            requires_cuda: spec.requires_cuda(),
+            python_abi_dependent: prepared.keyed.python_abi_dependent,
+            cxx11_abi: env.cxx11_abi,
+            torch_dir,
+            python_include: env.python_include.clone(),
+            cuda_include_dirs: env.cuda_include_dirs.clone(),
+            extra_cflags: prepared.keyed.host_flags.clone(),
+            extra_cuda_cflags: prepared.keyed.cuda_flags.clone(),
+            extra_ldflags: spec.extra_ldflags.clone(),
+            extra_include_paths: spec.extra_include_paths.clone(),
+            gencode: prepared.keyed.gencode.clone(),
+            abi_fields,
+        })
+    }
+
+    /// Fills in what a CUDA key needs and the environment may lack: the
+    /// nvcc release and CUDA include dirs (from the discovered nvcc) and
+    /// the arch list (`TORCH_CUDA_ARCH_LIST`, else the visible GPUs).
+    fn complete_env(&self, spec: &ExtensionSpec) -> Result<Environment> {
+        let mut env = self.env.clone();
+        if !spec.requires_cuda() {
+            return Ok(env);
+        }
+        if env.nvcc_version.is_none() || env.cuda_include_dirs.is_empty() {
+            let nvcc = self
+                .nvcc
+                .get_or_init(|| abicache_build::find_nvcc(&self.toolchain_env, &self.site_packages).map_err(|e| e.to_string()))
+                .as_ref()
+                .map_err(|e| Error::Input(e.clone()))?;
+            env.nvcc_version.get_or_insert_with(|| nvcc.release.clone());
+            if env.cuda_include_dirs.is_empty() {
+                env.cuda_include_dirs = nvcc.include_dirs.clone();
+            }
+        }
+        if env.cuda_archs.is_none() && spec.cuda_archs.is_none() {
+            env.cuda_archs = self.arch_list_env.clone().or_else(visible_gpu_archs);
+        }
+        Ok(env)
+    }
+}
+
+/// The compute capabilities of the visible GPUs as an arch list (`9.0 8.6`),
+/// from `nvidia-smi`; `None` when it is absent or sees no GPU.
+fn visible_gpu_archs() -> Option<String> {
+    let output = std::process::Command::new("nvidia-smi")
+        .args(["--query-gpu=compute_cap", "--format=csv,noheader"])
+        .output()
+        .ok()?;
+    if !output.status.success() {
+        return None;
+    }
+    let mut caps: Vec<String> =
+        String::from_utf8_lossy(&output.stdout).lines().map(|l| l.trim().to_string()).filter(|l| !l.is_empty()).collect();
+    caps.sort();
+    caps.dedup();
+    (!caps.is_empty()).then(|| caps.join(" "))
+}
