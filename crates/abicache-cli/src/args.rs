@@ -1,0 +1,143 @@
+//! The command-line contract (other tools script against it: keep it stable).
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Build, cache and load JIT-compiled PyTorch C++/CUDA extensions under a key
+/// that reflects what each binary really depends on.
+#[derive(Debug, Parser)]
+#[command(name = "abicache", version, max_term_width = 100)]
+pub struct Cli {
+    /// Cache root (default: `ABICACHE_DIR`, else `$XDG_CACHE_HOME/abicache`, else `~/.cache/abicache`).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Scan sources: the files a key would hash, and the Python-ABI and stable-ABI evidence.
+    Scan(ScanArgs),
+    /// Compute the cache key of an extension for an environment.
+    Key(SpecArgs),
+    /// Return the path of an ABI-compatible library: from the cache, or built once.
+    Build(BuildArgs),
+    /// List the cache's entries.
+    Ls(JsonArgs),
+    /// Explain a key: its ABI decisions and, on a miss, what differs from the closest entry.
+    Explain(SpecArgs),
+    /// Evict least recently used entries until the cache fits a size.
+    Gc(GcArgs),
+    /// Remove entries by extension name or key (a key prefix of at least 8 characters works).
+    Rm(RmArgs),
+    /// Show hit/miss/build counters and the cache's size.
+    Stats(JsonArgs),
+    /// Show what a built library really imports (CPython, libtorch C++, stable C shim, CUDA, libstdc++).
+    Audit(AuditArgs),
+}
+
+/// `abicache scan`.
+#[derive(Debug, Args)]
+pub struct ScanArgs {
+    /// Sources to scan (`.cpp`, `.cu`, …); their local includes are followed.
+    #[arg(required = true, value_name = "SOURCE")]
+    pub sources: Vec<PathBuf>,
+    /// Extra include directory, searched in order after the including file's directory.
+    #[arg(short = 'I', value_name = "DIR")]
+    pub include: Vec<PathBuf>,
+    /// Fingerprint root: paths under it are shown relative to it [default: current directory].
+    #[arg(long, value_name = "DIR")]
+    pub root: Option<PathBuf>,
+    /// Print one JSON object instead of a summary.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// An extension spec and the environment it is for.
+#[derive(Debug, Args)]
+pub struct SpecArgs {
+    /// The TOML spec (`[[extension]]` tables); its directory is the fingerprint root.
+    #[arg(value_name = "SPEC.toml")]
+    pub spec: PathBuf,
+    /// Which extension of the spec (needed when it defines several).
+    #[arg(long, value_name = "NAME")]
+    pub extension: Option<String>,
+    #[command(flatten)]
+    pub env: EnvArgs,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Where the environment comes from.
+#[derive(Debug, Args)]
+#[group(required = true, multiple = false)]
+pub struct EnvArgs {
+    /// An environment TOML (python_version, torch_version, …; see the README).
+    #[arg(long, value_name = "ENV.toml")]
+    pub env: Option<PathBuf>,
+    /// A Python interpreter with torch, probed without importing torch.
+    #[arg(long, value_name = "PATH")]
+    pub python: Option<PathBuf>,
+}
+
+/// `abicache build`.
+#[derive(Debug, Args)]
+pub struct BuildArgs {
+    #[command(flatten)]
+    pub spec: SpecArgs,
+    /// Build even when the key is cached; the new entry replaces the old one.
+    #[arg(long)]
+    pub rebuild: bool,
+    /// No progress output.
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// Parallel compile jobs [default: `MAX_JOBS`, else the number of cores].
+    #[arg(long, short, value_name = "N")]
+    pub jobs: Option<usize>,
+}
+
+/// Commands whose only option is `--json`.
+#[derive(Debug, Args)]
+pub struct JsonArgs {
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `abicache gc`.
+#[derive(Debug, Args)]
+pub struct GcArgs {
+    /// Size to shrink the cache to: `10G`, `500M`, `1.5GiB`, or bytes.
+    #[arg(long, value_name = "SIZE")]
+    pub max_size: String,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `abicache rm`.
+#[derive(Debug, Args)]
+pub struct RmArgs {
+    /// Extension name, key, or key prefix (at least 8 characters).
+    #[arg(value_name = "NAME|KEY")]
+    pub target: String,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `abicache audit`.
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    /// A shared library (ELF).
+    #[arg(value_name = "LIBRARY.so")]
+    pub library: PathBuf,
+    /// Print JSON (raw mangled names).
+    #[arg(long)]
+    pub json: bool,
+}

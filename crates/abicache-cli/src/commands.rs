@@ -1,0 +1,177 @@
+//! One function per subcommand: call the façade, print the result.
+
+use std::path::{Path, PathBuf};
+
+use abicache::build::{progress_reporter, ProgressMode};
+use abicache::key::{Environment, SpecFile};
+use abicache::scan::ScanConfig;
+use abicache::store::{parse_size, Store};
+use abicache::{probe_interpreter, Error, Session, SessionOptions};
+use anyhow::{Context, Result};
+
+use crate::args::{AuditArgs, BuildArgs, Cli, Command, EnvArgs, GcArgs, JsonArgs, RmArgs, ScanArgs, SpecArgs};
+use crate::render;
+
+/// Runs the parsed command line.
+pub fn run(cli: Cli) -> Result<()> {
+    let cache_dir = cli.cache_dir;
+    match cli.command {
+        Command::Scan(args) => scan(args),
+        Command::Key(args) => key(cache_dir, args),
+        Command::Build(args) => build(cache_dir, args),
+        Command::Ls(args) => ls(cache_dir, args),
+        Command::Explain(args) => explain(cache_dir, args),
+        Command::Gc(args) => gc(cache_dir, args),
+        Command::Rm(args) => rm(cache_dir, args),
+        Command::Stats(args) => stats(cache_dir, args),
+        Command::Audit(args) => audit(args),
+    }
+}
+
+fn print_json(value: &impl serde::Serialize) -> Result<()> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(())
+}
+
+fn open_store(cache_dir: Option<PathBuf>) -> Result<Store, Error> {
+    Ok(match cache_dir {
+        Some(dir) => Store::open(dir)?,
+        None => Store::open_default()?,
+    })
+}
+
+/// The extension a spec argument names, its fingerprint root, and a session
+/// for the environment given by `--env` or `--python`.
+fn session_for(cache_dir: Option<PathBuf>, spec: &SpecArgs, options: SessionOptions) -> Result<(SpecFile, String, Session), Error> {
+    let file = SpecFile::load(&spec.spec)?;
+    let name = file.extension(spec.extension.as_deref())?.name.clone();
+    let store = open_store(cache_dir)?;
+    let session = environment_session(store, &spec.env)?.with_options(options);
+    Ok((file, name, session))
+}
+
+fn environment_session(store: Store, env: &EnvArgs) -> Result<Session, Error> {
+    if let Some(python) = &env.python {
+        let probe_cache = store.layout().version_dir().join("interpreters");
+        let probed = probe_interpreter(python, Some(&probe_cache))?;
+        return Ok(Session::new(store, probed.environment).with_site_packages(probed.site_packages));
+    }
+    let path = env.env.as_deref().expect("clap requires --env or --python");
+    Ok(Session::new(store, Environment::load(path)?))
+}
+
+fn scan(args: ScanArgs) -> Result<()> {
+    let root = match args.root {
+        Some(root) => root,
+        None => std::env::current_dir().context("cannot read the current directory; pass `--root DIR`")?,
+    };
+    let config = args.include.iter().fold(ScanConfig::new(&root), |c, dir| c.include_path(dir));
+    let report = abicache::scan::scan(&args.sources, &config).map_err(Error::from)?;
+    if args.json {
+        print_json(&render::scan_json(&report))
+    } else {
+        print!("{}", abicache::scan::render_summary(&report));
+        Ok(())
+    }
+}
+
+fn key(cache_dir: Option<PathBuf>, args: SpecArgs) -> Result<()> {
+    let (file, name, session) = session_for(cache_dir, &args, SessionOptions::default())?;
+    let spec = file.extension(Some(&name)).map_err(Error::from)?;
+    let prepared = session.prepare(spec, &file.root)?;
+    if args.json {
+        print_json(&render::key_json(&prepared.keyed))
+    } else {
+        print!("{}", render::key_human(&prepared.keyed));
+        Ok(())
+    }
+}
+
+fn build(cache_dir: Option<PathBuf>, args: BuildArgs) -> Result<()> {
+    let options = SessionOptions { rebuild: args.rebuild, jobs: args.jobs };
+    let (file, name, session) = session_for(cache_dir, &args.spec, options)?;
+    let spec = file.extension(Some(&name)).map_err(Error::from)?;
+    let mode = if args.quiet { ProgressMode::Quiet } else { ProgressMode::Auto };
+    let progress = progress_reporter(mode);
+    let outcome = session.build(spec, &file.root, &progress)?;
+    for warning in &outcome.warnings {
+        eprintln!("warning: {warning}");
+    }
+    if args.spec.json {
+        print_json(&outcome)
+    } else {
+        println!("{}", outcome.path.display());
+        Ok(())
+    }
+}
+
+fn explain(cache_dir: Option<PathBuf>, args: SpecArgs) -> Result<()> {
+    let (file, name, session) = session_for(cache_dir, &args, SessionOptions::default())?;
+    let spec = file.extension(Some(&name)).map_err(Error::from)?;
+    let prepared = session.prepare(spec, &file.root)?;
+    let explanation = abicache::explain(&session, &prepared)?;
+    if args.json {
+        print_json(&explanation)
+    } else {
+        print!("{}", abicache::render_explanation(&explanation));
+        Ok(())
+    }
+}
+
+fn ls(cache_dir: Option<PathBuf>, args: JsonArgs) -> Result<()> {
+    let store = open_store(cache_dir)?;
+    let entries = store.list().map_err(Error::from)?;
+    if args.json {
+        print_json(&entries.iter().map(render::entry_json).collect::<Vec<_>>())
+    } else {
+        print!("{}", render::entries_human(&entries));
+        Ok(())
+    }
+}
+
+fn gc(cache_dir: Option<PathBuf>, args: GcArgs) -> Result<()> {
+    let max = parse_size(&args.max_size).map_err(Error::from)?;
+    let store = open_store(cache_dir)?;
+    let report = store.gc(max).map_err(Error::from)?;
+    if args.json {
+        print_json(&report)
+    } else {
+        print!("{}", render::gc_human(&report));
+        Ok(())
+    }
+}
+
+fn rm(cache_dir: Option<PathBuf>, args: RmArgs) -> Result<()> {
+    let store = open_store(cache_dir)?;
+    let removed = store.remove(&args.target).map_err(Error::from)?;
+    if args.json {
+        return print_json(&serde_json::json!({ "removed": removed }));
+    }
+    if removed == 0 {
+        eprintln!("no entry named or keyed `{}` (see `abicache ls`)", args.target);
+    } else {
+        println!("removed {removed} entr{}", if removed == 1 { "y" } else { "ies" });
+    }
+    Ok(())
+}
+
+fn stats(cache_dir: Option<PathBuf>, args: JsonArgs) -> Result<()> {
+    let store = open_store(cache_dir)?;
+    let stats = store.stats().map_err(Error::from)?;
+    if args.json {
+        print_json(&stats)
+    } else {
+        print!("{}", render::stats_human(&stats, store.root()));
+        Ok(())
+    }
+}
+
+fn audit(args: AuditArgs) -> Result<()> {
+    let report = abicache::audit_crate::audit_file(Path::new(&args.library)).map_err(Error::from)?;
+    if args.json {
+        print_json(&report)
+    } else {
+        print!("{}", abicache::audit_crate::render_human(&report));
+        Ok(())
+    }
+}

@@ -1,0 +1,164 @@
+//! What the commands print: JSON shapes (a scripting contract) and human text.
+
+use std::path::Path;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use abicache::key::Keyed;
+use abicache::scan::ScanReport;
+use abicache::store::{EntryInfo, GcReport, Stats};
+use serde_json::{json, Value};
+
+/// `abicache scan --json`.
+pub fn scan_json(report: &ScanReport) -> Value {
+    let mut non_stable: Vec<&str> = Vec::new();
+    for t in report.non_stable_headers() {
+        if !non_stable.contains(&t.include.as_str()) {
+            non_stable.push(&t.include);
+        }
+    }
+    let missing: Vec<&String> = report.sources.iter().flat_map(|s| &s.missing_includes).collect();
+    let computed: Vec<&abicache::scan::ComputedInclude> =
+        report.sources.iter().flat_map(|s| &s.computed_includes).collect();
+    json!({
+        "files": report.unique_files(),
+        "missing_includes": missing,
+        "computed_includes": computed,
+        "python_abi_dependent": report.python_abi_dependent(),
+        "python_markers": report.python_markers,
+        "stable_registration": report.stable_registration(),
+        "non_stable_headers": non_stable,
+        "stable_candidate": report.stable_candidate(),
+    })
+}
+
+/// `abicache key --json`.
+pub fn key_json(keyed: &Keyed) -> Value {
+    json!({
+        "name": keyed.name,
+        "key": keyed.key,
+        "payload": keyed.payload.lines(),
+        "python_abi": keyed.python_abi,
+        "torch_abi": keyed.torch_abi,
+    })
+}
+
+/// `abicache key`: the key, the two ABI decisions, then the payload.
+pub fn key_human(keyed: &Keyed) -> String {
+    let mut out = format!(
+        "{} {}\n  python_abi: {}\n  torch_abi:  {}\npayload:\n",
+        keyed.name, keyed.key, keyed.python_abi, keyed.torch_abi
+    );
+    for line in keyed.payload.lines() {
+        out.push_str("  ");
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
+}
+
+fn unix_secs(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
+
+/// One entry of `abicache ls --json`.
+pub fn entry_json(e: &EntryInfo) -> Value {
+    let payload = |field: &str| {
+        e.manifest.payload.lines().find_map(|l| l.strip_prefix(field).and_then(|r| r.strip_prefix('=')).map(str::to_owned))
+    };
+    json!({
+        "key": e.key,
+        "name": e.name,
+        "library": e.dir.join(&e.manifest.library),
+        "size": e.size,
+        "created": e.created,
+        "last_used": unix_secs(e.last_used),
+        "python_abi": payload("python_abi"),
+        "torch_abi": payload("torch_abi").or_else(|| payload("torch")),
+        "compile_seconds": e.manifest.compile_seconds,
+        "units": e.manifest.units,
+        "toolchain": e.manifest.toolchain,
+        "audit": e.manifest.audit,
+    })
+}
+
+/// `abicache ls`: one line per entry.
+pub fn entries_human(entries: &[EntryInfo]) -> String {
+    if entries.is_empty() {
+        return "the cache is empty\n".into();
+    }
+    let mut out = format!("{:<24} {:<32} {:>10} {:<24} {}\n", "NAME", "KEY", "SIZE", "PYTHON ABI", "TORCH ABI");
+    for e in entries {
+        let v = entry_json(e);
+        let s = |k: &str| v[k].as_str().unwrap_or("-").to_string();
+        out.push_str(&format!("{:<24} {:<32} {:>10} {:<24} {}\n", e.name, e.key, human_size(e.size), s("python_abi"), s("torch_abi")));
+    }
+    out
+}
+
+/// `abicache gc`.
+pub fn gc_human(r: &GcReport) -> String {
+    let mut out = format!(
+        "evicted {} entr{} ({} → {})\n",
+        r.evicted.len(),
+        if r.evicted.len() == 1 { "y" } else { "ies" },
+        human_size(r.bytes_before),
+        human_size(r.bytes_after)
+    );
+    for e in &r.evicted {
+        out.push_str(&format!("  {} {} {}\n", e.name, e.key, human_size(e.size)));
+    }
+    for key in &r.skipped_locked {
+        out.push_str(&format!("  skipped {key}: being built or used by another process\n"));
+    }
+    for err in &r.errors {
+        out.push_str(&format!("  error: {err}\n"));
+    }
+    out
+}
+
+/// `abicache stats`, laid out like `ccache -s`.
+pub fn stats_human(s: &Stats, root: &Path) -> String {
+    let lookups = s.hits + s.misses;
+    let rate = if lookups == 0 { 0.0 } else { 100.0 * s.hits as f64 / lookups as f64 };
+    format!(
+        "cache directory      {}\n\
+         hits                 {}\n\
+         misses               {}\n\
+         hit rate             {rate:.1} %\n\
+         builds               {}\n\
+         failed builds        {}\n\
+         corrupt entries      {}\n\
+         evictions            {}\n\
+         build time           {:.1} s\n\
+         time saved by hits   {:.1} s\n\
+         entries              {}\n\
+         size                 {}\n",
+        root.display(),
+        s.hits,
+        s.misses,
+        s.builds,
+        s.errors,
+        s.corrupt,
+        s.evictions,
+        s.build_seconds,
+        s.saved_seconds,
+        s.entries,
+        human_size(s.bytes)
+    )
+}
+
+/// Bytes as `1.5 MiB`.
+pub fn human_size(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
