@@ -60,7 +60,7 @@ struct RawTorch {
 #[derive(Serialize, Deserialize)]
 struct CacheRecord {
     format: u32,
-    python_ctime: (i64, i64),
+    python_ctime: [i64; 4],
     version_py: Option<PathBuf>,
     version_py_mtime: Option<(u64, u32)>,
     probed: ProbedInterpreter,
@@ -70,6 +70,9 @@ struct CacheRecord {
 /// when given (the answer is reused only while the interpreter's ctime and
 /// the mtime of the `torch/version.py` it read are unchanged).
 pub fn probe_interpreter(python: &Path, cache_dir: Option<&Path>) -> Result<ProbedInterpreter> {
+    // The absolute path, not the canonical one: a venv's `bin/python` is a
+    // symlink to the base interpreter, and two venvs must not share a record.
+    let python = &std::path::absolute(python).unwrap_or_else(|_| python.to_path_buf());
     let ctime = ctime_of(python)?;
     let record_path = cache_dir.map(|dir| {
         let hash = blake3::hash(python.as_os_str().as_encoded_bytes());
@@ -95,7 +98,7 @@ pub fn probe_interpreter(python: &Path, cache_dir: Option<&Path>) -> Result<Prob
     Ok(probed)
 }
 
-fn read_cached(path: &Path, ctime: (i64, i64)) -> Option<ProbedInterpreter> {
+fn read_cached(path: &Path, ctime: [i64; 4]) -> Option<ProbedInterpreter> {
     let record: CacheRecord = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
     let fresh = record.format == PROBE_FORMAT
         && record.python_ctime == ctime
@@ -162,13 +165,17 @@ fn cxx11_abi(torch_version: &str, cmake_flag: Option<&str>) -> bool {
     }
 }
 
-fn ctime_of(path: &Path) -> Result<(i64, i64)> {
+/// The ctimes of the interpreter path itself (a venv's symlink, recreated
+/// with the venv) and of the executable it resolves to.
+fn ctime_of(path: &Path) -> Result<[i64; 4]> {
     use std::os::unix::fs::MetadataExt;
-    let meta = fs_err::metadata(path).map_err(|e| Error::Probe {
+    let fail = |e: std::io::Error| Error::Probe {
         python: path.to_path_buf(),
         message: format!("{e}; pass the path of a Python executable, e.g. `.venv/bin/python`"),
-    })?;
-    Ok((meta.ctime(), meta.ctime_nsec()))
+    };
+    let link = fs_err::symlink_metadata(path).map_err(fail)?;
+    let target = fs_err::metadata(path).map_err(fail)?;
+    Ok([link.ctime(), link.ctime_nsec(), target.ctime(), target.ctime_nsec()])
 }
 
 fn mtime_of(path: &Path) -> Option<(u64, u32)> {

@@ -1,0 +1,116 @@
+//! Times key computation in-process, without process start:
+//! `key_time SPEC.toml ENV.toml [--extension NAME] [--runs N] [--floor]`.
+//!
+//! Each run is one `Session::prepare` (scan: read, hash and lex every
+//! reachable file; then the payload and its key), exactly what `abicache key`
+//! does after parsing its arguments; nothing is memoized between runs. With
+//! `--floor` it also times the raw floor: read + BLAKE3 of the same files
+//! (the scan's unique files), on one thread and on two. Prints one JSON
+//! object (times in milliseconds, medians over the runs).
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use abicache::key::{Environment, SpecFile};
+use abicache::store::Store;
+use abicache::Session;
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn read_and_hash(files: &[PathBuf]) -> u64 {
+    let mut bytes = 0;
+    for f in files {
+        let data = std::fs::read(f).unwrap_or_else(|e| panic!("`{}`: {e}", f.display()));
+        bytes += data.len() as u64;
+        std::hint::black_box(blake3::hash(&data));
+    }
+    bytes
+}
+
+fn time_ms(f: impl FnOnce()) -> f64 {
+    let t = Instant::now();
+    f();
+    t.elapsed().as_secs_f64() * 1e3
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let spec_path = PathBuf::from(args.next().expect("usage: key_time SPEC.toml ENV.toml [--extension NAME] [--runs N] [--floor]"));
+    let env_path = PathBuf::from(args.next().expect("ENV.toml"));
+    let (mut extension, mut runs, mut floor) = (None, 5usize, false);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--extension" => extension = args.next(),
+            "--runs" => runs = args.next().and_then(|n| n.parse().ok()).expect("--runs N"),
+            "--floor" => floor = true,
+            other => panic!("unknown argument `{other}`"),
+        }
+    }
+    let file = SpecFile::load(&spec_path).unwrap_or_else(|e| panic!("{e}"));
+    let spec = file.extension(extension.as_deref()).unwrap_or_else(|e| panic!("{e}"));
+    let env = Environment::load(&env_path).unwrap_or_else(|e| panic!("{e}"));
+    let cache = tempfile::tempdir().expect("temp dir");
+    let store = Store::open(cache.path().join("cache")).unwrap_or_else(|e| panic!("{e}"));
+    let session = Session::new(store, env);
+
+    // Warm-up (page cache, nvcc probe if the environment lacks it): not timed.
+    let mut prepared = session.prepare(spec, &file.root).unwrap_or_else(|e| panic!("{e}"));
+    let mut times = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let t = Instant::now();
+        prepared = session.prepare(spec, &file.root).unwrap_or_else(|e| panic!("{e}"));
+        times.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    let resolve = |p: &str| -> PathBuf {
+        let path = Path::new(p);
+        if path.is_absolute() {
+            path.to_path_buf()
+        } else {
+            file.root.join(path)
+        }
+    };
+    let files: Vec<PathBuf> = prepared.scan.unique_files().iter().map(|f| resolve(&f.path)).collect();
+    let per_source_visits: usize = prepared.scan.sources.iter().map(|s| s.files.len()).sum();
+    let bytes = read_and_hash(&files);
+
+    let mut out = serde_json::json!({
+        "name": prepared.keyed.name,
+        "key": prepared.keyed.key,
+        "python_abi": prepared.keyed.python_abi,
+        "torch_abi": prepared.keyed.torch_abi,
+        "runs": runs,
+        "times_ms": times,
+        "median_ms": median(times.clone()),
+        "files": files.len(),
+        "file_visits": per_source_visits,
+        "bytes": bytes,
+        "python_abi_detected": prepared.scan.python_abi_dependent(),
+        "python_markers": prepared.scan.python_markers,
+    });
+    if floor {
+        let one: Vec<f64> = (0..runs).map(|_| time_ms(|| { read_and_hash(&files); })).collect();
+        let half = files.len().div_ceil(2);
+        let two: Vec<f64> = (0..runs)
+            .map(|_| {
+                time_ms(|| {
+                    std::thread::scope(|s| {
+                        for chunk in files.chunks(half.max(1)) {
+                            s.spawn(move || read_and_hash(chunk));
+                        }
+                    });
+                })
+            })
+            .collect();
+        out["floor_1t_ms"] = median(one).into();
+        out["floor_2t_ms"] = median(two).into();
+    }
+    println!("{out}");
+}

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Runs every test of the project, as CI does (`.ci/run` calls exactly this).
+#
+# 1. the Python venvs (.venv with torch 2.15 + nvcc wheels, .venv-compat with
+#    torch 2.12), created once per machine and reused;
+# 2. the Python package, built and installed into both venvs when its
+#    sources changed;
+# 3. the Rust tests (cargo nextest), which run the real compiler against the
+#    venv's torch;
+# 4. the Python tests (pytest), which load the built extensions into torch.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+. scripts/dev-env.sh
+
+scripts/setup-venv.sh dev compat
+if [ -x scripts/install-python-package.sh ]; then
+  scripts/install-python-package.sh
+fi
+
+echo "== Rust tests" >&2
+if cargo nextest --version >/dev/null 2>&1; then
+  cargo nextest run --workspace --no-fail-fast
+else
+  echo "cargo-nextest not found; running cargo test instead" >&2
+  cargo test --workspace --no-fail-fast
+fi
+
+if [ -d tests/python ]; then
+  echo "== Python tests" >&2
+  .venv/bin/python -m pytest tests/python -q
+fi
