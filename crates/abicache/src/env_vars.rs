@@ -14,12 +14,8 @@ pub struct EnvVar {
     pub meaning: &'static str,
 }
 
-/// Cache root (SPEC §8).
-pub const ABICACHE_DIR: &str = "ABICACHE_DIR";
-/// Seconds to wait for another process building the same key.
-pub const ABICACHE_LOCK_TIMEOUT: &str = "ABICACHE_LOCK_TIMEOUT";
-/// Size bound applied by an automatic `gc` after each publish.
-pub const ABICACHE_MAX_SIZE: &str = "ABICACHE_MAX_SIZE";
+pub use abicache_store::env::{ABICACHE_DIR, ABICACHE_LOCK_TIMEOUT, ABICACHE_MAX_SIZE, XDG_CACHE_HOME};
+
 /// Compiler launcher (`ccache`, `sccache`) prepended to compile commands.
 pub const ABICACHE_COMPILER_LAUNCHER: &str = "ABICACHE_COMPILER_LAUNCHER";
 /// Forces a rebuild from the Python package (`1`).
@@ -28,14 +24,14 @@ pub const ABICACHE_REBUILD: &str = "ABICACHE_REBUILD";
 pub const MAX_JOBS: &str = "MAX_JOBS";
 /// Host C++ compiler.
 pub const CXX: &str = "CXX";
+/// Host C compiler, passed to nvcc as `-ccbin`.
+pub const CC: &str = "CC";
 /// CUDA toolkit root.
 pub const CUDA_HOME: &str = "CUDA_HOME";
 /// CUDA toolkit root (alternative name).
 pub const CUDA_PATH: &str = "CUDA_PATH";
 /// CUDA architectures to build for.
 pub const TORCH_CUDA_ARCH_LIST: &str = "TORCH_CUDA_ARCH_LIST";
-/// Base of the default cache root.
-pub const XDG_CACHE_HOME: &str = "XDG_CACHE_HOME";
 
 /// All variables, in the order the README documents them.
 pub const ENV_VARS: &[EnvVar] = &[
@@ -78,6 +74,11 @@ pub const ENV_VARS: &[EnvVar] = &[
         name: CXX,
         default: "`c++` on `PATH`",
         meaning: "Host C++ compiler.",
+    },
+    EnvVar {
+        name: CC,
+        default: "unset",
+        meaning: "Host C compiler, passed to nvcc as `-ccbin` (as torch does).",
     },
     EnvVar {
         name: CUDA_HOME,

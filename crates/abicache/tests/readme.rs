@@ -15,3 +15,10 @@ fn readme_env_table_matches_env_vars() {
         ENV_VARS.iter().map(|v| format!("| `{}` | {} | {} |", v.name, v.default, v.meaning)).collect();
     assert_eq!(table, expected, "regenerate the README table from crates/abicache/src/env_vars.rs");
 }
+
+#[test]
+fn env_vars_cover_what_the_store_reads() {
+    for name in abicache::store::env::ALL.iter().filter(|n| **n != "HOME") {
+        assert!(ENV_VARS.iter().any(|v| v.name == *name), "`{name}` is read by abicache-store but not in ENV_VARS");
+    }
+}
