@@ -8,7 +8,7 @@ use std::time::Instant;
 use abicache_build::{BuildOptions, BuildPlan, Nvcc, Progress, Toolchain, ToolchainEnv, Unit};
 use abicache_key::{compute_key, Environment, ExtensionSpec, Keyed};
 use abicache_scan::{ScanConfig, ScanReport};
-use abicache_store::{Claim, Event, Hit, Manifest, Store};
+use abicache_store::{Claim, Event, Hit, Manifest, Store, StoreWarning};
 use serde::Serialize;
 
 use crate::audit::{audit_against_key, AuditVerdict};
@@ -148,7 +148,7 @@ impl Session {
         let mut warnings = Vec::new();
         if !self.options.rebuild {
             let lookup = self.store.lookup(&key)?;
-            warnings.extend(lookup.warnings.iter().map(ToString::to_string));
+            self.note_corrupt(&lookup.warnings, &mut warnings)?;
             if let Some(hit) = lookup.hit {
                 return self.finish_hit(hit, &prepared, started, warnings);
             }
@@ -159,11 +159,11 @@ impl Session {
         } else {
             match self.store.lookup_or_lock(&key)? {
                 Claim::Hit { hit, warnings: w } => {
-                    warnings.extend(w.iter().map(ToString::to_string));
+                    self.note_corrupt(&w, &mut warnings)?;
                     return self.finish_hit(hit, &prepared, started, warnings);
                 }
                 Claim::Build { guard, warnings: w } => {
-                    warnings.extend(w.iter().map(ToString::to_string));
+                    self.note_corrupt(&w, &mut warnings)?;
                     guard
                 }
             }
@@ -185,6 +185,16 @@ impl Session {
             cached_units: report.units_cached,
             warnings,
         })
+    }
+
+    /// Counts the corrupt entries a lookup found (the store counts nothing
+    /// itself) and adds their warnings to `warnings`.
+    fn note_corrupt(&self, found: &[StoreWarning], warnings: &mut Vec<String>) -> Result<()> {
+        for warning in found {
+            self.store.record(Event::Corrupt)?;
+            warnings.push(warning.to_string());
+        }
+        Ok(())
     }
 
     fn finish_hit(&self, hit: Hit, prepared: &Prepared, started: Instant, mut warnings: Vec<String>) -> Result<Outcome> {
@@ -275,7 +285,7 @@ impl Session {
                     report.files.iter().map(|f| (f.path.clone(), f.blake3.clone())).collect();
                 // Creating a missing header must recompile the unit.
                 files.extend(report.missing_includes.iter().map(|m| (format!("missing_include={m}"), String::new())));
-                Unit { source: source.clone(), files }
+                Unit { source: source.clone(), files, uses_extension_name: report.uses_extension_name }
             })
             .collect();
         let abi_fields = prepared
