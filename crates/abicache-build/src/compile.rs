@@ -254,6 +254,9 @@ fn object_key(
         }
     }
     for arg in command.key_argv() {
+        if !unit.uses_extension_name && arg.starts_with("-DTORCH_EXTENSION_NAME=") {
+            continue;
+        }
         field("arg", &arg);
     }
     for (path, hash) in &unit.files {

@@ -64,6 +64,10 @@ pub struct Unit {
     pub source: PathBuf,
     /// The unit's scanned files as `(display path, BLAKE3 hex)`, the source first.
     pub files: Vec<(String, String)>,
+    /// Whether the unit's files use `TORCH_EXTENSION_NAME`. When they do not,
+    /// the `-DTORCH_EXTENSION_NAME=` define cannot change the object, so it is
+    /// left out of the object key and two extensions share the unit's object.
+    pub uses_extension_name: bool,
 }
 
 impl Unit {

@@ -38,6 +38,7 @@ fn unit(source: &Path, display: &str, hash: &str) -> Unit {
     Unit {
         source: source.to_path_buf(),
         files: vec![(display.to_string(), hash.to_string())],
+        uses_extension_name: false,
     }
 }
 
@@ -216,6 +217,17 @@ fn cpu_extension_builds_then_reuses_objects_per_unit() {
     .unwrap();
     assert_eq!((r.units_cached, r.units_compiled.len()), (1, 0));
     assert!(r.library.is_file());
+
+    // Another extension (another name, so another -DTORCH_EXTENSION_NAME) shares
+    // the object of a unit that does not use TORCH_EXTENSION_NAME...
+    let mut renamed = second.clone();
+    renamed.name = "abicache_build_other".into();
+    let r = build(&renamed, &tc, &objects, &t.path().join("out6"), &opts, &quiet()).unwrap();
+    assert_eq!((r.units_cached, r.units_compiled.len()), (1, 0));
+    // ...but not of one that does: there the define can change the object.
+    renamed.sources[0].uses_extension_name = true;
+    let r = build(&renamed, &tc, &objects, &t.path().join("out7"), &opts, &quiet()).unwrap();
+    assert_eq!(r.units_compiled, ["src/a.cpp"]);
 
     // The ABI fields are part of every object key.
     let mut other_abi = second.clone();
@@ -620,6 +632,7 @@ fn fake_plan(cuda: bool) -> BuildPlan {
         sources: vec![Unit {
             source: src.into(),
             files: vec![],
+            uses_extension_name: false,
         }],
         requires_cuda: cuda,
         python_abi_dependent: !cuda,

@@ -262,6 +262,7 @@ mod tests {
                 } else {
                     vec![]
                 },
+                uses_extension_name: false,
             }],
             python_markers: vec![],
             torch_includes: includes

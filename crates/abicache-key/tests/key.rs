@@ -52,6 +52,7 @@ fn scan_of(source: &str) -> ScanReport {
             files: vec![file(source, "kernel"), file("csrc/kernel.h", "header")],
             missing_includes: vec![],
             computed_includes: vec![],
+            uses_extension_name: false,
         }],
         python_markers: vec![],
         torch_includes: vec![],
@@ -458,6 +459,7 @@ fn full_payload_snapshot() {
         files: vec![file("csrc/bind.cpp", "bind"), file("csrc/kernel.h", "header")],
         missing_includes: vec!["csrc/bind.cpp:generated/config.h".into()],
         computed_includes: vec![],
+        uses_extension_name: false,
     });
     let spec = ExtensionSpec::new("gemm", ["/project/csrc/kernel.cu", "/project/csrc/bind.cpp"])
         .with_namespace("gemm_ops")

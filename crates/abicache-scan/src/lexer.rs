@@ -86,6 +86,9 @@ pub struct FileFacts {
     pub python_markers: Vec<(u32, String)>,
     /// Lines of identifiers starting with `STABLE_TORCH_LIBRARY`.
     pub stable_registrations: Vec<u32>,
+    /// Whether the identifier `TORCH_EXTENSION_NAME` appears (the only way
+    /// the `-DTORCH_EXTENSION_NAME=` define can reach a unit's object code).
+    pub uses_extension_name: bool,
 }
 
 /// Lexes one file. Never panics, whatever the bytes.
@@ -357,6 +360,8 @@ impl Lexer<'_> {
         } else if id.starts_with(b"STABLE_TORCH_LIBRARY") {
             let line = self.line(i);
             self.facts.stable_registrations.push(line);
+        } else if id == b"TORCH_EXTENSION_NAME" {
+            self.facts.uses_extension_name = true;
         }
         end
     }

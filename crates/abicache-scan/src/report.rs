@@ -73,6 +73,10 @@ pub struct SourceReport {
     pub missing_includes: Vec<String>,
     /// Computed includes reached from this source, in visit order.
     pub computed_includes: Vec<ComputedInclude>,
+    /// Whether any visited file of this source uses the identifier
+    /// `TORCH_EXTENSION_NAME` (torch's own headers do not), i.e. whether the
+    /// unit's object depends on the extension's name.
+    pub uses_extension_name: bool,
 }
 
 /// The result of scanning all sources of one extension.

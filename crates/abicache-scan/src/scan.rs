@@ -225,6 +225,7 @@ impl Walk {
             files: Vec::new(),
             missing_includes: Vec::new(),
             computed_includes: Vec::new(),
+            uses_extension_name: false,
         };
         let mut stack = vec![(first, dir)];
         let mut children = Vec::new();
@@ -241,6 +242,7 @@ impl Walk {
                 path: display.clone(),
                 blake3: entry.blake3.clone(),
             });
+            out.uses_extension_name |= facts.uses_extension_name;
             if std::mem::replace(&mut self.stamp[id.index()], number) == 0 {
                 self.collect_facts(&display, &facts);
             }
