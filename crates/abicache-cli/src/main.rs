@@ -21,8 +21,24 @@ fn main() -> ExitCode {
                 Some(e) => e.exit_code(),
                 None => 2,
             };
-            eprintln!("error: {err:#}");
+            eprintln!("error: {}", render_error(&err));
             ExitCode::from(code as u8)
         }
     }
+}
+
+/// The error and its causes joined with `: `, leaving out a cause whose
+/// text the message already contains (many errors quote their source, and
+/// printing the chain again repeated it: `…(os error 2). Check …: No such
+/// file or directory (os error 2)`).
+fn render_error(err: &anyhow::Error) -> String {
+    let mut message = err.to_string();
+    for cause in err.chain().skip(1) {
+        let text = cause.to_string();
+        if !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+    }
+    message
 }
