@@ -1,0 +1,83 @@
+//! Rust errors → Python exceptions: the `abicache.Error` hierarchy, and
+//! Python's own `OSError` subclasses for I/O errors (as polars does).
+
+use abicache::build::BuildError as CompileFailure;
+use abicache::scan::ScanError;
+use abicache::store::StoreError;
+use abicache::{Error as CoreError, ErrorKind};
+use pyo3::exceptions::{PyRuntimeError, PyFileExistsError, PyFileNotFoundError, PyOSError, PyPermissionError};
+use pyo3::prelude::*;
+
+pyo3::create_exception!(
+    abicache,
+    Error,
+    PyRuntimeError,
+    "Base class of every abicache error (a `RuntimeError`, as torch.utils.cpp_extension raises); its message says what happened and what to do."
+);
+pyo3::create_exception!(
+    abicache,
+    BuildError,
+    Error,
+    "A compile, link or audit failure; `.output` and `.command` hold the compiler's output and the exact command (None when no compiler ran)."
+);
+pyo3::create_exception!(
+    abicache,
+    AbiError,
+    Error,
+    "An ABI refusal: a non-stable header under a stable target, or a torch below (or unparseable against) the stable target."
+);
+pyo3::create_exception!(
+    abicache,
+    LockTimeout,
+    Error,
+    "Waiting for another process building the same key timed out (`ABICACHE_LOCK_TIMEOUT`)."
+);
+
+/// The I/O error at the bottom of `e`, when `e` is one and nothing more.
+fn io_source(e: &CoreError) -> Option<&std::io::Error> {
+    match e {
+        CoreError::Io(io)
+        | CoreError::Scan(ScanError::Unreadable { source: io, .. })
+        | CoreError::Store(StoreError::Io(io) | StoreError::IoAt { source: io, .. })
+        | CoreError::Build(CompileFailure::Io(io))
+        | CoreError::Key(abicache::key::KeyError::Io(io))
+        | CoreError::Audit(abicache::audit_crate::AuditError::Io { source: io, .. }) => Some(io),
+        _ => None,
+    }
+}
+
+/// Converts a façade error into the Python exception a caller catches.
+pub fn to_py(py: Python<'_>, e: CoreError) -> PyErr {
+    let message = e.to_string();
+    if let CoreError::Scan(ScanError::MissingSource { path }) = &e {
+        return PyFileNotFoundError::new_err((2, message, path.display().to_string()));
+    }
+    if let Some(io) = io_source(&e) {
+        let args = (io.raw_os_error().unwrap_or(0), message);
+        return match io.kind() {
+            std::io::ErrorKind::NotFound => PyFileNotFoundError::new_err(args),
+            std::io::ErrorKind::PermissionDenied => PyPermissionError::new_err(args),
+            std::io::ErrorKind::AlreadyExists => PyFileExistsError::new_err(args),
+            _ => PyOSError::new_err(args),
+        };
+    }
+    match e.kind() {
+        ErrorKind::Build => {
+            let err = BuildError::new_err(message);
+            let (output, command) = match &e {
+                CoreError::Build(
+                    CompileFailure::Compile { output, command, .. } | CompileFailure::Link { output, command, .. },
+                ) => (Some(output.clone()), Some(command.clone())),
+                _ => (None, None),
+            };
+            let value = err.value(py);
+            // Setting attributes on a fresh exception instance cannot fail.
+            let _ = value.setattr("output", output);
+            let _ = value.setattr("command", command);
+            err
+        }
+        ErrorKind::Abi => AbiError::new_err(message),
+        ErrorKind::LockTimeout => LockTimeout::new_err(message),
+        ErrorKind::Input => Error::new_err(message),
+    }
+}

@@ -1,0 +1,229 @@
+//! `abicache._native`: the PyO3 bindings of the abicache façade.
+//!
+//! Thin by design: every function converts its arguments (JSON text of an
+//! `ExtensionSpec` and an `Environment`, paths), calls the façade with the
+//! GIL released, and converts the answer to plain Python objects or the
+//! error to an `abicache` exception. What to build and for which
+//! environment is decided in Rust (`abicache`) and probed in Python
+//! (`python/abicache/_env.py`); nothing is decided here.
+//!
+//! Guarantees: under a stable target the runtime floor is checked before
+//! the cache is opened, so a refused request creates, reads and counts
+//! nothing in the cache.
+
+#![deny(missing_docs)]
+
+mod convert;
+mod errors;
+
+use std::path::PathBuf;
+
+use abicache::build::{plain_line, progress_reporter, Progress, ProgressMode};
+use abicache::key::{Environment, ExtensionSpec, StableTarget};
+use abicache::store::Store;
+use abicache::{Session, SessionOptions};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::convert::{env_from_json, spec_from_json, to_python};
+use crate::errors::to_py;
+
+/// `-DTORCH_TARGET_VERSION=0x...` for a stable-ABI target `(major, minor)`.
+#[pyfunction]
+fn torch_stable_abi_target_define(py: Python<'_>, major: i64, minor: i64) -> PyResult<String> {
+    let target = StableTarget::from_parts(major, minor).map_err(|e| to_py(py, e.into()))?;
+    Ok(target.define())
+}
+
+/// Refuses `torch_version` below the stable `target` ("M.m"), or unparseable.
+#[pyfunction]
+fn check_runtime_floor(py: Python<'_>, target: &str, torch_version: &str) -> PyResult<()> {
+    let check = StableTarget::parse(target).and_then(|t| t.check_runtime_floor(torch_version));
+    check.map_err(|e| to_py(py, e.into()))
+}
+
+/// The cache root `ABICACHE_DIR`, else `$XDG_CACHE_HOME/abicache`, else `~/.cache/abicache`.
+#[pyfunction]
+fn default_cache_dir(py: Python<'_>) -> PyResult<String> {
+    let root = abicache::store::root_from_env().map_err(|e| to_py(py, e.into()))?;
+    Ok(root.display().to_string())
+}
+
+/// The store's counters and contents (`abicache stats`) as a dict.
+#[pyfunction]
+#[pyo3(signature = (cache_dir=None))]
+fn stats<'py>(py: Python<'py>, cache_dir: Option<PathBuf>) -> PyResult<Bound<'py, PyAny>> {
+    let stats = py.detach(|| open_store(cache_dir)?.stats().map_err(abicache::Error::from));
+    to_python(py, &stats.map_err(|e| to_py(py, e))?)
+}
+
+/// The spec's key in this environment, without touching the cache entries.
+#[pyfunction]
+#[pyo3(signature = (spec, env, root, cache_dir=None))]
+fn prepare<'py>(
+    py: Python<'py>,
+    spec: &str,
+    env: &str,
+    root: PathBuf,
+    cache_dir: Option<PathBuf>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let (spec, env) = (spec_from_json(spec)?, env_from_json(env)?);
+    let answer = py.detach(|| {
+        let session = session(&spec, env, cache_dir, false)?;
+        let prepared = session.prepare(&spec, &root)?;
+        Ok(prepared_json(&spec, &prepared))
+    });
+    to_python(py, &answer.map_err(|e| to_py(py, e))?)
+}
+
+/// Returns a verified library for the spec (a hit, or built once), as the
+/// façade's `Outcome` dict. `progress` is called with one dict per build
+/// event; without it events go to stderr unless `quiet`.
+#[pyfunction]
+#[pyo3(signature = (spec, env, root, cache_dir=None, *, rebuild=false, site_packages=Vec::new(), progress=None, quiet=false))]
+#[allow(clippy::too_many_arguments)]
+fn build<'py>(
+    py: Python<'py>,
+    spec: &str,
+    env: &str,
+    root: PathBuf,
+    cache_dir: Option<PathBuf>,
+    rebuild: bool,
+    site_packages: Vec<PathBuf>,
+    progress: Option<Py<PyAny>>,
+    quiet: bool,
+) -> PyResult<Bound<'py, PyAny>> {
+    let (spec, env) = (spec_from_json(spec)?, env_from_json(env)?);
+    let outcome = py.detach(|| {
+        let mut session = session(&spec, env, cache_dir, rebuild)?;
+        if !site_packages.is_empty() {
+            session = session.with_site_packages(site_packages);
+        }
+        match &progress {
+            Some(callback) => session.build(&spec, &root, &|event| call_progress(callback, &event)),
+            None => {
+                let mode = if quiet { ProgressMode::Quiet } else { ProgressMode::Auto };
+                session.build(&spec, &root, &progress_reporter(mode))
+            }
+        }
+    });
+    to_python(py, &outcome.map_err(|e| to_py(py, e))?)
+}
+
+/// Why the key is what it is and, on a miss, how the closest cached entry
+/// differs: `(text, data)`, the human rendering and the structured form.
+#[pyfunction]
+#[pyo3(signature = (spec, env, root, cache_dir=None))]
+fn explain<'py>(
+    py: Python<'py>,
+    spec: &str,
+    env: &str,
+    root: PathBuf,
+    cache_dir: Option<PathBuf>,
+) -> PyResult<(String, Bound<'py, PyAny>)> {
+    let (spec, env) = (spec_from_json(spec)?, env_from_json(env)?);
+    let explanation = py.detach(|| {
+        let session = session(&spec, env, cache_dir, false)?;
+        let prepared = session.prepare(&spec, &root)?;
+        abicache::explain(&session, &prepared)
+    });
+    let explanation = explanation.map_err(|e| to_py(py, e))?;
+    Ok((abicache::render_explanation(&explanation), to_python(py, &explanation)?))
+}
+
+fn open_store(cache_dir: Option<PathBuf>) -> abicache::Result<Store> {
+    Ok(match cache_dir {
+        Some(dir) => Store::open(dir)?,
+        None => Store::open_default()?,
+    })
+}
+
+/// A session for `spec`, refusing a stable target above the running torch
+/// before the store is opened (so nothing in the cache is created or read).
+fn session(
+    spec: &ExtensionSpec,
+    env: Environment,
+    cache_dir: Option<PathBuf>,
+    rebuild: bool,
+) -> abicache::Result<Session> {
+    if let Some(target) = spec.torch_stable_abi_target {
+        target.check_runtime_floor(&env.torch_version)?;
+    }
+    let store = open_store(cache_dir)?;
+    Ok(Session::new(store, env).with_options(SessionOptions { rebuild, jobs: None }))
+}
+
+fn prepared_json(spec: &ExtensionSpec, prepared: &abicache::Prepared) -> serde_json::Value {
+    let keyed = &prepared.keyed;
+    serde_json::json!({
+        "name": keyed.name,
+        "key": keyed.key,
+        "payload": keyed.payload.lines(),
+        "python_abi": keyed.python_abi,
+        "python_abi_dependent": keyed.python_abi_dependent,
+        "python_abi_reason": keyed.python_abi_reason,
+        "torch_abi": keyed.torch_abi,
+        "requires_cuda": spec.requires_cuda(),
+    })
+}
+
+/// Calls a Python progress callback with the GIL re-acquired; an exception
+/// it raises is reported as unraisable and does not stop the build.
+fn call_progress(callback: &Py<PyAny>, event: &Progress) {
+    Python::attach(|py| {
+        let result = progress_dict(py, event).and_then(|d| callback.call1(py, (d,)));
+        if let Err(e) = result {
+            e.write_unraisable(py, Some(callback.bind(py)));
+        }
+    });
+}
+
+fn progress_dict<'py>(py: Python<'py>, event: &Progress) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("line", plain_line(event))?;
+    match event {
+        Progress::Started { name, total, cached, estimate } => {
+            d.set_item("kind", "started")?;
+            d.set_item("name", name)?;
+            d.set_item("total", total)?;
+            d.set_item("cached", cached)?;
+            d.set_item("estimate", estimate)?;
+        }
+        Progress::UnitDone { done, total, source, seconds } => {
+            d.set_item("kind", "unit_done")?;
+            d.set_item("done", done)?;
+            d.set_item("total", total)?;
+            d.set_item("source", source)?;
+            d.set_item("seconds", seconds)?;
+        }
+        Progress::Linking => d.set_item("kind", "linking")?,
+        Progress::Finished { seconds } => {
+            d.set_item("kind", "finished")?;
+            d.set_item("seconds", seconds)?;
+        }
+    }
+    Ok(d)
+}
+
+/// The `abicache._native` module.
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add("Error", py.get_type::<errors::Error>())?;
+    let build_error = py.get_type::<errors::BuildError>();
+    // Class-level defaults; a compiler or linker failure sets them per instance.
+    build_error.setattr("output", py.None())?;
+    build_error.setattr("command", py.None())?;
+    m.add("BuildError", build_error)?;
+    m.add("AbiError", py.get_type::<errors::AbiError>())?;
+    m.add("LockTimeout", py.get_type::<errors::LockTimeout>())?;
+    m.add("KEY_FORMAT", abicache::key::KEY_FORMAT)?;
+    m.add_function(wrap_pyfunction!(torch_stable_abi_target_define, m)?)?;
+    m.add_function(wrap_pyfunction!(check_runtime_floor, m)?)?;
+    m.add_function(wrap_pyfunction!(default_cache_dir, m)?)?;
+    m.add_function(wrap_pyfunction!(stats, m)?)?;
+    m.add_function(wrap_pyfunction!(prepare, m)?)?;
+    m.add_function(wrap_pyfunction!(build, m)?)?;
+    m.add_function(wrap_pyfunction!(explain, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,38 @@
+"""Type stubs of ``abicache._native`` (the PyO3 bindings). Checked against the
+module by ``tests/python/test_stubs.py`` (``mypy.stubtest``)."""
+
+from os import PathLike
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+_Path = Union[str, PathLike[str]]
+
+KEY_FORMAT: int
+
+class Error(RuntimeError): ...
+
+class BuildError(Error):
+    output: Optional[str]
+    command: Optional[str]
+
+class AbiError(Error): ...
+class LockTimeout(Error): ...
+
+def torch_stable_abi_target_define(major: int, minor: int) -> str: ...
+def check_runtime_floor(target: str, torch_version: str) -> None: ...
+def default_cache_dir() -> str: ...
+def stats(cache_dir: Optional[_Path] = None) -> Dict[str, Any]: ...
+def prepare(spec: str, env: str, root: _Path, cache_dir: Optional[_Path] = None) -> Dict[str, Any]: ...
+def build(
+    spec: str,
+    env: str,
+    root: _Path,
+    cache_dir: Optional[_Path] = None,
+    *,
+    rebuild: bool = False,
+    site_packages: Sequence[_Path] = ...,
+    progress: Optional[Callable[[Dict[str, Any]], None]] = None,
+    quiet: bool = False,
+) -> Dict[str, Any]: ...
+def explain(
+    spec: str, env: str, root: _Path, cache_dir: Optional[_Path] = None
+) -> Tuple[str, Dict[str, Any]]: ...
