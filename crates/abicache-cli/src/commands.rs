@@ -29,8 +29,18 @@ pub fn run(cli: Cli) -> Result<()> {
 }
 
 fn print_json(value: &impl serde::Serialize) -> Result<()> {
-    println!("{}", serde_json::to_string_pretty(value)?);
-    Ok(())
+    emit(&format!("{}\n", serde_json::to_string_pretty(value)?))
+}
+
+/// Writes to stdout; a closed pipe (`abicache ls | head`) ends the command
+/// quietly instead of panicking like `print!` does.
+fn emit(text: &str) -> Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
+        other => Ok(other?),
+    }
 }
 
 fn open_store(cache_dir: Option<PathBuf>) -> Result<Store, Error> {
@@ -70,8 +80,7 @@ fn scan(args: ScanArgs) -> Result<()> {
     if args.json {
         print_json(&render::scan_json(&report))
     } else {
-        print!("{}", abicache::scan::render_summary(&report));
-        Ok(())
+        emit(&abicache::scan::render_summary(&report))
     }
 }
 
@@ -82,8 +91,7 @@ fn key(cache_dir: Option<PathBuf>, args: SpecArgs) -> Result<()> {
     if args.json {
         print_json(&render::key_json(&prepared.keyed))
     } else {
-        print!("{}", render::key_human(&prepared.keyed));
-        Ok(())
+        emit(&render::key_human(&prepared.keyed))
     }
 }
 
@@ -100,8 +108,7 @@ fn build(cache_dir: Option<PathBuf>, args: BuildArgs) -> Result<()> {
     if args.spec.json {
         print_json(&outcome)
     } else {
-        println!("{}", outcome.path.display());
-        Ok(())
+        emit(&format!("{}\n", outcome.path.display()))
     }
 }
 
@@ -113,8 +120,7 @@ fn explain(cache_dir: Option<PathBuf>, args: SpecArgs) -> Result<()> {
     if args.json {
         print_json(&explanation)
     } else {
-        print!("{}", abicache::render_explanation(&explanation));
-        Ok(())
+        emit(&abicache::render_explanation(&explanation))
     }
 }
 
@@ -124,8 +130,7 @@ fn ls(cache_dir: Option<PathBuf>, args: JsonArgs) -> Result<()> {
     if args.json {
         print_json(&entries.iter().map(render::entry_json).collect::<Vec<_>>())
     } else {
-        print!("{}", render::entries_human(&entries));
-        Ok(())
+        emit(&render::entries_human(&entries))
     }
 }
 
@@ -136,8 +141,7 @@ fn gc(cache_dir: Option<PathBuf>, args: GcArgs) -> Result<()> {
     if args.json {
         print_json(&report)
     } else {
-        print!("{}", render::gc_human(&report));
-        Ok(())
+        emit(&render::gc_human(&report))
     }
 }
 
@@ -150,7 +154,7 @@ fn rm(cache_dir: Option<PathBuf>, args: RmArgs) -> Result<()> {
     if removed == 0 {
         eprintln!("no entry named or keyed `{}` (see `abicache ls`)", args.target);
     } else {
-        println!("removed {removed} entr{}", if removed == 1 { "y" } else { "ies" });
+        emit(&format!("removed {removed} entr{}\n", if removed == 1 { "y" } else { "ies" }))?;
     }
     Ok(())
 }
@@ -161,8 +165,7 @@ fn stats(cache_dir: Option<PathBuf>, args: JsonArgs) -> Result<()> {
     if args.json {
         print_json(&stats)
     } else {
-        print!("{}", render::stats_human(&stats, store.root()));
-        Ok(())
+        emit(&render::stats_human(&stats, store.root()))
     }
 }
 
@@ -171,7 +174,6 @@ fn audit(args: AuditArgs) -> Result<()> {
     if args.json {
         print_json(&report)
     } else {
-        print!("{}", abicache::audit_crate::render_human(&report));
-        Ok(())
+        emit(&abicache::audit_crate::render_human(&report))
     }
 }
