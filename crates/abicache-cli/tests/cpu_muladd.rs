@@ -81,6 +81,11 @@ fn cpu_muladd_builds_loads_hits_explains_and_recompiles_only_the_edited_unit() {
     assert_eq!(entry["units"], 2);
     assert_eq!(entry["audit"], audit, "the stored audit is what `abicache audit` reports");
 
+    // `explain --json` of a hit carries the same audit.
+    let explained = cache.json(args!["explain", spec, "--python", python, "--json"]);
+    assert_eq!(explained["cached"], true, "{explained}");
+    assert_eq!(explained["audit"], audit);
+
     // Human output of `ls`, `stats` and `explain` (a hit, and a miss for torch 2.12).
     let ls = cache.run(["ls"]);
     assert_success(&ls);
