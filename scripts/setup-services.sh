@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs the servers the remote-cache tests start on free loopback ports
+# (idempotent; quiet when everything is already there):
+#   - Debian's `redis-server` (apt-get), for the Redis backend;
+#   - `moto[server]` into `.venv` (scripts/requirements-services.txt), an S3
+#     server for the S3 backend.
+# The tests start and stop the servers themselves; nothing is left running.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+reqs=$repo/scripts/requirements-services.txt
+
+if ! command -v redis-server >/dev/null 2>&1; then
+  echo "setup-services: installing redis-server (apt-get)" >&2
+  sudo=
+  [ "$(id -u)" -eq 0 ] || sudo=sudo
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends redis-server >/dev/null
+  # The package may start a system instance; the tests use their own ports.
+fi
+
+python=$repo/.venv/bin/python
+if [ ! -x "$python" ]; then
+  echo "setup-services: \`$python\` is missing; run scripts/setup-venv.sh dev first" >&2
+  exit 2
+fi
+# A stamp named after the requirements' hash inside the venv: installed once per venv.
+hash=$(sha256sum "$reqs" | cut -c1-16)
+venv=$("$python" -c 'import sys; print(sys.prefix)')
+stamp=$venv/.abicache-services-$hash
+if [ ! -f "$stamp" ] || ! "$python" -c 'import moto.server' 2>/dev/null; then
+  echo "setup-services: installing moto[server] into .venv" >&2
+  "$python" -m pip install --quiet -r "$reqs"
+  touch "$stamp"
+fi
+echo "setup-services: redis-server $(redis-server --version | sed -n 's/.* v=\([^ ]*\).*/\1/p'), moto $("$python" -c 'import moto; print(moto.__version__)') ready" >&2
