@@ -34,6 +34,24 @@ pub enum Event {
     Evicted(u64),
     /// A corrupt entry was found.
     Corrupt,
+    /// A remote cache supplied a verified entry of `bytes` bytes, saving
+    /// its manifest's `compile_seconds`.
+    RemoteHit {
+        /// Bytes downloaded.
+        bytes: u64,
+        /// The build time the download saved.
+        compile_seconds: f64,
+    },
+    /// A remote cache had no entry for a key.
+    RemoteMiss,
+    /// A remote cache failed (unreachable, timed out, refused, or served a
+    /// corrupt or untrusted entry); the caller built locally instead.
+    RemoteError,
+    /// An entry of `bytes` bytes was uploaded to a remote cache.
+    RemoteUpload {
+        /// Bytes uploaded.
+        bytes: u64,
+    },
 }
 
 /// The persistent counters, as stored in `stats.json`.
@@ -56,6 +74,18 @@ pub struct Counters {
     pub build_seconds: f64,
     /// Total build seconds saved by hits.
     pub saved_seconds: f64,
+    /// Verified entries downloaded from a remote cache.
+    pub remote_hits: u64,
+    /// Keys a remote cache did not have.
+    pub remote_misses: u64,
+    /// Remote failures that fell back to a local build.
+    pub remote_errors: u64,
+    /// Entries uploaded to a remote cache.
+    pub remote_uploads: u64,
+    /// Bytes downloaded from a remote cache.
+    pub remote_bytes_down: u64,
+    /// Bytes uploaded to a remote cache.
+    pub remote_bytes_up: u64,
 }
 
 impl Counters {
@@ -73,6 +103,17 @@ impl Counters {
             Event::Error => self.errors += 1,
             Event::Evicted(n) => self.evictions += n,
             Event::Corrupt => self.corrupt += 1,
+            Event::RemoteHit { bytes, compile_seconds } => {
+                self.remote_hits += 1;
+                self.remote_bytes_down += bytes;
+                self.saved_seconds += compile_seconds;
+            }
+            Event::RemoteMiss => self.remote_misses += 1,
+            Event::RemoteError => self.remote_errors += 1,
+            Event::RemoteUpload { bytes } => {
+                self.remote_uploads += 1;
+                self.remote_bytes_up += bytes;
+            }
         }
     }
 }
@@ -96,6 +137,18 @@ pub struct Stats {
     pub build_seconds: f64,
     /// Total build seconds saved by hits.
     pub saved_seconds: f64,
+    /// Verified entries downloaded from a remote cache.
+    pub remote_hits: u64,
+    /// Keys a remote cache did not have.
+    pub remote_misses: u64,
+    /// Remote failures that fell back to a local build.
+    pub remote_errors: u64,
+    /// Entries uploaded to a remote cache.
+    pub remote_uploads: u64,
+    /// Bytes downloaded from a remote cache.
+    pub remote_bytes_down: u64,
+    /// Bytes uploaded to a remote cache.
+    pub remote_bytes_up: u64,
     /// Entries in the store now.
     pub entries: u64,
     /// Bytes of those entries.
@@ -151,6 +204,12 @@ impl Store {
             corrupt: c.corrupt,
             build_seconds: c.build_seconds,
             saved_seconds: c.saved_seconds,
+            remote_hits: c.remote_hits,
+            remote_misses: c.remote_misses,
+            remote_errors: c.remote_errors,
+            remote_uploads: c.remote_uploads,
+            remote_bytes_down: c.remote_bytes_down,
+            remote_bytes_up: c.remote_bytes_up,
             entries: entries.len() as u64,
             bytes: entries.iter().map(|e| e.size).sum(),
         })
