@@ -8,7 +8,7 @@ import os
 import sys
 import threading
 from types import ModuleType
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple, Union
 
 from . import _env, _native
 
@@ -21,7 +21,7 @@ _loaded: Dict[str, Tuple[str, Optional[ModuleType]]] = {}
 # name -> lock, so threads loading one extension build and load it once.
 _name_locks: Dict[str, threading.Lock] = {}
 # names with at least one loaded key: only those need a scan before the build call.
-_loaded_names: set = set()
+_loaded_names: Set[str] = set()
 _registry_lock = threading.Lock()
 
 
@@ -159,12 +159,14 @@ class TorchOpsExtension:
     @property
     def key(self) -> str:
         """The cache key (32 hex digits) in this environment; reads the sources."""
-        return self._prepared()["key"]
+        key: str = self._prepared()["key"]
+        return key
 
     @property
     def payload(self) -> List[str]:
         """The ``field=value`` lines the key is the BLAKE3 of."""
-        return self._prepared()["payload"]
+        payload: List[str] = self._prepared()["payload"]
+        return payload
 
     def explain(self) -> str:
         """Why the key is what it is; on a miss, how the closest cached entry differs."""
@@ -221,7 +223,7 @@ class TorchOpsExtension:
             return module
         import torch
 
-        torch.ops.load_library(path)
+        torch.ops.load_library(path)  # type: ignore[no-untyped-call]
         return None
 
     def _check_required_ops(self) -> None:

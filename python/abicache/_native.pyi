@@ -6,6 +6,21 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 _Path = Union[str, PathLike[str]]
 
+__all__ = [
+    "Error",
+    "BuildError",
+    "AbiError",
+    "LockTimeout",
+    "KEY_FORMAT",
+    "torch_stable_abi_target_define",
+    "check_runtime_floor",
+    "default_cache_dir",
+    "stats",
+    "prepare",
+    "build",
+    "explain",
+]
+
 KEY_FORMAT: int
 
 class Error(RuntimeError): ...

@@ -1,0 +1,31 @@
+"""One cache for the whole test session, so each example compiles once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The session's cache root (shared by every test and subprocess)."""
+    return tmp_path_factory.mktemp("abicache") / "cache"
+
+
+@pytest.fixture(scope="session")
+def cpu_loaded(cache_dir: Path) -> str:
+    """The CPU example, loaded in this process (built on first use)."""
+    import abicache
+    from _util import example_spec
+
+    return abicache.TorchOpsExtension(**example_spec("cpu"), cache_dir=cache_dir).load()
+
+
+@pytest.fixture(scope="session")
+def stable_loaded(cache_dir: Path) -> str:
+    """The stable-ABI example, loaded in this process (built on first use)."""
+    import abicache
+    from _util import example_spec
+
+    return abicache.TorchOpsExtension(**example_spec("stable"), cache_dir=cache_dir).load()

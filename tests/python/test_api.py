@@ -1,0 +1,152 @@
+"""The rest of the Python API: threads, pybind11 modules through
+``abicache.load``, errors, progress, ``ABICACHE_REBUILD`` and the stubs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+import abicache
+from _util import example_spec, run_python
+
+TINY = 'extern "C" int abicache_{tag}_probe() {{ return {value}; }}\n'
+
+
+def _tiny(tmp_path: Path, tag: str, value: int = 42) -> str:
+    src = tmp_path / f"{tag}.cpp"
+    src.write_text(TINY.format(tag=tag, value=value))
+    return str(src)
+
+
+def test_four_threads_loading_one_uncached_extension_build_once(cache_dir: Path, tmp_path: Path) -> None:
+    src = _tiny(tmp_path, "threads")
+    before = abicache.stats(cache_dir)
+    results: list = []
+    ticks = [0]
+    stop = threading.Event()
+
+    def tick() -> None:  # runs only while the builders do not hold the GIL
+        while not stop.is_set():
+            ticks[0] += 1
+            time.sleep(0.001)
+
+    def load() -> None:
+        results.append(abicache.TorchOpsExtension("threads_probe", [src], cache_dir=cache_dir).load())
+
+    ticker = threading.Thread(target=tick)
+    ticker.start()
+    threads = [threading.Thread(target=load) for _ in range(4)]
+    started = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - started
+    stop.set()
+    ticker.join()
+    after = abicache.stats(cache_dir)
+    assert len(results) == 4 and len(set(results)) == 1
+    assert after["builds"] == before["builds"] + 1
+    # With the GIL held for the whole build the ticker would barely run.
+    assert ticks[0] > elapsed * 100, (ticks[0], elapsed)
+
+
+def test_pybind11_module_through_load_is_keyed_python_dependent(cache_dir: Path, tmp_path: Path) -> None:
+    src = tmp_path / "pyb.cpp"
+    src.write_text(
+        "#include <pybind11/pybind11.h>\n"
+        "PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def(\"add\", [](int a, int b) { return a + b; }); }\n"
+    )
+    module = abicache.load("pybind_probe", [str(src)], build_directory=str(cache_dir))
+    assert module.add(2, 3) == 5
+    assert abicache.load("pybind_probe", [str(src)], build_directory=str(cache_dir)) is module
+    ext = abicache.TorchOpsExtension("pybind_probe", [str(src)], is_python_module=True, cache_dir=cache_dir)
+    soabi = abicache.environment(False)["python_soabi"]
+    assert f"python_abi={soabi}" in ext.payload
+    data = ext.explanation()
+    assert data["cached"] is True and data["python_abi"] == soabi
+
+
+def test_load_without_python_module_returns_the_library_path(cache_dir: Path, tmp_path: Path) -> None:
+    path = abicache.load("plain_probe", [_tiny(tmp_path, "plain")], build_directory=cache_dir, is_python_module=False)
+    assert isinstance(path, str) and Path(path).is_file()
+
+
+def test_compiler_failure_raises_build_error_with_output_and_command(cache_dir: Path, tmp_path: Path) -> None:
+    src = tmp_path / "broken.cpp"
+    src.write_text("int main( { return 0; }\n")
+    with pytest.raises(abicache.BuildError) as info:
+        abicache.TorchOpsExtension("broken_probe", [str(src)], cache_dir=cache_dir).load()
+    err = info.value
+    assert isinstance(err, abicache.Error) and isinstance(err, RuntimeError)
+    assert "broken.cpp" in err.command
+    assert "error" in err.output
+    assert "failed to compile" in str(err)
+
+
+def test_missing_source_is_file_not_found(cache_dir: Path, tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere.cpp"
+    with pytest.raises(FileNotFoundError, match="nowhere.cpp"):
+        abicache.TorchOpsExtension("missing_probe", [str(missing)], cache_dir=cache_dir).load()
+
+
+def test_non_stable_header_under_stable_target_is_an_abi_error(cache_dir: Path) -> None:
+    spec = dict(example_spec("cpu"), torch_stable_abi_target="2.10")
+    with pytest.raises(abicache.AbiError, match="`torch/library.h`.*not part of the libtorch stable ABI"):
+        abicache.TorchOpsExtension(**spec, cache_dir=cache_dir).key
+
+
+def test_missing_required_op_names_what_is_missing(cache_dir: Path, tmp_path: Path) -> None:
+    ext = abicache.TorchOpsExtension(
+        "ops_probe", [_tiny(tmp_path, "ops")], namespace="ops_probe_ns", required_ops=["first", "second"], cache_dir=cache_dir
+    )
+    with pytest.raises(abicache.Error, match=r"torch\.ops\.ops_probe_ns.*`first`, `second`"):
+        ext.load()
+
+
+def test_progress_callback_gets_every_build_event(cache_dir: Path, tmp_path: Path) -> None:
+    events: list = []
+    ext = abicache.TorchOpsExtension("progress_probe", [_tiny(tmp_path, "progress")], cache_dir=cache_dir, progress=events.append)
+    ext.load()
+    assert [e["kind"] for e in events] == ["started", "unit_done", "linking", "finished"]
+    assert events[1]["line"].startswith("[1/1] compiled progress.cpp")
+
+
+def test_abicache_rebuild_forces_a_build(cache_dir: Path, tmp_path: Path) -> None:
+    src = _tiny(tmp_path, "rebuild")
+    code = "emit(abicache.TorchOpsExtension('rebuild_probe', [ARGS], cache_dir=CACHE).load())"
+    first = run_python(code, cache_dir, args=src)
+    before = abicache.stats(cache_dir)
+    assert run_python(code, cache_dir, args=src) == first
+    assert abicache.stats(cache_dir)["builds"] == before["builds"]
+    assert run_python(code, cache_dir, args=src, env={"ABICACHE_REBUILD": "1"}) == first
+    assert abicache.stats(cache_dir)["builds"] == before["builds"] + 1
+
+
+def test_stable_abi_target_define() -> None:
+    assert abicache.torch_stable_abi_target_define(2, 10) == "-DTORCH_TARGET_VERSION=0x020A000000000000"
+    assert abicache.torch_stable_abi_target_define(2, 16) == "-DTORCH_TARGET_VERSION=0x0210000000000000"
+    with pytest.raises(abicache.Error):
+        abicache.torch_stable_abi_target_define(2, 300)
+
+
+def test_environment_matches_the_running_interpreter() -> None:
+    import sysconfig
+
+    env = abicache.environment(False)
+    assert env["torch_version"] == torch.__version__
+    assert env["python_soabi"] == sysconfig.get_config_var("SOABI")
+    assert env["cxx11_abi"] is bool(torch._C._GLIBCXX_USE_CXX11_ABI)
+    assert "cuda_archs" not in env  # a CPU extension never queries GPUs
+
+
+def test_stubs_match_the_native_module() -> None:
+    pytest.importorskip("mypy")
+    proc = subprocess.run([sys.executable, "-m", "mypy.stubtest", "abicache._native"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
