@@ -49,7 +49,8 @@ for venv in "$@"; do
     continue
   fi
   vstamp=$venv/.abicache-wheel-stamp
-  if [ -f "$vstamp" ] && [ "$(cat "$vstamp")" = "$hash" ]; then
+  if [ -f "$vstamp" ] && [ "$(cat "$vstamp")" = "$hash" ] \
+     && compgen -G "$venv/lib/python*/site-packages/abicache-*.dist-info" >/dev/null; then
     continue
   fi
   "$venv/bin/python" -m pip install --quiet --no-deps --force-reinstall --no-index "$wheel"
