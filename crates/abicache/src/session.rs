@@ -20,18 +20,12 @@ const ABI_FIELDS: &[&str] =
     &["python_abi", "torch_abi", "torch", "torch_cuda", "cxx11_abi", "cuda_archs", "nvcc"];
 
 /// How a session builds.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 pub struct SessionOptions {
     /// Ignore a cached entry and build anew (the new entry replaces it).
     pub rebuild: bool,
     /// Parallel compile jobs; `None` reads `MAX_JOBS`, else the core count.
     pub jobs: Option<usize>,
-}
-
-impl Default for SessionOptions {
-    fn default() -> Self {
-        SessionOptions { rebuild: false, jobs: None }
-    }
 }
 
 /// One environment and one cache: computes keys and returns ABI-compatible
