@@ -12,18 +12,40 @@ use common::*;
 #[test]
 fn pybind11_module_audits_as_cpython_dependent_and_imports() {
     let cache = Cache::new();
-    let built = cache.build(&repo_path("tests/fixtures/pybind_module/abicache.toml"), &python(), &[]);
+    let built = cache.build(
+        &repo_path("tests/fixtures/pybind_module/abicache.toml"),
+        &python(),
+        &[],
+    );
     let library = Path::new(built["path"].as_str().unwrap());
     let audit = cache.json(args!["audit", library, "--json"]);
     let cpython = strings(&audit["imports"]["cpython"]);
-    assert!(!cpython.is_empty(), "a pybind11 module imports CPython: {audit}");
-    assert!(cpython.iter().all(|s| s.starts_with("Py") || s.starts_with("_Py")), "{cpython:?}");
+    assert!(
+        !cpython.is_empty(),
+        "a pybind11 module imports CPython: {audit}"
+    );
+    assert!(
+        cpython
+            .iter()
+            .all(|s| s.starts_with("Py") || s.starts_with("_Py")),
+        "{cpython:?}"
+    );
     let entry = &cache.ls()[0];
-    assert!(entry["python_abi"].as_str().unwrap().starts_with("cpython-"), "{entry}");
+    assert!(
+        entry["python_abi"]
+            .as_str()
+            .unwrap()
+            .starts_with("cpython-"),
+        "{entry}"
+    );
     assert_eq!(entry["audit"], audit);
     let human = cache.run(args!["audit", library]);
     assert_success(&human);
-    assert!(!stdout(&human).contains("independent of the Python ABI"), "{}", stdout(&human));
+    assert!(
+        !stdout(&human).contains("independent of the Python ABI"),
+        "{}",
+        stdout(&human)
+    );
 
     // It is a real module: importlib loads it and it computes.
     let code = r#"
@@ -41,10 +63,26 @@ print(module.add_one(torch.tensor([1.0, 2.0])).tolist())
 fn refused_at_publish(cache: &Cache, spec: &str) -> String {
     let out = cache.run(args!["build", spec, "--python", python(), "--quiet"]);
     assert_exit(&out, 1);
-    assert!(stdout(&out).is_empty(), "no path is printed: {}", stdout(&out));
-    assert_eq!(cache.ls(), Vec::<serde_json::Value>::new(), "a refused library must not be published");
+    assert!(
+        stdout(&out).is_empty(),
+        "no path is printed: {}",
+        stdout(&out)
+    );
+    assert_eq!(
+        cache.ls(),
+        Vec::<serde_json::Value>::new(),
+        "a refused library must not be published"
+    );
     let stats = cache.stats();
-    assert_eq!((u64_of(&stats, "builds"), u64_of(&stats, "errors"), u64_of(&stats, "entries")), (0, 1, 0), "{stats}");
+    assert_eq!(
+        (
+            u64_of(&stats, "builds"),
+            u64_of(&stats, "errors"),
+            u64_of(&stats, "entries")
+        ),
+        (0, 1, 0),
+        "{stats}"
+    );
     stderr(&out)
 }
 
@@ -53,20 +91,36 @@ fn agnostic_override_calling_pylong_fromlong_is_refused_at_publish() {
     let cache = Cache::new();
     let err = refused_at_publish(&cache, "tests/fixtures/pylong_agnostic/abicache.toml");
     assert!(err.contains("PyLong_FromLong"), "{err}");
-    assert!(err.contains("python_abi_dependent = true"), "the fix is named: {err}");
-    cache.settings().bind(|| insta::assert_snapshot!("refused_agnostic_with_cpython_import", err));
+    assert!(
+        err.contains("python_abi_dependent = true"),
+        "the fix is named: {err}"
+    );
+    cache
+        .settings()
+        .bind(|| insta::assert_snapshot!("refused_agnostic_with_cpython_import", err));
 }
 
 #[test]
 fn stable_target_calling_a_libtorch_cxx_symbol_through_extern_is_refused_at_publish() {
     let cache = Cache::new();
     // Header validation passes (only a torch/headeronly include): the key is computed.
-    let key = cache.json(args!["key", "tests/fixtures/stable_extern_cxx/abicache.toml", "--python", python(), "--json"]);
+    let key = cache.json(args![
+        "key",
+        "tests/fixtures/stable_extern_cxx/abicache.toml",
+        "--python",
+        python(),
+        "--json"
+    ]);
     assert_eq!(key["torch_abi"], "stable-2.10");
     let err = refused_at_publish(&cache, "tests/fixtures/stable_extern_cxx/abicache.toml");
     assert!(err.contains("c10::detail::torchCheckFail"), "{err}");
-    assert!(err.contains("_ZN3c106detail14torchCheckFail"), "the raw name is shown too: {err}");
-    cache.settings().bind(|| insta::assert_snapshot!("refused_stable_with_libtorch_cxx_import", err));
+    assert!(
+        err.contains("_ZN3c106detail14torchCheckFail"),
+        "the raw name is shown too: {err}"
+    );
+    cache
+        .settings()
+        .bind(|| insta::assert_snapshot!("refused_stable_with_libtorch_cxx_import", err));
 }
 
 #[test]
@@ -102,6 +156,10 @@ fn audit_of_truncated_non_elf_and_empty_files_exits_2_without_panicking() {
     }
     let missing = cache.run(args!["audit", tmp.path().join("missing.so")]);
     assert_exit(&missing, 2);
-    report.push_str(&format!("$ abicache audit missing.so\n{}", stderr(&missing)));
-    common::settings(&[(tmp.path(), "[DIR]")]).bind(|| insta::assert_snapshot!("audit_malformed_inputs", report));
+    report.push_str(&format!(
+        "$ abicache audit missing.so\n{}",
+        stderr(&missing)
+    ));
+    common::settings(&[(tmp.path(), "[DIR]")])
+        .bind(|| insta::assert_snapshot!("audit_malformed_inputs", report));
 }

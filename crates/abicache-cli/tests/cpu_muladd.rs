@@ -28,7 +28,13 @@ fn cpu_muladd_builds_loads_hits_explains_and_recompiles_only_the_edited_unit() {
     copy_dir(&repo_path("examples/cpu_muladd"), &dir);
     let spec = dir.join("abicache.toml");
 
-    let example_key = cache.json(args!["key", "examples/cpu_muladd/abicache.toml", "--python", python, "--json"]);
+    let example_key = cache.json(args![
+        "key",
+        "examples/cpu_muladd/abicache.toml",
+        "--python",
+        python,
+        "--json"
+    ]);
     let example_key = example_key["key"].as_str().unwrap().to_string();
 
     // Cold: both units compile, the library is published.
@@ -38,13 +44,24 @@ fn cpu_muladd_builds_loads_hits_explains_and_recompiles_only_the_edited_unit() {
     compiled.sort();
     assert_eq!(compiled, ["kernel.cpp", "ops.cpp"], "{cold}");
     assert_eq!(cold["cached_units"], 0, "{cold}");
-    assert_eq!(cold["key"], example_key.as_str(), "a copy of the example has the example's key");
+    assert_eq!(
+        cold["key"],
+        example_key.as_str(),
+        "a copy of the example has the example's key"
+    );
     let library = std::path::PathBuf::from(cold["path"].as_str().unwrap());
-    assert!(library.starts_with(&cache.dir), "{} is not in the cache", library.display());
+    assert!(
+        library.starts_with(&cache.dir),
+        "{} is not in the cache",
+        library.display()
+    );
     assert!(library.is_file());
 
     // The op runs in a separate interpreter: a * b + 0.5.
-    assert_eq!(python_run(&python, CALL_MULADD, &library), "[4.5, 10.5, 18.5]");
+    assert_eq!(
+        python_run(&python, CALL_MULADD, &library),
+        "[4.5, 10.5, 18.5]"
+    );
 
     // Warm: a hit that compiles nothing, counted in the store.
     let warm = cache.build(&spec, &python, &[]);
@@ -54,20 +71,45 @@ fn cpu_muladd_builds_loads_hits_explains_and_recompiles_only_the_edited_unit() {
     assert_eq!(warm["key"], cold["key"]);
     let stats = cache.stats();
     assert_eq!(
-        (u64_of(&stats, "hits"), u64_of(&stats, "misses"), u64_of(&stats, "builds"), u64_of(&stats, "entries")),
+        (
+            u64_of(&stats, "hits"),
+            u64_of(&stats, "misses"),
+            u64_of(&stats, "builds"),
+            u64_of(&stats, "entries")
+        ),
         (1, 1, 1, 1),
         "{stats}"
     );
-    assert_eq!((u64_of(&stats, "errors"), u64_of(&stats, "corrupt")), (0, 0), "{stats}");
+    assert_eq!(
+        (u64_of(&stats, "errors"), u64_of(&stats, "corrupt")),
+        (0, 0),
+        "{stats}"
+    );
 
     // Issue 5 (b): a plain torch.ops library imports libtorch's C++ ABI, not CPython's.
     let audit = cache.json(args!["audit", library, "--json"]);
     let imports = &audit["imports"];
-    assert_eq!(strings(&imports["cpython"]), Vec::<String>::new(), "{audit}");
-    assert_eq!(strings(&imports["libtorch_python"]), Vec::<String>::new(), "{audit}");
+    assert_eq!(
+        strings(&imports["cpython"]),
+        Vec::<String>::new(),
+        "{audit}"
+    );
+    assert_eq!(
+        strings(&imports["libtorch_python"]),
+        Vec::<String>::new(),
+        "{audit}"
+    );
     let cxx = strings(&imports["libtorch_cxx"]);
-    assert!(cxx.iter().any(|s| s.starts_with("_ZN3c10")), "no c10:: import in {cxx:?}");
-    assert!(strings(&audit["needed"]).iter().all(|n| !n.starts_with("libtorch_python") && !n.starts_with("libpython")), "{audit}");
+    assert!(
+        cxx.iter().any(|s| s.starts_with("_ZN3c10")),
+        "no c10:: import in {cxx:?}"
+    );
+    assert!(
+        strings(&audit["needed"])
+            .iter()
+            .all(|n| !n.starts_with("libtorch_python") && !n.starts_with("libpython")),
+        "{audit}"
+    );
 
     // `ls --json` shows the entry with the audit stored at publish time.
     let entries = cache.ls();
@@ -77,9 +119,15 @@ fn cpu_muladd_builds_loads_hits_explains_and_recompiles_only_the_edited_unit() {
     assert_eq!(entry["name"], "muladd_example");
     assert_eq!(entry["library"], cold["path"]);
     assert_eq!(entry["python_abi"], "agnostic");
-    assert_eq!(entry["torch_abi"], "2.15.0", "a CPU extension keys torch without the +cu local tag");
+    assert_eq!(
+        entry["torch_abi"], "2.15.0",
+        "a CPU extension keys torch without the +cu local tag"
+    );
     assert_eq!(entry["units"], 2);
-    assert_eq!(entry["audit"], audit, "the stored audit is what `abicache audit` reports");
+    assert_eq!(
+        entry["audit"], audit,
+        "the stored audit is what `abicache audit` reports"
+    );
 
     // `explain --json` of a hit carries the same audit.
     let explained = cache.json(args!["explain", spec, "--python", python, "--json"]);
@@ -93,8 +141,7 @@ fn cpu_muladd_builds_loads_hits_explains_and_recompiles_only_the_edited_unit() {
     assert_success(&stats);
     let explain_hit = cache.run(args!["explain", spec, "--python", python]);
     assert_success(&explain_hit);
-    let explain_miss =
-        cache.run(args!["explain", spec, "--python", python_compat()]);
+    let explain_miss = cache.run(args!["explain", spec, "--python", python_compat()]);
     assert_success(&explain_miss);
     assert!(
         stdout(&explain_miss).contains("torch: 2.15.0 -> 2.12.1"),
@@ -106,7 +153,10 @@ fn cpu_muladd_builds_loads_hits_explains_and_recompiles_only_the_edited_unit() {
         insta::assert_snapshot!("ls_one_entry", stdout(&ls));
         insta::assert_snapshot!("stats_after_one_build_and_one_hit", stdout(&stats));
         insta::assert_snapshot!("explain_hit", stdout(&explain_hit));
-        insta::assert_snapshot!("explain_miss_torch_2_12_differs_only_in_torch", stdout(&explain_miss));
+        insta::assert_snapshot!(
+            "explain_miss_torch_2_12_differs_only_in_torch",
+            stdout(&explain_miss)
+        );
     });
 
     // Editing one of two units recompiles exactly that one. A comment is
@@ -120,7 +170,14 @@ fn cpu_muladd_builds_loads_hits_explains_and_recompiles_only_the_edited_unit() {
     assert_eq!(strings(&edited["compiled"]), ["kernel.cpp"], "{edited}");
     assert_eq!(edited["cached_units"], 1, "{edited}");
     assert_ne!(edited["key"], cold["key"]);
-    assert_eq!(python_run(&python, CALL_MULADD, std::path::Path::new(edited["path"].as_str().unwrap())), "[4.5, 10.5, 18.5]");
+    assert_eq!(
+        python_run(
+            &python,
+            CALL_MULADD,
+            std::path::Path::new(edited["path"].as_str().unwrap())
+        ),
+        "[4.5, 10.5, 18.5]"
+    );
     assert_eq!(u64_of(&cache.stats(), "builds"), 2);
     assert_eq!(cache.ls().len(), 2, "the old entry stays until gc");
 }

@@ -11,7 +11,12 @@ use common::*;
 use serde_json::Value;
 
 fn field_names(value: &Value) -> BTreeSet<&str> {
-    value.as_object().unwrap_or_else(|| panic!("not an object: {value}")).keys().map(String::as_str).collect()
+    value
+        .as_object()
+        .unwrap_or_else(|| panic!("not an object: {value}"))
+        .keys()
+        .map(String::as_str)
+        .collect()
 }
 
 const SCAN_FIELDS: [&str; 8] = [
@@ -37,8 +42,17 @@ fn scan_json_has_the_documented_fields_on_the_examples() {
         "--json"
     ]);
     assert_eq!(field_names(&muladd), BTreeSet::from(SCAN_FIELDS));
-    let files: Vec<&str> = muladd["files"].as_array().unwrap().iter().map(|f| f["path"].as_str().unwrap()).collect();
-    assert_eq!(files, ["ops.cpp", "muladd.h", "kernel.cpp"], "depth-first, each file once");
+    let files: Vec<&str> = muladd["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        files,
+        ["ops.cpp", "muladd.h", "kernel.cpp"],
+        "depth-first, each file once"
+    );
     for file in muladd["files"].as_array().unwrap() {
         assert_eq!(field_names(file), BTreeSet::from(["path", "blake3"]));
         assert_eq!(file["blake3"].as_str().unwrap().len(), 64);
@@ -47,11 +61,17 @@ fn scan_json_has_the_documented_fields_on_the_examples() {
     assert_eq!(muladd["python_markers"], serde_json::json!([]));
     assert_eq!(muladd["stable_registration"], false);
     assert_eq!(muladd["stable_candidate"], false);
-    assert!(strings(&muladd["non_stable_headers"]).contains(&"torch/library.h".to_string()), "{muladd}");
+    assert!(
+        strings(&muladd["non_stable_headers"]).contains(&"torch/library.h".to_string()),
+        "{muladd}"
+    );
 
     let stable = cache.json(args!["scan", "examples/stable_scale/scale.cpp", "--json"]);
     assert_eq!(field_names(&stable), BTreeSet::from(SCAN_FIELDS));
-    assert_eq!(stable["files"][0]["path"], "examples/stable_scale/scale.cpp", "relative to the current directory");
+    assert_eq!(
+        stable["files"][0]["path"], "examples/stable_scale/scale.cpp",
+        "relative to the current directory"
+    );
     assert_eq!(stable["stable_registration"], true);
     assert_eq!(stable["stable_candidate"], true);
     assert_eq!(stable["non_stable_headers"], serde_json::json!([]));
@@ -70,15 +90,31 @@ fn scan_json_reports_python_markers_missing_and_computed_includes() {
     ]);
     assert_eq!(field_names(&out), BTreeSet::from(SCAN_FIELDS));
     for marker in out["python_markers"].as_array().unwrap() {
-        assert_eq!(field_names(marker), BTreeSet::from(["file", "line", "marker"]));
+        assert_eq!(
+            field_names(marker),
+            BTreeSet::from(["file", "line", "marker"])
+        );
     }
-    let markers: Vec<String> = out["python_markers"].as_array().unwrap().iter().map(|m| m["marker"].to_string()).collect();
-    assert!(!markers.iter().any(|m| m.contains("py::")), "a string literal is not a marker: {markers:?}");
+    let markers: Vec<String> = out["python_markers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["marker"].to_string())
+        .collect();
+    assert!(
+        !markers.iter().any(|m| m.contains("py::")),
+        "a string literal is not a marker: {markers:?}"
+    );
     let pretty = serde_json::to_string_pretty(&out).unwrap();
     common::settings(&[]).bind(|| insta::assert_snapshot!("scan_json_markers", pretty));
 
     // The human summary of the same scan.
-    let human = cache.run(args!["scan", "tests/fixtures/scan_markers/markers.cpp", "--root", "tests/fixtures/scan_markers"]);
+    let human = cache.run(args![
+        "scan",
+        "tests/fixtures/scan_markers/markers.cpp",
+        "--root",
+        "tests/fixtures/scan_markers"
+    ]);
     assert_success(&human);
     common::settings(&[]).bind(|| insta::assert_snapshot!("scan_human_markers", stdout(&human)));
 }
@@ -86,25 +122,59 @@ fn scan_json_reports_python_markers_missing_and_computed_includes() {
 #[test]
 fn key_json_has_the_documented_fields() {
     let cache = Cache::new();
-    let key = cache.json(args!["key", "examples/cpu_muladd/abicache.toml", "--python", python(), "--json"]);
-    assert_eq!(field_names(&key), BTreeSet::from(["key", "name", "payload", "python_abi", "torch_abi"]));
+    let key = cache.json(args![
+        "key",
+        "examples/cpu_muladd/abicache.toml",
+        "--python",
+        python(),
+        "--json"
+    ]);
+    assert_eq!(
+        field_names(&key),
+        BTreeSet::from(["key", "name", "payload", "python_abi", "torch_abi"])
+    );
     assert_eq!(key["name"], "muladd_example");
     let hex = key["key"].as_str().unwrap();
-    assert!(hex.len() >= 32 && hex.bytes().all(|b| b.is_ascii_hexdigit()), "{hex}");
+    assert!(
+        hex.len() >= 32 && hex.bytes().all(|b| b.is_ascii_hexdigit()),
+        "{hex}"
+    );
     assert_eq!(key["python_abi"], "agnostic");
     assert_eq!(key["torch_abi"], "2.15.0");
     let payload = strings(&key["payload"]);
     assert_eq!(payload[0], "format=1");
     assert!(payload.contains(&"torch=2.15.0".to_string()), "{payload:?}");
-    assert!(!payload.iter().any(|l| l.starts_with("torch_cuda=")), "CPU only: {payload:?}");
+    assert!(
+        !payload.iter().any(|l| l.starts_with("torch_cuda=")),
+        "CPU only: {payload:?}"
+    );
 
     // The pybind11 module is keyed on the Python ABI.
-    let module = cache.json(args!["key", "tests/fixtures/pybind_module/abicache.toml", "--python", python(), "--json"]);
-    assert!(module["python_abi"].as_str().unwrap().starts_with("cpython-3"), "{module}");
+    let module = cache.json(args![
+        "key",
+        "tests/fixtures/pybind_module/abicache.toml",
+        "--python",
+        python(),
+        "--json"
+    ]);
+    assert!(
+        module["python_abi"]
+            .as_str()
+            .unwrap()
+            .starts_with("cpython-3"),
+        "{module}"
+    );
 
-    let human = cache.run(args!["key", "examples/cpu_muladd/abicache.toml", "--python", python()]);
+    let human = cache.run(args![
+        "key",
+        "examples/cpu_muladd/abicache.toml",
+        "--python",
+        python()
+    ]);
     assert_success(&human);
-    cache.settings().bind(|| insta::assert_snapshot!("key_human_muladd", stdout(&human)));
+    cache
+        .settings()
+        .bind(|| insta::assert_snapshot!("key_human_muladd", stdout(&human)));
 }
 
 /// Writes an environment TOML into `dir` and returns its path.
@@ -118,9 +188,9 @@ fn env_file(dir: &std::path::Path, name: &str, body: &str) -> std::path::PathBuf
 fn env_file_with_a_cpu_wheel_gives_the_same_key_as_the_cuda_wheel_venv_for_a_cpu_extension() {
     let cache = Cache::new();
     let tmp = tempfile::tempdir().unwrap();
-    let key_of = |how: &[std::ffi::OsString], spec: &str| -> String {
+    let key_of = |how: Vec<std::ffi::OsString>, spec: &str| -> String {
         let mut argv = args!["key", spec, "--json"];
-        argv.extend(how.iter().cloned());
+        argv.extend(how);
         cache.json(argv)["key"].as_str().unwrap().to_string()
     };
     let venv = args!["--python", python()];
@@ -137,22 +207,39 @@ cxx11_abi = true
 "#,
     );
     let muladd = "examples/cpu_muladd/abicache.toml";
-    let with_venv = key_of(&venv, muladd);
-    assert_eq!(key_of(&args!["--env", cpu_wheel], muladd), with_venv, "+cpu and +cu132 wheels share a CPU extension");
+    let with_venv = key_of(venv.clone(), muladd);
+    assert_eq!(
+        key_of(args!["--env", cpu_wheel], muladd),
+        with_venv,
+        "+cpu and +cu132 wheels share a CPU extension"
+    );
 
     // A vendor build's local tag is kept; another C++ ABI is another key.
-    let vendor = env_file(tmp.path(), "vendor.toml", "python_version = \"3.11.7\"\ntorch_version = \"2.15.0+git1234abc\"\ncxx11_abi = true\n");
-    assert_ne!(key_of(&args!["--env", vendor], muladd), with_venv);
-    let old_abi = env_file(tmp.path(), "old_abi.toml", "python_version = \"3.11.7\"\ntorch_version = \"2.15.0+cpu\"\ncxx11_abi = false\n");
-    assert_ne!(key_of(&args!["--env", old_abi], muladd), with_venv);
+    let vendor = env_file(
+        tmp.path(),
+        "vendor.toml",
+        "python_version = \"3.11.7\"\ntorch_version = \"2.15.0+git1234abc\"\ncxx11_abi = true\n",
+    );
+    assert_ne!(key_of(args!["--env", vendor], muladd), with_venv);
+    let old_abi = env_file(
+        tmp.path(),
+        "old_abi.toml",
+        "python_version = \"3.11.7\"\ntorch_version = \"2.15.0+cpu\"\ncxx11_abi = false\n",
+    );
+    assert_ne!(key_of(args!["--env", old_abi], muladd), with_venv);
 
     // A Python module does depend on the Python version.
     let module = "tests/fixtures/pybind_module/abicache.toml";
-    assert_ne!(key_of(&args!["--env", cpu_wheel], module), key_of(&venv, module));
+    assert_ne!(
+        key_of(args!["--env", cpu_wheel], module),
+        key_of(venv.clone(), module)
+    );
 
     // Building needs a torch to build against: an env file without `torch_dir` says so.
     let out = cache.run(args!["build", muladd, "--env", cpu_wheel, "--quiet"]);
     assert_exit(&out, 2);
     assert!(stderr(&out).contains("torch_dir"), "{}", stderr(&out));
-    cache.settings().bind(|| insta::assert_snapshot!("build_env_without_torch_dir", stderr(&out)));
+    cache
+        .settings()
+        .bind(|| insta::assert_snapshot!("build_env_without_torch_dir", stderr(&out)));
 }

@@ -24,7 +24,14 @@ fn launcher() -> PathBuf {
 
 /// `abicache build tiny` with the slow launcher recording into `marker`.
 fn slow_build(cache: &Cache, marker: &Path, sleep_s: u32) -> Command {
-    let mut cmd = cache.cmd(args!["build", TINY, "--python", python(), "--json", "--quiet"]);
+    let mut cmd = cache.cmd(args![
+        "build",
+        TINY,
+        "--python",
+        python(),
+        "--json",
+        "--quiet"
+    ]);
     cmd.env("ABICACHE_COMPILER_LAUNCHER", launcher())
         .env("ABICACHE_TEST_MARKER", marker)
         .env("ABICACHE_TEST_SLEEP", sleep_s.to_string());
@@ -33,7 +40,9 @@ fn slow_build(cache: &Cache, marker: &Path, sleep_s: u32) -> Command {
 
 /// How many compiles the launcher has started.
 fn compiles_started(marker: &Path) -> usize {
-    std::fs::read_to_string(marker).map(|t| t.lines().count()).unwrap_or(0)
+    std::fs::read_to_string(marker)
+        .map(|t| t.lines().count())
+        .unwrap_or(0)
 }
 
 #[test]
@@ -43,7 +52,13 @@ fn eight_processes_building_one_uncached_key_compile_once_and_agree_on_the_path(
     let marker = tmp.path().join("compiles");
     // The one compile sleeps 2 s, so the other seven are waiting on the lock meanwhile.
     let children: Vec<Child> = (0..8)
-        .map(|_| slow_build(&cache, &marker, 2).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap())
+        .map(|_| {
+            slow_build(&cache, &marker, 2)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
         .collect();
     let outcomes: Vec<serde_json::Value> = children
         .into_iter()
@@ -54,15 +69,29 @@ fn eight_processes_building_one_uncached_key_compile_once_and_agree_on_the_path(
         })
         .collect();
 
-    assert_eq!(compiles_started(&marker), 1, "the compiler ran more than once");
-    let paths: Vec<&str> = outcomes.iter().map(|o| o["path"].as_str().unwrap()).collect();
-    assert!(paths.iter().all(|p| *p == paths[0]), "different paths: {paths:?}");
+    assert_eq!(
+        compiles_started(&marker),
+        1,
+        "the compiler ran more than once"
+    );
+    let paths: Vec<&str> = outcomes
+        .iter()
+        .map(|o| o["path"].as_str().unwrap())
+        .collect();
+    assert!(
+        paths.iter().all(|p| *p == paths[0]),
+        "different paths: {paths:?}"
+    );
     let built: Vec<&serde_json::Value> = outcomes.iter().filter(|o| o["hit"] == false).collect();
     assert_eq!(built.len(), 1, "exactly one process builds: {outcomes:?}");
     assert_eq!(strings(&built[0]["compiled"]), ["tiny.cpp"]);
     let stats = cache.stats();
     assert_eq!(u64_of(&stats, "builds"), 1, "{stats}");
-    assert_eq!(u64_of(&stats, "hits"), 7, "the seven waiters re-check and hit: {stats}");
+    assert_eq!(
+        u64_of(&stats, "hits"),
+        7,
+        "the seven waiters re-check and hit: {stats}"
+    );
     assert_eq!(u64_of(&stats, "entries"), 1, "{stats}");
     assert_eq!(cache.ls().len(), 1);
 }
@@ -81,35 +110,63 @@ fn sigkilled_build_leaves_no_stale_lock_and_no_partial_entry() {
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
     while compiles_started(&marker) == 0 {
-        assert!(victim.try_wait().unwrap().is_none(), "the build ended before compiling");
+        assert!(
+            victim.try_wait().unwrap().is_none(),
+            "the build ended before compiling"
+        );
         assert!(Instant::now() < deadline, "the compile never started");
         std::thread::sleep(Duration::from_millis(50));
     }
 
     // Mid-compile: nothing is visible yet.
-    assert_eq!(cache.ls(), Vec::<serde_json::Value>::new(), "a partial entry is visible while building");
+    assert_eq!(
+        cache.ls(),
+        Vec::<serde_json::Value>::new(),
+        "a partial entry is visible while building"
+    );
 
     let group = format!("-{}", victim.id());
-    let kill = Command::new("kill").args(["-KILL", "--", &group]).status().unwrap();
+    let kill = Command::new("kill")
+        .args(["-KILL", "--", &group])
+        .status()
+        .unwrap();
     assert!(kill.success());
     victim.wait().unwrap();
-    assert_eq!(cache.ls(), Vec::<serde_json::Value>::new(), "a partial entry is visible after the kill");
+    assert_eq!(
+        cache.ls(),
+        Vec::<serde_json::Value>::new(),
+        "a partial entry is visible after the kill"
+    );
 
     // The next build takes the lock at once: with a stale lock file it would
     // wait for its holder and fail after the (short) lock time-out.
     let out = cache
-        .cmd(args!["build", TINY, "--python", python(), "--json", "--quiet"])
+        .cmd(args![
+            "build",
+            TINY,
+            "--python",
+            python(),
+            "--json",
+            "--quiet"
+        ])
         .env("ABICACHE_LOCK_TIMEOUT", "10")
         .output()
         .unwrap();
     assert_success(&out);
     let outcome: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(outcome["hit"], false);
-    assert_eq!(strings(&outcome["compiled"]), ["tiny.cpp"], "the killed compile left no object behind");
+    assert_eq!(
+        strings(&outcome["compiled"]),
+        ["tiny.cpp"],
+        "the killed compile left no object behind"
+    );
     let entries = cache.ls();
     assert_eq!(entries.len(), 1, "{entries:?}");
     assert_eq!(entries[0]["library"], outcome["path"]);
-    assert!(entries[0]["audit"].is_object(), "a published entry carries its audit");
+    assert!(
+        entries[0]["audit"].is_object(),
+        "a published entry carries its audit"
+    );
     let audit = cache.json(args!["audit", outcome["path"].as_str().unwrap(), "--json"]);
     assert_eq!(entries[0]["audit"], audit);
 }
@@ -124,25 +181,46 @@ fn truncated_library_in_the_cache_is_removed_and_rebuilt_never_returned() {
     let good = std::fs::read(&library).unwrap();
 
     // Truncate it in place, as a full disk or a crashed copy would.
-    let file = std::fs::OpenOptions::new().write(true).open(&library).unwrap();
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&library)
+        .unwrap();
     file.set_len(good.len() as u64 / 2).unwrap();
     drop(file);
 
-    let out = cache.run(args!["build", spec, "--python", python, "--json", "--quiet"]);
+    let out = cache.run(args![
+        "build", spec, "--python", python, "--json", "--quiet"
+    ]);
     assert_success(&out);
     let second: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(second["hit"], false, "a corrupt entry is a miss: {second}");
     assert_eq!(second["key"], first["key"]);
-    assert_eq!(strings(&second["compiled"]), Vec::<String>::new(), "the object cache still has the unit");
+    assert_eq!(
+        strings(&second["compiled"]),
+        Vec::<String>::new(),
+        "the object cache still has the unit"
+    );
     assert_eq!(second["cached_units"], 1);
     let returned = std::fs::read(second["path"].as_str().unwrap()).unwrap();
-    assert_eq!(returned.len(), good.len(), "the returned library is not the truncated one");
-    assert_eq!(returned, good, "relinking the cached object gives the same library");
+    assert_eq!(
+        returned.len(),
+        good.len(),
+        "the returned library is not the truncated one"
+    );
+    assert_eq!(
+        returned, good,
+        "relinking the cached object gives the same library"
+    );
 
     let stats = cache.stats();
     assert_eq!(u64_of(&stats, "corrupt"), 1, "{stats}");
     assert_eq!(u64_of(&stats, "builds"), 2, "{stats}");
     assert_eq!(u64_of(&stats, "entries"), 1, "{stats}");
-    assert!(!strings(&second["warnings"]).is_empty(), "the JSON outcome carries the warning: {second}");
-    cache.settings().bind(|| insta::assert_snapshot!("warning_truncated_library", stderr(&out)));
+    assert!(
+        !strings(&second["warnings"]).is_empty(),
+        "the JSON outcome carries the warning: {second}"
+    );
+    cache
+        .settings()
+        .bind(|| insta::assert_snapshot!("warning_truncated_library", stderr(&out)));
 }

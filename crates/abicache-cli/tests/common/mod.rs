@@ -21,7 +21,10 @@ macro_rules! args {
 
 /// The repository root.
 pub fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("repository root")
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("repository root")
 }
 
 /// A file or directory of the repository.
@@ -72,7 +75,10 @@ pub struct Cache {
 impl Cache {
     /// A fresh, empty cache (the directory itself is created by abicache).
     pub fn new() -> Self {
-        let tmp = tempfile::Builder::new().prefix("abicache-cli-test-").tempdir().expect("tempdir");
+        let tmp = tempfile::Builder::new()
+            .prefix("abicache-cli-test-")
+            .tempdir()
+            .expect("tempdir");
         let dir = tmp.path().canonicalize().unwrap().join("cache");
         Cache { _tmp: tmp, dir }
     }
@@ -88,7 +94,10 @@ impl Cache {
         for var in CLEARED_ENV {
             cmd.env_remove(var);
         }
-        cmd.env("ABICACHE_DIR", &self.dir).env("LC_ALL", "C").current_dir(repo()).args(args);
+        cmd.env("ABICACHE_DIR", &self.dir)
+            .env("LC_ALL", "C")
+            .current_dir(repo())
+            .args(args);
         cmd
     }
 
@@ -109,13 +118,20 @@ impl Cache {
     {
         let out = self.run(args);
         assert_success(&out);
-        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}", stdout(&out)))
+        serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}", stdout(&out)))
     }
 
     /// `abicache build SPEC --python PYTHON --json --quiet [EXTRA]`, asserted successful.
     pub fn build(&self, spec: &Path, python: &Path, extra: &[&str]) -> Value {
-        let mut args: Vec<std::ffi::OsString> =
-            vec!["build".into(), spec.into(), "--python".into(), python.into(), "--json".into(), "--quiet".into()];
+        let mut args: Vec<std::ffi::OsString> = vec![
+            "build".into(),
+            spec.into(),
+            "--python".into(),
+            python.into(),
+            "--json".into(),
+            "--quiet".into(),
+        ];
         args.extend(extra.iter().map(Into::into));
         self.json(args)
     }
@@ -127,7 +143,10 @@ impl Cache {
 
     /// `abicache ls --json`, as a list.
     pub fn ls(&self) -> Vec<Value> {
-        self.json(["ls", "--json"]).as_array().expect("ls --json is a list").clone()
+        self.json(["ls", "--json"])
+            .as_array()
+            .expect("ls --json is a list")
+            .clone()
     }
 
     /// Snapshot settings filtering this cache's path (`[CACHE]`) and
@@ -149,7 +168,13 @@ pub fn stderr(out: &Output) -> String {
 
 /// Asserts a zero exit status, showing both streams otherwise.
 pub fn assert_success(out: &Output) {
-    assert!(out.status.success(), "abicache failed ({}):\nstdout:\n{}\nstderr:\n{}", out.status, stdout(out), stderr(out));
+    assert!(
+        out.status.success(),
+        "abicache failed ({}):\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        stdout(out),
+        stderr(out)
+    );
 }
 
 /// Asserts an exit code, showing both streams otherwise.
@@ -177,13 +202,22 @@ pub fn settings(paths: &[(&Path, &str)]) -> insta::Settings {
     settings.add_filter(&regex_escape(&repo().to_string_lossy()), "[REPO]");
     let tmp = std::env::temp_dir();
     let tmp = tmp.canonicalize().unwrap_or(tmp);
-    settings.add_filter(&format!(r#"{}/[^\s`'"]*"#, regex_escape(&tmp.to_string_lossy())), "[TMP]");
-    settings.add_filter(r"-isystem \S*/include/python3\.\d+t?\b", "-isystem [PYTHON_INCLUDE]");
+    settings.add_filter(
+        &format!(r#"{}/[^\s`'"]*"#, regex_escape(&tmp.to_string_lossy())),
+        "[TMP]",
+    );
+    settings.add_filter(
+        r"-isystem \S*/include/python3\.\d+t?\b",
+        "-isystem [PYTHON_INCLUDE]",
+    );
     settings.add_filter(r"\b[0-9a-f]{64}\b", "[HASH]");
     settings.add_filter(r"\b[0-9a-f]{32}\b", "[KEY]");
     settings.add_filter(r"\b\d+(\.\d+)? (B|KiB|MiB|GiB)\b", "[SIZE]");
     settings.add_filter(r"\b\d+\.\d+ ?s\b", "[TIME]");
-    settings.add_filter(r"\b\d+ bytes but the manifest says \d+", "[N] bytes but the manifest says [M]");
+    settings.add_filter(
+        r"\b\d+ bytes but the manifest says \d+",
+        "[N] bytes but the manifest says [M]",
+    );
     settings
 }
 
@@ -216,7 +250,12 @@ pub fn copy_dir(from: &Path, to: &Path) {
 /// Runs `code` with `python -c` (the library path is `sys.argv[1]`),
 /// asserts success and returns its stdout, trimmed.
 pub fn python_run(python: &Path, code: &str, library: &Path) -> String {
-    let out = Command::new(python).arg("-c").arg(code).arg(library).output().expect("run python");
+    let out = Command::new(python)
+        .arg("-c")
+        .arg(code)
+        .arg(library)
+        .output()
+        .expect("run python");
     assert!(
         out.status.success(),
         "python failed ({}):\nstdout:\n{}\nstderr:\n{}",
@@ -229,10 +268,17 @@ pub fn python_run(python: &Path, code: &str, library: &Path) -> String {
 
 /// The string values of a JSON array.
 pub fn strings(value: &Value) -> Vec<String> {
-    value.as_array().unwrap_or_else(|| panic!("not an array: {value}")).iter().map(|v| v.as_str().unwrap().to_string()).collect()
+    value
+        .as_array()
+        .unwrap_or_else(|| panic!("not an array: {value}"))
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect()
 }
 
 /// A JSON field as `u64`.
 pub fn u64_of(value: &Value, field: &str) -> u64 {
-    value[field].as_u64().unwrap_or_else(|| panic!("`{field}` is not a number in {value}"))
+    value[field]
+        .as_u64()
+        .unwrap_or_else(|| panic!("`{field}` is not a number in {value}"))
 }
