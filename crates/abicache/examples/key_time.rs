@@ -94,6 +94,7 @@ fn main() {
         "bytes": bytes,
         "python_abi_detected": prepared.scan.python_abi_dependent(),
         "python_markers": prepared.scan.python_markers,
+        "visited": prepared.scan.unique_files().iter().map(|f| f.path.clone()).collect::<Vec<_>>(),
     });
     if floor {
         let one: Vec<f64> = (0..runs).map(|_| time_ms(|| { read_and_hash(&files); })).collect();

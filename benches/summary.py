@@ -1,0 +1,61 @@
+"""Prints the one table of all benchmark figures against their targets.
+
+    python3 benches/summary.py benches/.work
+
+Reads `gptq.json`, `tree.json` and `build.json` written by the benchmark
+scripts in the same run (see scripts/bench.sh).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+from pathlib import Path
+
+
+def main() -> None:
+    work = Path(sys.argv[1])
+    gptq = json.loads((work / "gptq.json").read_text())
+    tree = json.loads((work / "tree.json").read_text())
+    build = json.loads((work / "build.json").read_text())
+    rows = []
+
+    def row(what: str, figure: str, target: str, ok: bool) -> None:
+        rows.append((what, figure, target, "ok" if ok else "MISSED"))
+
+    for r in gptq:
+        machete = r["extension"] == "machete"
+        ok = r["speedup"] >= 30 and (not machete or r["abicache_ms"] < 100)
+        figure = f"{r['abicache_ms']:.2f} ms vs {r['reference_ms']:.1f} ms = {r['speedup']:.0f}x"
+        if r["note"]:
+            figure += " (no stable target)"
+        row(f"key {r['extension']}", figure, ">= 30x" + (", < 100 ms" if machete else ""), ok)
+    g = tree["generated"]
+    floor = min(g["floor_1t_ms"], g["floor_2t_ms"])
+    row("key generated tree", f"{g['abicache_ms']:.0f} ms vs floor {floor:.0f} ms = {g['ratio']:.1f}x", "<= 2x floor",
+        g["ratio"] <= 2)
+    c, r, h, a = build["cold"], build["rebuild"], build["warm_hit"], build["audit"]
+    row("cold build ext4", f"{c['abicache_s']:.1f} s vs torch load {c['torch_load_s']:.1f} s = {c['ratio']:.2f}",
+        "<= 1.0", c["ratio"] <= 1.0)
+    row("rebuild after 1 edit", f"{r['abicache_s']:.1f} s vs ninja {r['torch_load_s']:.1f} s = {r['ratio']:.2f}",
+        "(report)", True)
+    row("warm hit (process)", f"{h['median_ms']:.1f} ms", "<= 20 ms", h["median_ms"] <= 20)
+    e, t = a["extension"], a["libtorch_cpu"]
+    row("audit ext4_bench.so", f"{e['cli_ms']:.1f} ms = {a['extension_share_of_build'] * 100:.3f} % of build",
+        "<= 5 %", a["extension_share_of_build"] <= 0.05)
+    t_s = max(t["median_s"], t["cli_ms"] / 1e3)
+    row("audit libtorch_cpu.so", f"{t_s * 1e3:.0f} ms ({t['mib']:.0f} MiB)", "<= 1 s", t_s <= 1)
+
+    print(f"\nSummary ({platform.machine()}, {os.cpu_count()} cores, load average "
+          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())})")
+    w = [max(len(x[i]) for x in rows) for i in range(4)]
+    for what, figure, target, ok in rows:
+        print(f"  {what:<{w[0]}}  {figure:<{w[1]}}  {target:<{w[2]}}  {ok}")
+    missed = sum(1 for x in rows if x[3] == "MISSED")
+    print(f"  {len(rows) - missed} of {len(rows)} targets met")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Runs every benchmark (issues 2, 3 and 5) and prints the figures against
+# their targets. Benchmarks measure, not test: this exits 0 when the
+# measurements ran, whatever the ratios. See benches/README.md.
+#
+#   scripts/bench.sh            (after scripts/setup-venv.sh dev)
+#
+# Takes ~5 minutes on a 2-core machine (the GPTQModel reference alone needs
+# ~2 minutes: marlin ~2.5 s and swordfish ~6 s a key, machete ~1 min once).
+# Downloads once into benches/.work/ (git-ignored): the GPTQModel 7.7.0 sdist
+# and the nvidia-cutlass wheel (CUTLASS headers); installs benches/requirements.txt
+# (PyPcre, LogBar: what GPTQModel's cpp.py imports) into .venv.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+work=$repo/benches/.work
+venv=$repo/.venv
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$repo/target}
+
+if [ ! -x "$venv/bin/python" ]; then
+  echo "bench: no project venv at \`.venv\`: run \`scripts/setup-venv.sh dev\` first" >&2
+  exit 2
+fi
+mkdir -p "$work"
+
+# Bench-only Python packages, installed once (a stamp keyed by the file).
+stamp=$venv/.abicache-bench-$(sha256sum benches/requirements.txt | cut -c1-16)
+if [ ! -f "$stamp" ]; then
+  echo "bench: installing benches/requirements.txt into .venv" >&2
+  "$venv/bin/python" -m pip install --quiet -r benches/requirements.txt
+  touch "$stamp"
+fi
+
+echo "bench: building release binaries (abicache, key_time, audit_time)" >&2
+cargo build --release --quiet -p abicache-cli
+cargo build --release --quiet -p abicache --example key_time
+cargo build --release --quiet -p abicache-audit --example audit_time
+bin=$CARGO_TARGET_DIR/release
+
+python3 benches/bench_gptq.py --venv "$venv" --abicache "$bin/abicache" \
+  --key-time "$bin/examples/key_time" --work "$work"
+python3 benches/bench_tree.py --key-time "$bin/examples/key_time" \
+  --env "$work/gptq-env.toml" --work "$work"
+"$venv/bin/python" -W ignore benches/bench_build.py --abicache "$bin/abicache" \
+  --audit-time "$bin/examples/audit_time" --work "$work"
+python3 benches/summary.py "$work"
