@@ -9,17 +9,23 @@ use serde_json::Value;
 
 /// Parses the spec JSON built by `abicache` (the fields of `ExtensionSpec`).
 pub fn spec_from_json(text: &str) -> PyResult<ExtensionSpec> {
-    serde_json::from_str(text).map_err(|e| PyValueError::new_err(format!("invalid extension spec JSON: {e}")))
+    serde_json::from_str(text)
+        .map_err(|e| PyValueError::new_err(format!("invalid extension spec JSON: {e}")))
 }
 
 /// Parses the environment JSON built by `abicache` (the fields of `Environment`).
 pub fn env_from_json(text: &str) -> PyResult<Environment> {
-    serde_json::from_str(text).map_err(|e| PyValueError::new_err(format!("invalid environment JSON: {e}")))
+    serde_json::from_str(text)
+        .map_err(|e| PyValueError::new_err(format!("invalid environment JSON: {e}")))
 }
 
 /// Serialises `value` and converts it to Python objects.
-pub fn to_python<'py>(py: Python<'py>, value: &impl serde::Serialize) -> PyResult<Bound<'py, PyAny>> {
-    let json = serde_json::to_value(value).map_err(|e| PyValueError::new_err(format!("cannot convert to Python: {e}")))?;
+pub fn to_python<'py>(
+    py: Python<'py>,
+    value: &impl serde::Serialize,
+) -> PyResult<Bound<'py, PyAny>> {
+    let json = serde_json::to_value(value)
+        .map_err(|e| PyValueError::new_err(format!("cannot convert to Python: {e}")))?;
     json_to_python(py, &json)
 }
 

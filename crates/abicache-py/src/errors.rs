@@ -5,7 +5,9 @@ use abicache::build::BuildError as CompileFailure;
 use abicache::scan::ScanError;
 use abicache::store::StoreError;
 use abicache::{Error as CoreError, ErrorKind};
-use pyo3::exceptions::{PyRuntimeError, PyFileExistsError, PyFileNotFoundError, PyOSError, PyPermissionError};
+use pyo3::exceptions::{
+    PyFileExistsError, PyFileNotFoundError, PyOSError, PyPermissionError, PyRuntimeError,
+};
 use pyo3::prelude::*;
 
 pyo3::create_exception!(
@@ -66,7 +68,12 @@ pub fn to_py(py: Python<'_>, e: CoreError) -> PyErr {
             let err = BuildError::new_err(message);
             let (output, command) = match &e {
                 CoreError::Build(
-                    CompileFailure::Compile { output, command, .. } | CompileFailure::Link { output, command, .. },
+                    CompileFailure::Compile {
+                        output, command, ..
+                    }
+                    | CompileFailure::Link {
+                        output, command, ..
+                    },
                 ) => (Some(output.clone()), Some(command.clone())),
                 _ => (None, None),
             };

@@ -53,7 +53,11 @@ fn default_cache_dir(py: Python<'_>) -> PyResult<String> {
 #[pyfunction]
 #[pyo3(signature = (cache_dir=None))]
 fn stats<'py>(py: Python<'py>, cache_dir: Option<PathBuf>) -> PyResult<Bound<'py, PyAny>> {
-    let stats = py.detach(|| open_store(cache_dir)?.stats().map_err(abicache::Error::from));
+    let stats = py.detach(|| {
+        open_store(cache_dir)?
+            .stats()
+            .map_err(abicache::Error::from)
+    });
     to_python(py, &stats.map_err(|e| to_py(py, e))?)
 }
 
@@ -102,7 +106,11 @@ fn build<'py>(
         match &progress {
             Some(callback) => session.build(&spec, &root, &|event| call_progress(callback, &event)),
             None => {
-                let mode = if quiet { ProgressMode::Quiet } else { ProgressMode::Auto };
+                let mode = if quiet {
+                    ProgressMode::Quiet
+                } else {
+                    ProgressMode::Auto
+                };
                 session.build(&spec, &root, &progress_reporter(mode))
             }
         }
@@ -128,7 +136,10 @@ fn explain<'py>(
         abicache::explain(&session, &prepared)
     });
     let explanation = explanation.map_err(|e| to_py(py, e))?;
-    Ok((abicache::render_explanation(&explanation), to_python(py, &explanation)?))
+    Ok((
+        abicache::render_explanation(&explanation),
+        to_python(py, &explanation)?,
+    ))
 }
 
 fn open_store(cache_dir: Option<PathBuf>) -> abicache::Result<Store> {
@@ -150,7 +161,10 @@ fn session(
         target.check_runtime_floor(&env.torch_version)?;
     }
     let store = open_store(cache_dir)?;
-    Ok(Session::new(store, env).with_options(SessionOptions { rebuild, jobs: None }))
+    Ok(Session::new(store, env).with_options(SessionOptions {
+        rebuild,
+        jobs: None,
+    }))
 }
 
 fn prepared_json(spec: &ExtensionSpec, prepared: &abicache::Prepared) -> serde_json::Value {
@@ -182,14 +196,24 @@ fn progress_dict<'py>(py: Python<'py>, event: &Progress) -> PyResult<Bound<'py, 
     let d = PyDict::new(py);
     d.set_item("line", plain_line(event))?;
     match event {
-        Progress::Started { name, total, cached, estimate } => {
+        Progress::Started {
+            name,
+            total,
+            cached,
+            estimate,
+        } => {
             d.set_item("kind", "started")?;
             d.set_item("name", name)?;
             d.set_item("total", total)?;
             d.set_item("cached", cached)?;
             d.set_item("estimate", estimate)?;
         }
-        Progress::UnitDone { done, total, source, seconds } => {
+        Progress::UnitDone {
+            done,
+            total,
+            source,
+            seconds,
+        } => {
             d.set_item("kind", "unit_done")?;
             d.set_item("done", done)?;
             d.set_item("total", total)?;
