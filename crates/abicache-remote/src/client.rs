@@ -1,0 +1,305 @@
+//! The client: one OpenDAL operator for the configured URL, every call
+//! bounded by the configured time-out.
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+
+use abicache_store::Manifest;
+use opendal::{services, ErrorKind, Operator};
+
+use crate::config::{Mode, RemoteConfig};
+use crate::error::{RemoteError, Result};
+use crate::object::{self, Header};
+use crate::sign::signature_message;
+use crate::verify::{verify_entry, Rejection};
+
+/// The folder of entry objects inside the remote (versioned like the local layout).
+pub const OBJECT_DIR: &str = "v1";
+
+/// A remote cache.
+pub struct Remote {
+    config: RemoteConfig,
+    op: Operator,
+    rt: tokio::runtime::Runtime,
+    /// `host:port` of a Redis server, connected to once before the first
+    /// operation: its client retries a refused connection until the
+    /// time-out, and a refusal should fail at once.
+    probe: Option<String>,
+    reachable: std::sync::OnceLock<std::result::Result<(), String>>,
+}
+
+impl std::fmt::Debug for Remote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Remote").field("url", &self.config.url).field("mode", &self.config.mode).finish()
+    }
+}
+
+/// A verified entry downloaded by [`Remote::fetch`].
+#[derive(Debug, Clone)]
+pub struct Fetched {
+    /// The entry's manifest (verified against the key and the library).
+    pub manifest: Manifest,
+    /// Where the library was written.
+    pub library: PathBuf,
+    /// Bytes downloaded.
+    pub bytes: u64,
+    /// The trusted key that signed it, when trusted keys are configured.
+    pub signed_by: Option<String>,
+}
+
+/// What [`Remote::upload`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Upload {
+    /// The entry was written; `bytes` is the object's size.
+    Uploaded {
+        /// Bytes uploaded.
+        bytes: u64,
+    },
+    /// The remote already had an entry for the key; nothing was written.
+    AlreadyThere,
+}
+
+impl Remote {
+    /// A client for `config.url`. Connects lazily: an unreachable server is
+    /// reported by the first operation, not here.
+    pub fn open(config: RemoteConfig) -> Result<Remote> {
+        // reqwest is built without a default TLS provider; use ring's.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let (op, probe) = operator(&config.url)?;
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("abicache-remote")
+            .enable_all()
+            .build()
+            .map_err(RemoteError::Runtime)?;
+        Ok(Remote { config, op, rt, probe, reachable: std::sync::OnceLock::new() })
+    }
+
+    /// The configuration it was opened with.
+    pub fn config(&self) -> &RemoteConfig {
+        &self.config
+    }
+
+    /// The remote's URL.
+    pub fn url(&self) -> &str {
+        &self.config.url
+    }
+
+    /// The object path of `key`'s entry inside the remote.
+    pub fn object_path(key: &str) -> String {
+        format!("{OBJECT_DIR}/{key}")
+    }
+
+    /// Downloads `key`'s entry, verifies it ([`crate::verify_entry`]) and
+    /// writes its library into `dir` under the manifest's file name.
+    /// `Ok(None)` when the remote has no entry for the key; a corrupt or
+    /// untrusted entry is an error and nothing is written.
+    pub fn fetch(&self, key: &str, dir: &Path) -> Result<Option<Fetched>> {
+        let Some(bytes) = self.read_object(key)? else { return Ok(None) };
+        let object = Self::object_path(key);
+        let corrupt = |reason| RemoteError::Corrupt { url: self.config.url.clone(), object: object.clone(), reason };
+        let (header, library) = object::decode(&bytes).map_err(corrupt)?;
+        let verified = verify_entry(key, header, library, &self.config.trusted_keys).map_err(|r| match r {
+            Rejection::Corrupt(reason) => corrupt(reason),
+            Rejection::Untrusted(reason) => {
+                RemoteError::Untrusted { url: self.config.url.clone(), object: object.clone(), reason }
+            }
+        })?;
+        let path = dir.join(&verified.manifest.library);
+        fs_err::write(&path, library)?;
+        Ok(Some(Fetched {
+            manifest: verified.manifest,
+            library: path,
+            bytes: bytes.len() as u64,
+            signed_by: verified.signed_by,
+        }))
+    }
+
+    /// True when the remote has an object for `key` (intact or not).
+    pub fn contains(&self, key: &str) -> Result<bool> {
+        let path = Self::object_path(key);
+        match self.bounded("stat", &path, self.op.stat(&path)) {
+            Ok(_) => Ok(true),
+            Err(RemoteError::Backend { source, .. }) if source.kind() == ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Uploads `library` with `manifest` (a published local entry's), signed
+    /// with the configured signing key if any. Unless `overwrite`, an
+    /// existing object for the key is kept ([`Upload::AlreadyThere`]); pass
+    /// `overwrite` after [`Remote::fetch`] rejected the existing one.
+    /// Refused on a read-only remote.
+    pub fn upload(&self, manifest: &Manifest, library: &Path, overwrite: bool) -> Result<Upload> {
+        if self.config.mode == Mode::ReadOnly {
+            return Err(RemoteError::ReadOnly { url: self.config.url.clone() });
+        }
+        if !overwrite && self.contains(&manifest.key)? {
+            return Ok(Upload::AlreadyThere);
+        }
+        let library = fs_err::read(library)?;
+        let signature = self.config.signing_key.as_ref().map(|secret| {
+            let payload_blake3 = blake3::hash(manifest.payload.as_bytes()).to_hex();
+            secret.sign(&signature_message(&manifest.key, &manifest.library_blake3, &payload_blake3))
+        });
+        let bytes = object::encode(&Header { manifest: manifest.clone(), signature }, &library);
+        let size = bytes.len() as u64;
+        self.write_object(&manifest.key, bytes)?;
+        if self.op.info().full_capability().list {
+            let marker = name_marker(&manifest.name, &manifest.key);
+            self.bounded("write", &marker, self.op.write(&marker, Vec::<u8>::new()))?;
+        }
+        Ok(Upload::Uploaded { bytes: size })
+    }
+
+    /// The keys uploaded for extension `name` (from the name markers uploads
+    /// leave). Needs a backend that can list (S3, `file://`; not Redis).
+    pub fn keys_named(&self, name: &str) -> Result<Vec<String>> {
+        if !self.op.info().full_capability().list {
+            return Err(RemoteError::CannotList { url: self.config.url.clone() });
+        }
+        let dir = format!("{OBJECT_DIR}/names/{name}/");
+        let entries = match self.bounded("list", &dir, self.op.list(&dir)) {
+            Err(RemoteError::Backend { source, .. }) if source.kind() == ErrorKind::NotFound => Vec::new(),
+            other => other?,
+        };
+        let mut keys: Vec<String> = entries
+            .iter()
+            .map(|e| e.name().trim_end_matches('/').to_owned())
+            .filter(|k| !k.is_empty() && k.bytes().all(|b| b.is_ascii_hexdigit()))
+            .collect();
+        keys.sort();
+        Ok(keys)
+    }
+
+    /// The raw object of `key` (`None` when absent), unverified: for tools
+    /// and tests; loaders use [`Remote::fetch`].
+    pub fn read_object(&self, key: &str) -> Result<Option<Vec<u8>>> {
+        let path = Self::object_path(key);
+        match self.bounded("read", &path, self.op.read(&path)) {
+            Ok(buffer) => Ok(Some(buffer.to_vec())),
+            Err(RemoteError::Backend { source, .. }) if source.kind() == ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Writes `bytes` as `key`'s object, replacing any: for tools and tests;
+    /// writers use [`Remote::upload`].
+    pub fn write_object(&self, key: &str, bytes: Vec<u8>) -> Result<()> {
+        let path = Self::object_path(key);
+        self.bounded("write", &path, self.op.write(&path, bytes)).map(|_| ())
+    }
+
+    /// Runs `fut` on the client's runtime, giving up after the time-out.
+    fn bounded<T>(&self, action: &'static str, object: &str, fut: impl Future<Output = opendal::Result<T>>) -> Result<T> {
+        let timeout = self.config.timeout;
+        if let Some(address) = &self.probe {
+            self.reachable
+                .get_or_init(|| connect(address, timeout))
+                .clone()
+                .map_err(|reason| RemoteError::Unreachable { url: self.config.url.clone(), reason })?;
+        }
+        match self.rt.block_on(async { tokio::time::timeout(timeout, fut).await }) {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(source)) => {
+                Err(RemoteError::Backend { url: self.config.url.clone(), action, object: object.to_owned(), source })
+            }
+            Err(_) => Err(RemoteError::Timeout { url: self.config.url.clone(), action, object: object.to_owned(), timeout }),
+        }
+    }
+}
+
+/// One TCP connection to `address` within `timeout`.
+fn connect(address: &str, timeout: std::time::Duration) -> std::result::Result<(), String> {
+    use std::net::ToSocketAddrs;
+    let addresses = address.to_socket_addrs().map_err(|e| format!("cannot resolve `{address}`: {e}"))?;
+    let mut last = format!("`{address}` resolves to no address");
+    for addr in addresses {
+        match std::net::TcpStream::connect_timeout(&addr, timeout) {
+            Ok(_) => return Ok(()),
+            Err(e) => last = format!("cannot connect to `{addr}`: {e}"),
+        }
+    }
+    Err(last)
+}
+
+fn name_marker(name: &str, key: &str) -> String {
+    format!("{OBJECT_DIR}/names/{name}/{key}")
+}
+
+/// The OpenDAL operator for a remote URL, and the address to probe first (Redis).
+fn operator(url: &str) -> Result<(Operator, Option<String>)> {
+    let invalid = |reason: &str| RemoteError::InvalidUrl { url: url.to_owned(), reason: reason.to_owned() };
+    let (scheme, rest) = url.split_once("://").ok_or_else(|| invalid("it has no scheme"))?;
+    let backend_error = |e: opendal::Error| invalid(&e.to_string());
+    match scheme {
+        "s3" => {
+            let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+            if bucket.is_empty() {
+                return Err(invalid("it names no bucket"));
+            }
+            let mut builder = services::S3::default().bucket(bucket).root(&format!("/{}", prefix.trim_matches('/')));
+            if std::env::var_os("AWS_REGION").is_none() && std::env::var_os("AWS_DEFAULT_REGION").is_none() {
+                builder = builder.region("us-east-1");
+            }
+            Ok((Operator::new(builder).map_err(backend_error)?.finish(), None))
+        }
+        "redis" | "rediss" => {
+            let (authority, db) = rest.split_once('/').unwrap_or((rest, ""));
+            let (userinfo, host) = authority.rsplit_once('@').map_or((None, authority), |(u, h)| (Some(u), h));
+            if host.is_empty() {
+                return Err(invalid("it names no host"));
+            }
+            let mut builder = services::Redis::default().endpoint(&format!("{scheme}://{host}")).root("/abicache/");
+            let db = db.trim_matches('/');
+            if !db.is_empty() {
+                builder = builder.db(db.parse().map_err(|_| invalid("its database is not a number"))?);
+            }
+            if let Some(userinfo) = userinfo {
+                let (user, password) = userinfo.split_once(':').unwrap_or(("", userinfo));
+                if !user.is_empty() {
+                    builder = builder.username(user);
+                }
+                builder = builder.password(password);
+            }
+            let probe = if host.contains(':') { host.to_owned() } else { format!("{host}:6379") };
+            Ok((Operator::new(builder).map_err(backend_error)?.finish(), Some(probe)))
+        }
+        "file" => {
+            if !rest.starts_with('/') {
+                return Err(invalid("a `file://` URL needs an absolute path (`file:///shared/abicache`)"));
+            }
+            let root = rest.trim_end_matches('/');
+            let builder = services::Fs::default().root(root).atomic_write_dir(&format!("{root}/.tmp"));
+            Ok((Operator::new(builder).map_err(backend_error)?.finish(), None))
+        }
+        _ => Err(invalid(&format!("unsupported scheme `{scheme}`"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(url: &str) -> RemoteConfig {
+        RemoteConfig {
+            url: url.into(),
+            mode: Mode::ReadWrite,
+            timeout: std::time::Duration::from_secs(5),
+            trusted_keys: Vec::new(),
+            signing_key: None,
+        }
+    }
+
+    #[test]
+    fn urls_of_each_backend_open_and_bad_ones_say_what_is_expected() {
+        for url in ["s3://bucket/prefix", "s3://bucket", "redis://127.0.0.1:6379/0", "redis://:pw@h:1", "file:///tmp/x"] {
+            Remote::open(config(url)).unwrap_or_else(|e| panic!("{url}: {e}"));
+        }
+        let errors: Vec<String> = ["ftp://x/y", "s3:///p", "file://relative", "nothing"]
+            .iter()
+            .map(|url| Remote::open(config(url)).unwrap_err().to_string())
+            .collect();
+        insta::assert_snapshot!(errors.join("\n"));
+    }
+}

@@ -1,0 +1,164 @@
+//! The one error type of the crate.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Result with [`RemoteError`].
+pub type Result<T, E = RemoteError> = std::result::Result<T, E>;
+
+/// Every failure of the remote cache, with a message that says what happened
+/// and what to do. The façade shows any of them as one warning line and
+/// builds locally; only `push`, `pull` and `keygen` fail with them.
+#[derive(Debug, thiserror::Error)]
+pub enum RemoteError {
+    /// The remote URL cannot be used.
+    #[error(
+        "invalid remote cache URL `{url}`: {reason}; set `ABICACHE_REMOTE` (or `--remote`, or `remote` in the config file) \
+         to `s3://BUCKET/PREFIX`, `redis://HOST:PORT/DB` or `file:///PATH`"
+    )]
+    InvalidUrl {
+        /// The URL as given.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    /// The config file exists but cannot be read or parsed.
+    #[error("cannot use the abicache config file `{p}`: {reason}; fix it, or set `ABICACHE_CONFIG` to another file", p = .path.display())]
+    Config {
+        /// The config file.
+        path: PathBuf,
+        /// What went wrong.
+        reason: String,
+    },
+
+    /// A setting has a value that cannot be used.
+    #[error("invalid {name} `{value}`: {reason}")]
+    InvalidSetting {
+        /// The variable or config key, e.g. `ABICACHE_REMOTE_MODE`.
+        name: &'static str,
+        /// The value given.
+        value: String,
+        /// What is accepted.
+        reason: String,
+    },
+
+    /// A public or secret key cannot be parsed.
+    #[error("invalid ed25519 {what} in {origin}: {reason}; keys are 64 hex digits, as `abicache keygen` prints them")]
+    InvalidKey {
+        /// `public key` or `secret key`.
+        what: &'static str,
+        /// Where it came from (`ABICACHE_TRUSTED_KEYS`, a file).
+        origin: String,
+        /// What is wrong.
+        reason: String,
+    },
+
+    /// The backend refused or failed an operation.
+    #[error("remote cache `{url}` failed to {action} `{object}`: {source}")]
+    Backend {
+        /// The remote's URL.
+        url: String,
+        /// What was being done (`read`, `write`, `stat`, `list`).
+        action: &'static str,
+        /// The object's path inside the remote.
+        object: String,
+        /// OpenDAL's error.
+        source: opendal::Error,
+    },
+
+    /// The server refused or could not be reached at all.
+    #[error("remote cache `{url}` is unreachable: {reason}; is the server running? Check the URL (`ABICACHE_REMOTE` or `--remote`)")]
+    Unreachable {
+        /// The remote's URL.
+        url: String,
+        /// The connection error.
+        reason: String,
+    },
+
+    /// An operation did not finish within the time-out.
+    #[error(
+        "remote cache `{url}` did not answer within {timeout:?} (while trying to {action} `{object}`); \
+         is the server reachable? Set `ABICACHE_REMOTE_TIMEOUT` (seconds) to wait longer"
+    )]
+    Timeout {
+        /// The remote's URL.
+        url: String,
+        /// What was being done.
+        action: &'static str,
+        /// The object's path inside the remote.
+        object: String,
+        /// The time-out that ran out.
+        timeout: Duration,
+    },
+
+    /// A downloaded entry failed verification; it was not used.
+    #[error("remote entry `{object}` on `{url}` is corrupt: {reason}; it was not used")]
+    Corrupt {
+        /// The remote's URL.
+        url: String,
+        /// The object's path inside the remote.
+        object: String,
+        /// What did not match.
+        reason: String,
+    },
+
+    /// A downloaded entry lacks a valid signature by a trusted key; it was not used.
+    #[error(
+        "remote entry `{object}` on `{url}` is not trusted: {reason}; it was not used. \
+         Sign uploads with `ABICACHE_SIGNING_KEY`, or add the signer's public key to `ABICACHE_TRUSTED_KEYS`"
+    )]
+    Untrusted {
+        /// The remote's URL.
+        url: String,
+        /// The object's path inside the remote.
+        object: String,
+        /// Why the signature was not accepted.
+        reason: String,
+    },
+
+    /// An upload was asked of a read-only remote.
+    #[error("remote cache `{url}` is read-only (`ABICACHE_REMOTE_MODE=read-only`); set `ABICACHE_REMOTE_MODE=read-write` to upload")]
+    ReadOnly {
+        /// The remote's URL.
+        url: String,
+    },
+
+    /// The backend cannot list objects, which finding entries by name needs.
+    #[error("remote cache `{url}` cannot list its entries, so entries cannot be found by name there; pass their keys instead")]
+    CannotList {
+        /// The remote's URL.
+        url: String,
+    },
+
+    /// A local entry to upload is gone or failed verification.
+    #[error("local entry `{key}` is gone or corrupt, so it was not uploaded; build it again (`abicache build`), then push")]
+    LocalEntryMissing {
+        /// The entry's key.
+        key: String,
+    },
+
+    /// The async runtime the client runs on could not start.
+    #[error("cannot start the remote cache client: {0}")]
+    Runtime(std::io::Error),
+
+    /// A local I/O operation failed; the message (from `fs-err`) names the path.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+
+    /// The local store failed.
+    #[error(transparent)]
+    Store(#[from] abicache_store::StoreError),
+}
+
+impl RemoteError {
+    /// True for failures of the remote itself (unreachable, timed out,
+    /// refused): after one, a caller should not try the remote again in the
+    /// same call. False for a bad entry, which says nothing of the server.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(
+            self,
+            RemoteError::Backend { .. } | RemoteError::Timeout { .. } | RemoteError::Unreachable { .. } | RemoteError::Runtime(_)
+        )
+    }
+}

@@ -1,0 +1,48 @@
+//! The remote cache behind abicache's local store: S3, Redis or a shared
+//! directory through Apache OpenDAL.
+//!
+//! Guarantees:
+//! - **One object per key** (`<prefix>/v1/<key>`): the manifest and the
+//!   library in one write ([`object`]), so a reader never pairs one writer's
+//!   manifest with another writer's library.
+//! - **Verified downloads** ([`Remote::fetch`]): an entry is handed out only
+//!   when its manifest's payload hashes to the key asked for, the library has
+//!   the size and BLAKE3 the manifest records, and — with trusted keys
+//!   configured (`ABICACHE_TRUSTED_KEYS`) — it carries a valid ed25519
+//!   signature by one of them over (key, library BLAKE3, payload BLAKE3).
+//! - **Bounded waits**: every remote operation gives up after
+//!   `ABICACHE_REMOTE_TIMEOUT` seconds with [`RemoteError::Timeout`].
+//! - **Configuration in one place** ([`RemoteConfig::resolve`]): `--remote`,
+//!   then `ABICACHE_REMOTE`, then `remote` in the config file.
+//!
+//! The crate never decides what a failure means for a load: the façade turns
+//! every [`RemoteError`] into one warning and a local build.
+
+#![deny(missing_docs)]
+
+mod client;
+mod config;
+mod error;
+mod hex;
+pub mod object;
+mod sign;
+mod verify;
+
+pub use client::{Fetched, Remote, Upload, OBJECT_DIR};
+pub use config::{config_path, Mode, RemoteConfig};
+pub use error::{RemoteError, Result};
+pub use sign::{signature_message, KeyPair, PublicKey, SecretKey, Signature};
+pub use verify::{verify_entry, Verified};
+
+/// `ABICACHE_REMOTE`: the remote cache URL.
+pub const ABICACHE_REMOTE: &str = "ABICACHE_REMOTE";
+/// `ABICACHE_REMOTE_MODE`: `read-write` (default) or `read-only`.
+pub const ABICACHE_REMOTE_MODE: &str = "ABICACHE_REMOTE_MODE";
+/// `ABICACHE_REMOTE_TIMEOUT`: seconds one remote operation may take.
+pub const ABICACHE_REMOTE_TIMEOUT: &str = "ABICACHE_REMOTE_TIMEOUT";
+/// `ABICACHE_TRUSTED_KEYS`: ed25519 public keys whose signatures make a remote entry usable.
+pub const ABICACHE_TRUSTED_KEYS: &str = "ABICACHE_TRUSTED_KEYS";
+/// `ABICACHE_SIGNING_KEY`: the ed25519 secret key uploads are signed with.
+pub const ABICACHE_SIGNING_KEY: &str = "ABICACHE_SIGNING_KEY";
+/// `ABICACHE_CONFIG`: the config file (default `~/.config/abicache/config.toml`).
+pub const ABICACHE_CONFIG: &str = "ABICACHE_CONFIG";

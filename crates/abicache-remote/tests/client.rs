@@ -1,0 +1,172 @@
+//! The client against real backends without a compiler: a shared directory
+//! (`file://`), a Redis server on a free loopback port, and servers that are
+//! down or never answer.
+
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use abicache_key::Payload;
+use abicache_remote::{KeyPair, Mode, Remote, RemoteConfig, RemoteError, Upload};
+use abicache_store::Manifest;
+
+fn config(url: &str) -> RemoteConfig {
+    RemoteConfig {
+        url: url.into(),
+        mode: Mode::ReadWrite,
+        timeout: Duration::from_secs(5),
+        trusted_keys: Vec::new(),
+        signing_key: None,
+    }
+}
+
+/// A manifest for a made-up payload and a library file holding `bytes`.
+fn entry(dir: &Path, name: &str, bytes: &[u8]) -> (Manifest, std::path::PathBuf) {
+    let payload = format!("format=1\nname={name}\n");
+    let key = Payload::parse(&payload).unwrap().key();
+    let mut manifest = Manifest::new(key, name, payload);
+    manifest.library = format!("{name}.so");
+    manifest.size = bytes.len() as u64;
+    manifest.library_blake3 = blake3::hash(bytes).to_hex().to_string();
+    let library = dir.join(format!("{name}.so"));
+    fs_err::write(&library, bytes).unwrap();
+    (manifest, library)
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+struct Redis(Child, u16, #[allow(dead_code)] tempfile::TempDir);
+
+impl Redis {
+    fn start() -> Redis {
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let mut child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .arg("--dir")
+            .arg(dir.path())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("`redis-server` is not installed; run `scripts/setup-services.sh`");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(child.try_wait().unwrap().is_none(), "redis-server exited");
+            assert!(Instant::now() < deadline, "redis-server did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Redis(child, port, dir)
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Upload, fetch, idempotence, overwrite and (where the backend lists) names.
+fn round_trip(remote: &Remote, lists: bool) {
+    let work = tempfile::tempdir().unwrap();
+    let (manifest, library) = entry(work.path(), "ext", b"\x7fELF pretend library");
+    assert!(remote.fetch(&manifest.key, work.path()).unwrap().is_none(), "empty remote misses");
+    assert!(matches!(remote.upload(&manifest, &library, false).unwrap(), Upload::Uploaded { bytes } if bytes > 20));
+    assert_eq!(remote.upload(&manifest, &library, false).unwrap(), Upload::AlreadyThere);
+    let into = tempfile::tempdir().unwrap();
+    let fetched = remote.fetch(&manifest.key, into.path()).unwrap().expect("uploaded entry is found");
+    assert_eq!(fetched.library, into.path().join("ext.so"));
+    assert_eq!(fs_err::read(&fetched.library).unwrap(), b"\x7fELF pretend library");
+    assert_eq!(fetched.manifest, manifest);
+    if lists {
+        assert_eq!(remote.keys_named("ext").unwrap(), vec![manifest.key.clone()]);
+        assert!(remote.keys_named("other").unwrap().is_empty());
+    } else {
+        assert!(matches!(remote.keys_named("ext"), Err(RemoteError::CannotList { .. })));
+    }
+    // A corrupt object is an error, and nothing is written.
+    let mut bytes = remote.read_object(&manifest.key).unwrap().unwrap();
+    *bytes.last_mut().unwrap() ^= 1;
+    remote.write_object(&manifest.key, bytes).unwrap();
+    let into = tempfile::tempdir().unwrap();
+    let err = remote.fetch(&manifest.key, into.path()).unwrap_err();
+    assert!(matches!(err, RemoteError::Corrupt { .. }) && !err.is_unavailable(), "{err}");
+    assert_eq!(fs_err::read_dir(into.path()).unwrap().count(), 0);
+    // Overwriting replaces it.
+    remote.upload(&manifest, &library, true).unwrap();
+    assert!(remote.fetch(&manifest.key, into.path()).unwrap().is_some());
+}
+
+#[test]
+fn file_backend_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let remote = Remote::open(config(&format!("file://{}/shared", dir.path().display()))).unwrap();
+    round_trip(&remote, true);
+    assert!(dir.path().join("shared/v1").is_dir());
+}
+
+#[test]
+fn redis_backend_round_trip() {
+    let redis = Redis::start();
+    let remote = Remote::open(config(&format!("redis://127.0.0.1:{}/3", redis.1))).unwrap();
+    round_trip(&remote, false);
+}
+
+#[test]
+fn signed_upload_is_used_only_with_its_key_trusted() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", dir.path().display());
+    let (signer, other) = (KeyPair::generate().unwrap(), KeyPair::generate().unwrap());
+    let writer = Remote::open(RemoteConfig { signing_key: Some(signer.secret.clone()), ..config(&url) }).unwrap();
+    let (manifest, library) = entry(dir.path(), "signed", b"lib");
+    writer.upload(&manifest, &library, false).unwrap();
+    let reader = |trusted| Remote::open(RemoteConfig { trusted_keys: vec![trusted], ..config(&url) }).unwrap();
+    let into = tempfile::tempdir().unwrap();
+    let fetched = reader(signer.public).fetch(&manifest.key, into.path()).unwrap().unwrap();
+    assert_eq!(fetched.signed_by, Some(signer.public.to_string()));
+    let err = reader(other.public).fetch(&manifest.key, into.path()).unwrap_err();
+    assert!(matches!(err, RemoteError::Untrusted { .. }), "{err}");
+}
+
+#[test]
+fn read_only_remote_refuses_uploads() {
+    let dir = tempfile::tempdir().unwrap();
+    let remote = Remote::open(RemoteConfig { mode: Mode::ReadOnly, ..config(&format!("file://{}", dir.path().display())) }).unwrap();
+    let (manifest, library) = entry(dir.path(), "ro", b"lib");
+    insta::assert_snapshot!(
+        remote.upload(&manifest, &library, false).unwrap_err().to_string().replace(&dir.path().display().to_string(), "[DIR]"),
+        @"remote cache `file://[DIR]` is read-only (`ABICACHE_REMOTE_MODE=read-only`); set `ABICACHE_REMOTE_MODE=read-write` to upload"
+    );
+}
+
+#[test]
+fn stopped_redis_is_an_unavailable_error_at_once() {
+    let port = free_port(); // nothing listens there
+    let remote = Remote::open(config(&format!("redis://127.0.0.1:{port}/0"))).unwrap();
+    let started = Instant::now();
+    let err = remote.fetch(&"0".repeat(32), Path::new("/nonexistent")).unwrap_err();
+    assert!(matches!(err, RemoteError::Unreachable { .. }) && err.is_unavailable(), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
+}
+
+#[test]
+fn server_that_never_answers_times_out_within_the_bound() {
+    // Accepts connections (the kernel's backlog) and never replies.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let remote = Remote::open(RemoteConfig {
+        timeout: Duration::from_millis(700),
+        ..config(&format!("redis://127.0.0.1:{port}/0"))
+    })
+    .unwrap();
+    let started = Instant::now();
+    let err = remote.fetch(&"0".repeat(32), Path::new("/nonexistent")).unwrap_err();
+    let took = started.elapsed();
+    assert!(matches!(err, RemoteError::Timeout { .. }), "{err}");
+    assert!(took >= Duration::from_millis(700) && took < Duration::from_secs(3), "took {took:?}");
+    insta::assert_snapshot!(err.to_string().replace(&port.to_string(), "[PORT]").replace(&"0".repeat(32), "[KEY]"),
+        @"remote cache `redis://127.0.0.1:[PORT]/0` did not answer within 700ms (while trying to read `v1/[KEY]`); is the server reachable? Set `ABICACHE_REMOTE_TIMEOUT` (seconds) to wait longer");
+    drop(listener);
+}
