@@ -118,7 +118,15 @@ fn sigkilled_build_leaves_no_stale_lock_and_no_partial_entry() {
         std::thread::sleep(Duration::from_millis(50));
     }
 
-    // Mid-compile: nothing is visible yet.
+    // Mid-compile: the build lives in a private temporary directory, and
+    // nothing is visible as an entry.
+    let tmp_dir = cache.dir.join("v1/tmp");
+    assert_eq!(
+        std::fs::read_dir(&tmp_dir).unwrap().count(),
+        1,
+        "one build directory in `{}`",
+        tmp_dir.display()
+    );
     assert_eq!(
         cache.ls(),
         Vec::<serde_json::Value>::new(),
@@ -159,6 +167,14 @@ fn sigkilled_build_leaves_no_stale_lock_and_no_partial_entry() {
         strings(&outcome["compiled"]),
         ["tiny.cpp"],
         "the killed compile left no object behind"
+    );
+    let leftovers: Vec<_> = std::fs::read_dir(&tmp_dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert!(
+        leftovers.is_empty(),
+        "the killed build's temporary directory was not swept: {leftovers:?}"
     );
     let entries = cache.ls();
     assert_eq!(entries.len(), 1, "{entries:?}");
