@@ -30,7 +30,10 @@ pub struct Remote {
 
 impl std::fmt::Debug for Remote {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Remote").field("url", &self.config.url).field("mode", &self.config.mode).finish()
+        f.debug_struct("Remote")
+            .field("url", &self.config.url)
+            .field("mode", &self.config.mode)
+            .finish()
     }
 }
 
@@ -72,7 +75,13 @@ impl Remote {
             .enable_all()
             .build()
             .map_err(RemoteError::Runtime)?;
-        Ok(Remote { config, op, rt, probe, reachable: std::sync::OnceLock::new() })
+        Ok(Remote {
+            config,
+            op,
+            rt,
+            probe,
+            reachable: std::sync::OnceLock::new(),
+        })
     }
 
     /// The configuration it was opened with.
@@ -95,16 +104,25 @@ impl Remote {
     /// `Ok(None)` when the remote has no entry for the key; a corrupt or
     /// untrusted entry is an error and nothing is written.
     pub fn fetch(&self, key: &str, dir: &Path) -> Result<Option<Fetched>> {
-        let Some(bytes) = self.read_object(key)? else { return Ok(None) };
+        let Some(bytes) = self.read_object(key)? else {
+            return Ok(None);
+        };
         let object = Self::object_path(key);
-        let corrupt = |reason| RemoteError::Corrupt { url: self.config.url.clone(), object: object.clone(), reason };
+        let corrupt = |reason| RemoteError::Corrupt {
+            url: self.config.url.clone(),
+            object: object.clone(),
+            reason,
+        };
         let (header, library) = object::decode(&bytes).map_err(corrupt)?;
-        let verified = verify_entry(key, header, library, &self.config.trusted_keys).map_err(|r| match r {
-            Rejection::Corrupt(reason) => corrupt(reason),
-            Rejection::Untrusted(reason) => {
-                RemoteError::Untrusted { url: self.config.url.clone(), object: object.clone(), reason }
-            }
-        })?;
+        let verified =
+            verify_entry(key, header, library, &self.config.trusted_keys).map_err(|r| match r {
+                Rejection::Corrupt(reason) => corrupt(reason),
+                Rejection::Untrusted(reason) => RemoteError::Untrusted {
+                    url: self.config.url.clone(),
+                    object: object.clone(),
+                    reason,
+                },
+            })?;
         let path = dir.join(&verified.manifest.library);
         fs_err::write(&path, library)?;
         Ok(Some(Fetched {
@@ -120,7 +138,9 @@ impl Remote {
         let path = Self::object_path(key);
         match self.bounded("stat", &path, self.op.stat(&path)) {
             Ok(_) => Ok(true),
-            Err(RemoteError::Backend { source, .. }) if source.kind() == ErrorKind::NotFound => Ok(false),
+            Err(RemoteError::Backend { source, .. }) if source.kind() == ErrorKind::NotFound => {
+                Ok(false)
+            }
             Err(e) => Err(e),
         }
     }
@@ -132,7 +152,9 @@ impl Remote {
     /// Refused on a read-only remote.
     pub fn upload(&self, manifest: &Manifest, library: &Path, overwrite: bool) -> Result<Upload> {
         if self.config.mode == Mode::ReadOnly {
-            return Err(RemoteError::ReadOnly { url: self.config.url.clone() });
+            return Err(RemoteError::ReadOnly {
+                url: self.config.url.clone(),
+            });
         }
         if !overwrite && self.contains(&manifest.key)? {
             return Ok(Upload::AlreadyThere);
@@ -140,9 +162,19 @@ impl Remote {
         let library = fs_err::read(library)?;
         let signature = self.config.signing_key.as_ref().map(|secret| {
             let payload_blake3 = blake3::hash(manifest.payload.as_bytes()).to_hex();
-            secret.sign(&signature_message(&manifest.key, &manifest.library_blake3, &payload_blake3))
+            secret.sign(&signature_message(
+                &manifest.key,
+                &manifest.library_blake3,
+                &payload_blake3,
+            ))
         });
-        let bytes = object::encode(&Header { manifest: manifest.clone(), signature }, &library);
+        let bytes = object::encode(
+            &Header {
+                manifest: manifest.clone(),
+                signature,
+            },
+            &library,
+        );
         let size = bytes.len() as u64;
         self.write_object(&manifest.key, bytes)?;
         if self.op.info().full_capability().list {
@@ -156,11 +188,15 @@ impl Remote {
     /// leave). Needs a backend that can list (S3, `file://`; not Redis).
     pub fn keys_named(&self, name: &str) -> Result<Vec<String>> {
         if !self.op.info().full_capability().list {
-            return Err(RemoteError::CannotList { url: self.config.url.clone() });
+            return Err(RemoteError::CannotList {
+                url: self.config.url.clone(),
+            });
         }
         let dir = format!("{OBJECT_DIR}/names/{name}/");
         let entries = match self.bounded("list", &dir, self.op.list(&dir)) {
-            Err(RemoteError::Backend { source, .. }) if source.kind() == ErrorKind::NotFound => Vec::new(),
+            Err(RemoteError::Backend { source, .. }) if source.kind() == ErrorKind::NotFound => {
+                Vec::new()
+            }
             other => other?,
         };
         let mut keys: Vec<String> = entries
@@ -178,7 +214,9 @@ impl Remote {
         let path = Self::object_path(key);
         match self.bounded("read", &path, self.op.read(&path)) {
             Ok(buffer) => Ok(Some(buffer.to_vec())),
-            Err(RemoteError::Backend { source, .. }) if source.kind() == ErrorKind::NotFound => Ok(None),
+            Err(RemoteError::Backend { source, .. }) if source.kind() == ErrorKind::NotFound => {
+                Ok(None)
+            }
             Err(e) => Err(e),
         }
     }
@@ -187,24 +225,44 @@ impl Remote {
     /// writers use [`Remote::upload`].
     pub fn write_object(&self, key: &str, bytes: Vec<u8>) -> Result<()> {
         let path = Self::object_path(key);
-        self.bounded("write", &path, self.op.write(&path, bytes)).map(|_| ())
+        self.bounded("write", &path, self.op.write(&path, bytes))
+            .map(|_| ())
     }
 
     /// Runs `fut` on the client's runtime, giving up after the time-out.
-    fn bounded<T>(&self, action: &'static str, object: &str, fut: impl Future<Output = opendal::Result<T>>) -> Result<T> {
+    fn bounded<T>(
+        &self,
+        action: &'static str,
+        object: &str,
+        fut: impl Future<Output = opendal::Result<T>>,
+    ) -> Result<T> {
         let timeout = self.config.timeout;
         if let Some(address) = &self.probe {
             self.reachable
                 .get_or_init(|| connect(address, timeout))
                 .clone()
-                .map_err(|reason| RemoteError::Unreachable { url: self.config.url.clone(), reason })?;
+                .map_err(|reason| RemoteError::Unreachable {
+                    url: self.config.url.clone(),
+                    reason,
+                })?;
         }
-        match self.rt.block_on(async { tokio::time::timeout(timeout, fut).await }) {
+        match self
+            .rt
+            .block_on(async { tokio::time::timeout(timeout, fut).await })
+        {
             Ok(Ok(value)) => Ok(value),
-            Ok(Err(source)) => {
-                Err(RemoteError::Backend { url: self.config.url.clone(), action, object: object.to_owned(), source })
-            }
-            Err(_) => Err(RemoteError::Timeout { url: self.config.url.clone(), action, object: object.to_owned(), timeout }),
+            Ok(Err(source)) => Err(RemoteError::Backend {
+                url: self.config.url.clone(),
+                action,
+                object: object.to_owned(),
+                source: Box::new(source),
+            }),
+            Err(_) => Err(RemoteError::Timeout {
+                url: self.config.url.clone(),
+                action,
+                object: object.to_owned(),
+                timeout,
+            }),
         }
     }
 }
@@ -212,7 +270,9 @@ impl Remote {
 /// One TCP connection to `address` within `timeout`.
 fn connect(address: &str, timeout: std::time::Duration) -> std::result::Result<(), String> {
     use std::net::ToSocketAddrs;
-    let addresses = address.to_socket_addrs().map_err(|e| format!("cannot resolve `{address}`: {e}"))?;
+    let addresses = address
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve `{address}`: {e}"))?;
     let mut last = format!("`{address}` resolves to no address");
     for addr in addresses {
         match std::net::TcpStream::connect_timeout(&addr, timeout) {
@@ -229,8 +289,13 @@ fn name_marker(name: &str, key: &str) -> String {
 
 /// The OpenDAL operator for a remote URL, and the address to probe first (Redis).
 fn operator(url: &str) -> Result<(Operator, Option<String>)> {
-    let invalid = |reason: &str| RemoteError::InvalidUrl { url: url.to_owned(), reason: reason.to_owned() };
-    let (scheme, rest) = url.split_once("://").ok_or_else(|| invalid("it has no scheme"))?;
+    let invalid = |reason: &str| RemoteError::InvalidUrl {
+        url: url.to_owned(),
+        reason: reason.to_owned(),
+    };
+    let (scheme, rest) = url
+        .split_once("://")
+        .ok_or_else(|| invalid("it has no scheme"))?;
     let backend_error = |e: opendal::Error| invalid(&e.to_string());
     match scheme {
         "s3" => {
@@ -238,22 +303,35 @@ fn operator(url: &str) -> Result<(Operator, Option<String>)> {
             if bucket.is_empty() {
                 return Err(invalid("it names no bucket"));
             }
-            let mut builder = services::S3::default().bucket(bucket).root(&format!("/{}", prefix.trim_matches('/')));
-            if std::env::var_os("AWS_REGION").is_none() && std::env::var_os("AWS_DEFAULT_REGION").is_none() {
+            let mut builder = services::S3::default()
+                .bucket(bucket)
+                .root(&format!("/{}", prefix.trim_matches('/')));
+            if std::env::var_os("AWS_REGION").is_none()
+                && std::env::var_os("AWS_DEFAULT_REGION").is_none()
+            {
                 builder = builder.region("us-east-1");
             }
-            Ok((Operator::new(builder).map_err(backend_error)?.finish(), None))
+            Ok((
+                Operator::new(builder).map_err(backend_error)?.finish(),
+                None,
+            ))
         }
         "redis" | "rediss" => {
             let (authority, db) = rest.split_once('/').unwrap_or((rest, ""));
-            let (userinfo, host) = authority.rsplit_once('@').map_or((None, authority), |(u, h)| (Some(u), h));
+            let (userinfo, host) = authority
+                .rsplit_once('@')
+                .map_or((None, authority), |(u, h)| (Some(u), h));
             if host.is_empty() {
                 return Err(invalid("it names no host"));
             }
-            let mut builder = services::Redis::default().endpoint(&format!("{scheme}://{host}")).root("/abicache/");
+            let mut builder = services::Redis::default()
+                .endpoint(&format!("{scheme}://{host}"))
+                .root("/abicache/");
             let db = db.trim_matches('/');
             if !db.is_empty() {
-                builder = builder.db(db.parse().map_err(|_| invalid("its database is not a number"))?);
+                builder = builder.db(db
+                    .parse()
+                    .map_err(|_| invalid("its database is not a number"))?);
             }
             if let Some(userinfo) = userinfo {
                 let (user, password) = userinfo.split_once(':').unwrap_or(("", userinfo));
@@ -262,16 +340,30 @@ fn operator(url: &str) -> Result<(Operator, Option<String>)> {
                 }
                 builder = builder.password(password);
             }
-            let probe = if host.contains(':') { host.to_owned() } else { format!("{host}:6379") };
-            Ok((Operator::new(builder).map_err(backend_error)?.finish(), Some(probe)))
+            let probe = if host.contains(':') {
+                host.to_owned()
+            } else {
+                format!("{host}:6379")
+            };
+            Ok((
+                Operator::new(builder).map_err(backend_error)?.finish(),
+                Some(probe),
+            ))
         }
         "file" => {
             if !rest.starts_with('/') {
-                return Err(invalid("a `file://` URL needs an absolute path (`file:///shared/abicache`)"));
+                return Err(invalid(
+                    "a `file://` URL needs an absolute path (`file:///shared/abicache`)",
+                ));
             }
             let root = rest.trim_end_matches('/');
-            let builder = services::Fs::default().root(root).atomic_write_dir(&format!("{root}/.tmp"));
-            Ok((Operator::new(builder).map_err(backend_error)?.finish(), None))
+            let builder = services::Fs::default()
+                .root(root)
+                .atomic_write_dir(&format!("{root}/.tmp"));
+            Ok((
+                Operator::new(builder).map_err(backend_error)?.finish(),
+                None,
+            ))
         }
         _ => Err(invalid(&format!("unsupported scheme `{scheme}`"))),
     }
@@ -293,7 +385,13 @@ mod tests {
 
     #[test]
     fn urls_of_each_backend_open_and_bad_ones_say_what_is_expected() {
-        for url in ["s3://bucket/prefix", "s3://bucket", "redis://127.0.0.1:6379/0", "redis://:pw@h:1", "file:///tmp/x"] {
+        for url in [
+            "s3://bucket/prefix",
+            "s3://bucket",
+            "redis://127.0.0.1:6379/0",
+            "redis://:pw@h:1",
+            "file:///tmp/x",
+        ] {
             Remote::open(config(url)).unwrap_or_else(|e| panic!("{url}: {e}"));
         }
         let errors: Vec<String> = ["ftp://x/y", "s3:///p", "file://relative", "nothing"]

@@ -9,8 +9,8 @@ use serde::Deserialize;
 use crate::error::{RemoteError, Result};
 use crate::sign::{PublicKey, SecretKey};
 use crate::{
-    ABICACHE_CONFIG, ABICACHE_REMOTE, ABICACHE_REMOTE_MODE, ABICACHE_REMOTE_TIMEOUT, ABICACHE_SIGNING_KEY,
-    ABICACHE_TRUSTED_KEYS,
+    ABICACHE_CONFIG, ABICACHE_REMOTE, ABICACHE_REMOTE_MODE, ABICACHE_REMOTE_TIMEOUT,
+    ABICACHE_SIGNING_KEY, ABICACHE_TRUSTED_KEYS,
 };
 
 /// Seconds one remote operation may take when `ABICACHE_REMOTE_TIMEOUT` is unset.
@@ -79,14 +79,22 @@ impl RemoteConfig {
     }
 
     /// [`RemoteConfig::resolve`] with variables read through `var` (for tests).
-    pub fn resolve_with(override_url: Option<&str>, var: &dyn Fn(&str) -> Option<String>) -> Result<Option<RemoteConfig>> {
+    pub fn resolve_with(
+        override_url: Option<&str>,
+        var: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Option<RemoteConfig>> {
         let file = match config_path_with(var) {
             Some(path) => read_config(&path)?,
             None => ConfigFile::default(),
         };
         let env = |name| var(name).filter(|v: &String| !v.trim().is_empty());
-        let url = override_url.map(str::to_owned).or_else(|| env(ABICACHE_REMOTE)).or(file.remote);
-        let Some(url) = url.map(|u| u.trim().to_owned()) else { return Ok(None) };
+        let url = override_url
+            .map(str::to_owned)
+            .or_else(|| env(ABICACHE_REMOTE))
+            .or(file.remote);
+        let Some(url) = url.map(|u| u.trim().to_owned()) else {
+            return Ok(None);
+        };
         if url.is_empty() || url == "none" || url == "off" {
             return Ok(None);
         }
@@ -106,18 +114,34 @@ impl RemoteConfig {
         };
         let timeout = match env(ABICACHE_REMOTE_TIMEOUT) {
             Some(value) => parse_timeout(&value)?,
-            None => file.remote_timeout.map(|s| parse_timeout(&s.to_string())).transpose()?.unwrap_or(DEFAULT_TIMEOUT),
+            None => file
+                .remote_timeout
+                .map(|s| parse_timeout(&s.to_string()))
+                .transpose()?
+                .unwrap_or(DEFAULT_TIMEOUT),
         };
         let trusted_keys = match env(ABICACHE_TRUSTED_KEYS) {
             Some(value) => parse_key_list(&value, &format!("`{ABICACHE_TRUSTED_KEYS}`"))?,
-            None => file.trusted_keys.iter().map(|k| read_public(k, "`trusted_keys` in the config file")).collect::<Result<Vec<_>>>()?
-                .into_iter().flatten().collect(),
+            None => file
+                .trusted_keys
+                .iter()
+                .map(|k| read_public(k, "`trusted_keys` in the config file"))
+                .collect::<Result<Vec<_>>>()?
+                .into_iter()
+                .flatten()
+                .collect(),
         };
         let signing_key = match env(ABICACHE_SIGNING_KEY).or(file.signing_key) {
             Some(value) => Some(read_secret(&value)?),
             None => None,
         };
-        Ok(Some(RemoteConfig { url, mode, timeout, trusted_keys, signing_key }))
+        Ok(Some(RemoteConfig {
+            url,
+            mode,
+            timeout,
+            trusted_keys,
+            signing_key,
+        }))
     }
 }
 
@@ -125,9 +149,17 @@ fn read_config(path: &Path) -> Result<ConfigFile> {
     let text = match fs_err::read_to_string(path) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(ConfigFile::default()),
-        Err(e) => return Err(RemoteError::Config { path: path.to_owned(), reason: e.to_string() }),
+        Err(e) => {
+            return Err(RemoteError::Config {
+                path: path.to_owned(),
+                reason: e.to_string(),
+            })
+        }
     };
-    toml::from_str(&text).map_err(|e| RemoteError::Config { path: path.to_owned(), reason: e.message().to_owned() })
+    toml::from_str(&text).map_err(|e| RemoteError::Config {
+        path: path.to_owned(),
+        reason: e.message().to_owned(),
+    })
 }
 
 fn parse_timeout(value: &str) -> Result<Duration> {
@@ -148,7 +180,10 @@ fn parse_timeout(value: &str) -> Result<Duration> {
 /// digits is read as a file of such keys (one per line, `#` comments).
 fn parse_key_list(value: &str, origin: &str) -> Result<Vec<PublicKey>> {
     let mut keys = Vec::new();
-    for item in value.split(|c: char| c == ',' || c.is_whitespace()).filter(|s| !s.is_empty()) {
+    for item in value
+        .split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|s| !s.is_empty())
+    {
         keys.extend(read_public(item, origin)?);
     }
     Ok(keys)
@@ -174,7 +209,11 @@ fn read_secret(value: &str) -> Result<SecretKey> {
         return SecretKey::parse(value, &format!("`{ABICACHE_SIGNING_KEY}`"));
     }
     let text = fs_err::read_to_string(value)?;
-    let line = text.lines().map(|l| l.split('#').next().unwrap_or("").trim()).find(|l| !l.is_empty()).unwrap_or("");
+    let line = text
+        .lines()
+        .map(|l| l.split('#').next().unwrap_or("").trim())
+        .find(|l| !l.is_empty())
+        .unwrap_or("");
     SecretKey::parse(line, &format!("`{value}`"))
 }
 
@@ -190,27 +229,54 @@ mod tests {
     use crate::sign::KeyPair;
 
     fn resolve(override_url: Option<&str>, vars: &[(&str, &str)]) -> Result<Option<RemoteConfig>> {
-        let vars: HashMap<String, String> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let vars: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         RemoteConfig::resolve_with(override_url, &|name| vars.get(name).cloned())
     }
 
     #[test]
     fn nothing_configured_means_no_remote() {
-        assert!(resolve(None, &[("ABICACHE_CONFIG", "/nonexistent/config.toml")]).unwrap().is_none());
+        assert!(
+            resolve(None, &[("ABICACHE_CONFIG", "/nonexistent/config.toml")])
+                .unwrap()
+                .is_none()
+        );
     }
 
     #[test]
     fn flag_beats_variable_beats_config_file() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("config.toml");
-        fs_err::write(&file, "remote = \"file:///from/file\"\nremote_mode = \"read-only\"\nremote_timeout = 2.5\n").unwrap();
+        fs_err::write(
+            &file,
+            "remote = \"file:///from/file\"\nremote_mode = \"read-only\"\nremote_timeout = 2.5\n",
+        )
+        .unwrap();
         let file = file.to_str().unwrap();
-        let c = resolve(None, &[("ABICACHE_CONFIG", file)]).unwrap().unwrap();
-        assert_eq!((c.url.as_str(), c.mode, c.timeout), ("file:///from/file", Mode::ReadOnly, Duration::from_millis(2500)));
-        let vars = [("ABICACHE_CONFIG", file), ("ABICACHE_REMOTE", "redis://h:1/0"), ("ABICACHE_REMOTE_MODE", "read-write")];
+        let c = resolve(None, &[("ABICACHE_CONFIG", file)])
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (c.url.as_str(), c.mode, c.timeout),
+            (
+                "file:///from/file",
+                Mode::ReadOnly,
+                Duration::from_millis(2500)
+            )
+        );
+        let vars = [
+            ("ABICACHE_CONFIG", file),
+            ("ABICACHE_REMOTE", "redis://h:1/0"),
+            ("ABICACHE_REMOTE_MODE", "read-write"),
+        ];
         let c = resolve(None, &vars).unwrap().unwrap();
         assert_eq!((c.url.as_str(), c.mode), ("redis://h:1/0", Mode::ReadWrite));
-        assert_eq!(resolve(Some("s3://b/p"), &vars).unwrap().unwrap().url, "s3://b/p");
+        assert_eq!(
+            resolve(Some("s3://b/p"), &vars).unwrap().unwrap().url,
+            "s3://b/p"
+        );
         assert!(resolve(Some("none"), &vars).unwrap().is_none());
     }
 
@@ -236,9 +302,17 @@ mod tests {
 
     #[test]
     fn bad_settings_say_what_is_accepted() {
-        let base = [("ABICACHE_CONFIG", "/nonexistent"), ("ABICACHE_REMOTE", "file:///x")];
-        let mode = resolve(None, &[base[0], base[1], ("ABICACHE_REMOTE_MODE", "sometimes")]).unwrap_err();
-        let timeout = resolve(None, &[base[0], base[1], ("ABICACHE_REMOTE_TIMEOUT", "-1")]).unwrap_err();
+        let base = [
+            ("ABICACHE_CONFIG", "/nonexistent"),
+            ("ABICACHE_REMOTE", "file:///x"),
+        ];
+        let mode = resolve(
+            None,
+            &[base[0], base[1], ("ABICACHE_REMOTE_MODE", "sometimes")],
+        )
+        .unwrap_err();
+        let timeout =
+            resolve(None, &[base[0], base[1], ("ABICACHE_REMOTE_TIMEOUT", "-1")]).unwrap_err();
         insta::assert_snapshot!(format!("{mode}\n{timeout}"), @r"
         invalid ABICACHE_REMOTE_MODE `sometimes`: expected `read-write` or `read-only`
         invalid ABICACHE_REMOTE_TIMEOUT `-1`: expected a positive number of seconds

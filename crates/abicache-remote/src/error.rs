@@ -63,8 +63,8 @@ pub enum RemoteError {
         action: &'static str,
         /// The object's path inside the remote.
         object: String,
-        /// OpenDAL's error.
-        source: opendal::Error,
+        /// OpenDAL's error (boxed: it is large).
+        source: Box<opendal::Error>,
     },
 
     /// The server refused or could not be reached at all.
@@ -158,7 +158,10 @@ impl RemoteError {
     pub fn is_unavailable(&self) -> bool {
         matches!(
             self,
-            RemoteError::Backend { .. } | RemoteError::Timeout { .. } | RemoteError::Unreachable { .. } | RemoteError::Runtime(_)
+            RemoteError::Backend { .. }
+                | RemoteError::Timeout { .. }
+                | RemoteError::Unreachable { .. }
+                | RemoteError::Runtime(_)
         )
     }
 }

@@ -44,16 +44,24 @@ pub fn decode(bytes: &[u8]) -> Result<(Header, &[u8]), String> {
     let rest = bytes
         .strip_prefix(MAGIC.as_bytes())
         .ok_or_else(|| "it does not start with the abicache remote format line".to_owned())?;
-    let newline = rest.iter().take(21).position(|&b| b == b'\n').ok_or_else(|| "its header length is missing".to_owned())?;
+    let newline = rest
+        .iter()
+        .take(21)
+        .position(|&b| b == b'\n')
+        .ok_or_else(|| "its header length is missing".to_owned())?;
     let len: usize = std::str::from_utf8(&rest[..newline])
         .ok()
         .and_then(|s| s.parse().ok())
         .ok_or_else(|| "its header length is not a number".to_owned())?;
     let rest = &rest[newline + 1..];
     if rest.len() < len {
-        return Err(format!("it is truncated: the header says {len} bytes, {} follow", rest.len()));
+        return Err(format!(
+            "it is truncated: the header says {len} bytes, {} follow",
+            rest.len()
+        ));
     }
-    let header: Header = serde_json::from_slice(&rest[..len]).map_err(|e| format!("its header is not valid: {e}"))?;
+    let header: Header = serde_json::from_slice(&rest[..len])
+        .map_err(|e| format!("its header is not valid: {e}"))?;
     Ok((header, &rest[len..]))
 }
 
@@ -62,7 +70,10 @@ mod tests {
     use super::*;
 
     fn header() -> Header {
-        Header { manifest: Manifest::new("k", "ext", "format=1\n"), signature: None }
+        Header {
+            manifest: Manifest::new("k", "ext", "format=1\n"),
+            signature: None,
+        }
     }
 
     #[test]
@@ -79,7 +90,13 @@ mod tests {
         let bytes = encode(&h, b"lib");
         let len = serde_json::to_vec(&h).unwrap().len();
         let truncated = decode(&bytes[..bytes.len() - 4]).unwrap_err();
-        assert_eq!(truncated, format!("it is truncated: the header says {len} bytes, {} follow", len - 1));
+        assert_eq!(
+            truncated,
+            format!(
+                "it is truncated: the header says {len} bytes, {} follow",
+                len - 1
+            )
+        );
         insta::assert_snapshot!(decode(b"GIF89a").unwrap_err(), @"it does not start with the abicache remote format line");
         insta::assert_snapshot!(decode(b"abicache-remote 1\nx\n").unwrap_err(), @"its header length is not a number");
     }

@@ -58,16 +58,20 @@ impl PublicKey {
             origin: origin.to_owned(),
             reason: format!("`{}` is not 64 hex digits", text.trim()),
         })?;
-        ed25519_dalek::VerifyingKey::from_bytes(&bytes).map(PublicKey).map_err(|e| RemoteError::InvalidKey {
-            what: "public key",
-            origin: origin.to_owned(),
-            reason: e.to_string(),
-        })
+        ed25519_dalek::VerifyingKey::from_bytes(&bytes)
+            .map(PublicKey)
+            .map_err(|e| RemoteError::InvalidKey {
+                what: "public key",
+                origin: origin.to_owned(),
+                reason: e.to_string(),
+            })
     }
 
     /// True when `signature` is this key's valid signature over `message`.
     pub fn verifies(&self, message: &[u8], signature: &Signature) -> bool {
-        let Some(bytes) = hex::decode::<64>(&signature.signature) else { return false };
+        let Some(bytes) = hex::decode::<64>(&signature.signature) else {
+            return false;
+        };
         let signature = ed25519_dalek::Signature::from_bytes(&bytes);
         self.0.verify(message, &signature).is_ok()
     }
@@ -109,7 +113,10 @@ impl KeyPair {
         let mut seed = [0u8; 32];
         fs_err::File::open("/dev/urandom")?.read_exact(&mut seed)?;
         let secret = SecretKey(ed25519_dalek::SigningKey::from_bytes(&seed));
-        Ok(KeyPair { public: secret.public(), secret })
+        Ok(KeyPair {
+            public: secret.public(),
+            secret,
+        })
     }
 }
 
@@ -133,7 +140,9 @@ mod tests {
         assert_eq!(signature.public_key, a.public.to_string());
         assert!(a.public.verifies(&message, &signature));
         assert!(!b.public.verifies(&message, &signature));
-        assert!(!a.public.verifies(&signature_message("k", "other", "p"), &signature));
+        assert!(!a
+            .public
+            .verifies(&signature_message("k", "other", "p"), &signature));
     }
 
     #[test]
@@ -141,7 +150,10 @@ mod tests {
         let pair = KeyPair::generate().unwrap();
         let secret = SecretKey::parse(&pair.secret.to_hex(), "test").unwrap();
         assert_eq!(secret.public(), pair.public);
-        assert_eq!(PublicKey::parse(&pair.public.to_string(), "test").unwrap(), pair.public);
+        assert_eq!(
+            PublicKey::parse(&pair.public.to_string(), "test").unwrap(),
+            pair.public
+        );
     }
 
     #[test]

@@ -35,7 +35,11 @@ fn entry(dir: &Path, name: &str, bytes: &[u8]) -> (Manifest, std::path::PathBuf)
 }
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 struct Redis(Child, u16, #[allow(dead_code)] tempfile::TempDir);
@@ -45,7 +49,16 @@ impl Redis {
         let dir = tempfile::tempdir().unwrap();
         let port = free_port();
         let mut child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
             .arg("--dir")
             .arg(dir.path())
             .stdout(Stdio::null())
@@ -72,19 +85,39 @@ impl Drop for Redis {
 fn round_trip(remote: &Remote, lists: bool) {
     let work = tempfile::tempdir().unwrap();
     let (manifest, library) = entry(work.path(), "ext", b"\x7fELF pretend library");
-    assert!(remote.fetch(&manifest.key, work.path()).unwrap().is_none(), "empty remote misses");
-    assert!(matches!(remote.upload(&manifest, &library, false).unwrap(), Upload::Uploaded { bytes } if bytes > 20));
-    assert_eq!(remote.upload(&manifest, &library, false).unwrap(), Upload::AlreadyThere);
+    assert!(
+        remote.fetch(&manifest.key, work.path()).unwrap().is_none(),
+        "empty remote misses"
+    );
+    assert!(
+        matches!(remote.upload(&manifest, &library, false).unwrap(), Upload::Uploaded { bytes } if bytes > 20)
+    );
+    assert_eq!(
+        remote.upload(&manifest, &library, false).unwrap(),
+        Upload::AlreadyThere
+    );
     let into = tempfile::tempdir().unwrap();
-    let fetched = remote.fetch(&manifest.key, into.path()).unwrap().expect("uploaded entry is found");
+    let fetched = remote
+        .fetch(&manifest.key, into.path())
+        .unwrap()
+        .expect("uploaded entry is found");
     assert_eq!(fetched.library, into.path().join("ext.so"));
-    assert_eq!(fs_err::read(&fetched.library).unwrap(), b"\x7fELF pretend library");
+    assert_eq!(
+        fs_err::read(&fetched.library).unwrap(),
+        b"\x7fELF pretend library"
+    );
     assert_eq!(fetched.manifest, manifest);
     if lists {
-        assert_eq!(remote.keys_named("ext").unwrap(), vec![manifest.key.clone()]);
+        assert_eq!(
+            remote.keys_named("ext").unwrap(),
+            vec![manifest.key.clone()]
+        );
         assert!(remote.keys_named("other").unwrap().is_empty());
     } else {
-        assert!(matches!(remote.keys_named("ext"), Err(RemoteError::CannotList { .. })));
+        assert!(matches!(
+            remote.keys_named("ext"),
+            Err(RemoteError::CannotList { .. })
+        ));
     }
     // A corrupt object is an error, and nothing is written.
     let mut bytes = remote.read_object(&manifest.key).unwrap().unwrap();
@@ -92,7 +125,10 @@ fn round_trip(remote: &Remote, lists: bool) {
     remote.write_object(&manifest.key, bytes).unwrap();
     let into = tempfile::tempdir().unwrap();
     let err = remote.fetch(&manifest.key, into.path()).unwrap_err();
-    assert!(matches!(err, RemoteError::Corrupt { .. }) && !err.is_unavailable(), "{err}");
+    assert!(
+        matches!(err, RemoteError::Corrupt { .. }) && !err.is_unavailable(),
+        "{err}"
+    );
     assert_eq!(fs_err::read_dir(into.path()).unwrap().count(), 0);
     // Overwriting replaces it.
     remote.upload(&manifest, &library, true).unwrap();
@@ -119,21 +155,40 @@ fn signed_upload_is_used_only_with_its_key_trusted() {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("file://{}", dir.path().display());
     let (signer, other) = (KeyPair::generate().unwrap(), KeyPair::generate().unwrap());
-    let writer = Remote::open(RemoteConfig { signing_key: Some(signer.secret.clone()), ..config(&url) }).unwrap();
+    let writer = Remote::open(RemoteConfig {
+        signing_key: Some(signer.secret.clone()),
+        ..config(&url)
+    })
+    .unwrap();
     let (manifest, library) = entry(dir.path(), "signed", b"lib");
     writer.upload(&manifest, &library, false).unwrap();
-    let reader = |trusted| Remote::open(RemoteConfig { trusted_keys: vec![trusted], ..config(&url) }).unwrap();
+    let reader = |trusted| {
+        Remote::open(RemoteConfig {
+            trusted_keys: vec![trusted],
+            ..config(&url)
+        })
+        .unwrap()
+    };
     let into = tempfile::tempdir().unwrap();
-    let fetched = reader(signer.public).fetch(&manifest.key, into.path()).unwrap().unwrap();
+    let fetched = reader(signer.public)
+        .fetch(&manifest.key, into.path())
+        .unwrap()
+        .unwrap();
     assert_eq!(fetched.signed_by, Some(signer.public.to_string()));
-    let err = reader(other.public).fetch(&manifest.key, into.path()).unwrap_err();
+    let err = reader(other.public)
+        .fetch(&manifest.key, into.path())
+        .unwrap_err();
     assert!(matches!(err, RemoteError::Untrusted { .. }), "{err}");
 }
 
 #[test]
 fn read_only_remote_refuses_uploads() {
     let dir = tempfile::tempdir().unwrap();
-    let remote = Remote::open(RemoteConfig { mode: Mode::ReadOnly, ..config(&format!("file://{}", dir.path().display())) }).unwrap();
+    let remote = Remote::open(RemoteConfig {
+        mode: Mode::ReadOnly,
+        ..config(&format!("file://{}", dir.path().display()))
+    })
+    .unwrap();
     let (manifest, library) = entry(dir.path(), "ro", b"lib");
     insta::assert_snapshot!(
         remote.upload(&manifest, &library, false).unwrap_err().to_string().replace(&dir.path().display().to_string(), "[DIR]"),
@@ -146,9 +201,18 @@ fn stopped_redis_is_an_unavailable_error_at_once() {
     let port = free_port(); // nothing listens there
     let remote = Remote::open(config(&format!("redis://127.0.0.1:{port}/0"))).unwrap();
     let started = Instant::now();
-    let err = remote.fetch(&"0".repeat(32), Path::new("/nonexistent")).unwrap_err();
-    assert!(matches!(err, RemoteError::Unreachable { .. }) && err.is_unavailable(), "{err}");
-    assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
+    let err = remote
+        .fetch(&"0".repeat(32), Path::new("/nonexistent"))
+        .unwrap_err();
+    assert!(
+        matches!(err, RemoteError::Unreachable { .. }) && err.is_unavailable(),
+        "{err}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
 }
 
 #[test]
@@ -162,10 +226,15 @@ fn server_that_never_answers_times_out_within_the_bound() {
     })
     .unwrap();
     let started = Instant::now();
-    let err = remote.fetch(&"0".repeat(32), Path::new("/nonexistent")).unwrap_err();
+    let err = remote
+        .fetch(&"0".repeat(32), Path::new("/nonexistent"))
+        .unwrap_err();
     let took = started.elapsed();
     assert!(matches!(err, RemoteError::Timeout { .. }), "{err}");
-    assert!(took >= Duration::from_millis(700) && took < Duration::from_secs(3), "took {took:?}");
+    assert!(
+        took >= Duration::from_millis(700) && took < Duration::from_secs(3),
+        "took {took:?}"
+    );
     insta::assert_snapshot!(err.to_string().replace(&port.to_string(), "[PORT]").replace(&"0".repeat(32), "[KEY]"),
         @"remote cache `redis://127.0.0.1:[PORT]/0` did not answer within 700ms (while trying to read `v1/[KEY]`); is the server reachable? Set `ABICACHE_REMOTE_TIMEOUT` (seconds) to wait longer");
     drop(listener);
