@@ -33,6 +33,21 @@ pub const CUDA_PATH: &str = "CUDA_PATH";
 /// CUDA architectures to build for.
 pub const TORCH_CUDA_ARCH_LIST: &str = "TORCH_CUDA_ARCH_LIST";
 
+pub use abicache_remote::{
+    ABICACHE_CONFIG, ABICACHE_REMOTE, ABICACHE_REMOTE_MODE, ABICACHE_REMOTE_TIMEOUT, ABICACHE_SIGNING_KEY,
+    ABICACHE_TRUSTED_KEYS,
+};
+/// Base of the default config file.
+pub const XDG_CONFIG_HOME: &str = "XDG_CONFIG_HOME";
+/// S3 endpoint of an `s3://` remote.
+pub const AWS_ENDPOINT_URL: &str = "AWS_ENDPOINT_URL";
+/// S3 access key.
+pub const AWS_ACCESS_KEY_ID: &str = "AWS_ACCESS_KEY_ID";
+/// S3 secret key.
+pub const AWS_SECRET_ACCESS_KEY: &str = "AWS_SECRET_ACCESS_KEY";
+/// S3 region.
+pub const AWS_REGION: &str = "AWS_REGION";
+
 /// All variables, in the order the README documents them.
 pub const ENV_VARS: &[EnvVar] = &[
     EnvVar {
@@ -94,5 +109,60 @@ pub const ENV_VARS: &[EnvVar] = &[
         name: TORCH_CUDA_ARCH_LIST,
         default: "the visible GPUs' capabilities",
         meaning: "CUDA architectures (`8.0 9.0+PTX`) when an extension sets no `cuda_archs`.",
+    },
+    EnvVar {
+        name: ABICACHE_REMOTE,
+        default: "unset (no remote)",
+        meaning: "Remote cache URL: `s3://BUCKET/PREFIX`, `redis://HOST:PORT/DB` or `file:///PATH` (`none` turns a configured one off); see \"Remote cache\".",
+    },
+    EnvVar {
+        name: ABICACHE_REMOTE_MODE,
+        default: "`read-write`",
+        meaning: "`read-only` downloads but never uploads.",
+    },
+    EnvVar {
+        name: ABICACHE_REMOTE_TIMEOUT,
+        default: "`10`",
+        meaning: "Seconds one remote operation may take before it counts as a failure (a warning and a local build).",
+    },
+    EnvVar {
+        name: ABICACHE_TRUSTED_KEYS,
+        default: "unset (entries are not checked for a signature)",
+        meaning: "ed25519 public keys (hex, or files of them; comma or space separated): only remote entries signed by one of them are used.",
+    },
+    EnvVar {
+        name: ABICACHE_SIGNING_KEY,
+        default: "unset (uploads are unsigned)",
+        meaning: "ed25519 secret key (hex, or a file holding it, as `abicache keygen` writes) that uploads are signed with.",
+    },
+    EnvVar {
+        name: ABICACHE_CONFIG,
+        default: "`$XDG_CONFIG_HOME/abicache/config.toml`, else `~/.config/abicache/config.toml`",
+        meaning: "Config file with `remote`, `remote_mode`, `remote_timeout`, `trusted_keys`, `signing_key` (the variables above win).",
+    },
+    EnvVar {
+        name: XDG_CONFIG_HOME,
+        default: "`~/.config`",
+        meaning: "Base of the default config file when `ABICACHE_CONFIG` is unset.",
+    },
+    EnvVar {
+        name: AWS_ENDPOINT_URL,
+        default: "AWS's endpoint for the region",
+        meaning: "S3 endpoint (MinIO, Ceph, moto) of an `s3://` remote.",
+    },
+    EnvVar {
+        name: AWS_ACCESS_KEY_ID,
+        default: "unset (AWS's other credential sources)",
+        meaning: "S3 access key of an `s3://` remote.",
+    },
+    EnvVar {
+        name: AWS_SECRET_ACCESS_KEY,
+        default: "unset (AWS's other credential sources)",
+        meaning: "S3 secret key of an `s3://` remote.",
+    },
+    EnvVar {
+        name: AWS_REGION,
+        default: "`us-east-1`",
+        meaning: "S3 region of an `s3://` remote (`AWS_DEFAULT_REGION` works too).",
     },
 ];

@@ -15,16 +15,19 @@ pub mod env_vars;
 mod error;
 mod explain;
 mod probe;
+mod remote;
 mod session;
 
 pub use audit::{audit_against_key, check as check_audit, AuditVerdict};
 pub use error::{Error, ErrorKind, Result};
 pub use explain::{explain, render_explanation, ClosestEntry, Explanation};
 pub use probe::{probe_interpreter, ProbedInterpreter};
+pub use remote::{Pulled, RemoteCache};
 pub use session::{Outcome, Prepared, Session, SessionOptions};
 
 pub use abicache_audit as audit_crate;
 pub use abicache_build as build;
 pub use abicache_key as key;
+pub use abicache_remote as remote_crate;
 pub use abicache_scan as scan;
 pub use abicache_store as store;

@@ -13,6 +13,7 @@ use serde::Serialize;
 
 use crate::audit::{audit_against_key, AuditVerdict};
 use crate::error::{Error, Result};
+use crate::remote::{Fetch, RemoteCache, RemoteState};
 
 /// Payload fields that describe the ABI a unit is compiled for; they are
 /// mixed into every object's key so objects never cross ABIs.
@@ -38,6 +39,9 @@ pub struct Session {
     arch_list_env: Option<String>,
     options: SessionOptions,
     nvcc: OnceLock<std::result::Result<Nvcc, String>>,
+    /// The remote cache: set by [`Session::with_remote`], else resolved from
+    /// the environment at the first build (an error is a warning per build).
+    remote: OnceLock<std::result::Result<Option<RemoteCache>, String>>,
 }
 
 /// A spec resolved against the session's environment: its scan and key.
@@ -66,6 +70,9 @@ pub struct Outcome {
     pub compiled: Vec<String>,
     /// Units whose objects came from the object cache.
     pub cached_units: usize,
+    /// True when the library was downloaded from the remote cache in this call.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub remote: bool,
     /// Warnings to show the user (corrupt entries removed, audit notes).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
@@ -84,6 +91,7 @@ impl Session {
             arch_list_env: std::env::var(crate::env_vars::TORCH_CUDA_ARCH_LIST).ok().filter(|s| !s.trim().is_empty()),
             options: SessionOptions::default(),
             nvcc: OnceLock::new(),
+            remote: OnceLock::new(),
         }
     }
 
@@ -97,6 +105,22 @@ impl Session {
     pub fn with_options(mut self, options: SessionOptions) -> Self {
         self.options = options;
         self
+    }
+
+    /// Uses `remote` as the remote cache (`None`: none, whatever the
+    /// environment says) instead of resolving `ABICACHE_REMOTE` at the first build.
+    pub fn with_remote(self, remote: Option<RemoteCache>) -> Self {
+        let _ = self.remote.set(Ok(remote));
+        self
+    }
+
+    /// The remote cache, resolved from the environment on first use; a
+    /// configuration error is returned as the warning to show.
+    fn remote(&self) -> std::result::Result<Option<&RemoteCache>, &str> {
+        match self.remote.get_or_init(|| RemoteCache::from_env(None).map_err(|e| format!("remote cache disabled: {e}"))) {
+            Ok(remote) => Ok(remote.as_ref()),
+            Err(warning) => Err(warning.as_str()),
+        }
     }
 
     /// The cache this session uses.
@@ -148,6 +172,10 @@ impl Session {
             }
         }
         self.store.record(Event::Miss)?;
+        let remote = self.remote().unwrap_or_else(|warning| {
+            warnings.push(warning.to_owned());
+            None
+        });
         let guard = if self.options.rebuild {
             self.store.begin_build(&key)?
         } else {
@@ -162,6 +190,29 @@ impl Session {
                 }
             }
         };
+        let mut remote_state = RemoteState::NotAsked;
+        let guard = match remote {
+            Some(remote) if !self.options.rebuild => match remote.fetch_locked(&self.store, guard, &prepared, &mut warnings)? {
+                Fetch::Hit(hit) => {
+                    // Verified, audited and counted (as a remote hit) by `fetch_locked`.
+                    return Ok(Outcome {
+                        path: hit.library,
+                        key,
+                        hit: true,
+                        seconds: started.elapsed().as_secs_f64(),
+                        compiled: Vec::new(),
+                        cached_units: 0,
+                        remote: true,
+                        warnings,
+                    });
+                }
+                Fetch::Build(guard, state) => {
+                    remote_state = state;
+                    guard
+                }
+            },
+            _ => guard,
+        };
         let result = self.compile_and_publish(spec, &prepared, guard, progress);
         let (hit, report) = match result {
             Ok(done) => done,
@@ -170,6 +221,9 @@ impl Session {
                 return Err(e);
             }
         };
+        if let Some(remote) = remote {
+            remote.upload_after_build(&self.store, &hit, remote_state, &mut warnings);
+        }
         Ok(Outcome {
             path: hit.library,
             key,
@@ -177,6 +231,7 @@ impl Session {
             seconds: started.elapsed().as_secs_f64(),
             compiled: report.units_compiled,
             cached_units: report.units_cached,
+            remote: false,
             warnings,
         })
     }
@@ -208,6 +263,7 @@ impl Session {
             seconds: started.elapsed().as_secs_f64(),
             compiled: Vec::new(),
             cached_units: 0,
+            remote: false,
             warnings,
         })
     }

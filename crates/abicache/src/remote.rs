@@ -1,0 +1,209 @@
+//! The remote step of the pipeline: local miss → remote hit (download into
+//! the key's private build directory under its lock, verify, audit, publish
+//! locally) → else build, publish locally, then upload.
+//!
+//! Every remote failure — unreachable, timed out, refused, corrupt,
+//! untrusted — is one warning line and a local build, never a failed load.
+
+use abicache_remote::{Remote, RemoteConfig, RemoteError, Upload};
+use abicache_store::{BuildGuard, Claim, EntryInfo, Event, Hit, Store};
+
+use crate::audit::{audit_against_key, AuditVerdict};
+use crate::session::Prepared;
+
+/// A remote cache as a session uses it: the client and whether builds upload.
+#[derive(Debug)]
+pub struct RemoteCache {
+    remote: Remote,
+    upload: bool,
+}
+
+/// What [`RemoteCache::pull`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Pulled {
+    /// The local cache already had a verified entry.
+    AlreadyLocal,
+    /// The entry was downloaded, verified and published locally.
+    Downloaded {
+        /// Bytes downloaded.
+        bytes: u64,
+    },
+    /// The remote has no entry for the key.
+    NotThere,
+}
+
+/// How the remote answered a build's lookup, which decides its upload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RemoteState {
+    /// No lookup was made (`rebuild`).
+    NotAsked,
+    /// The remote has no entry: upload.
+    Missing,
+    /// The remote's entry was rejected: upload over it.
+    Rejected,
+    /// The remote failed: do not try it again in this call.
+    Unavailable,
+}
+
+/// The result of [`RemoteCache::fetch_locked`].
+pub(crate) enum Fetch {
+    /// A verified, audited download, published locally.
+    Hit(Hit),
+    /// Build locally with this guard.
+    Build(BuildGuard, RemoteState),
+}
+
+impl RemoteCache {
+    /// A remote cache whose builds upload (unless its mode is read-only).
+    pub fn new(remote: Remote) -> Self {
+        RemoteCache {
+            remote,
+            upload: true,
+        }
+    }
+
+    /// The remote configured by `override_url` (`--remote`), else
+    /// `ABICACHE_REMOTE`, else the config file (see [`RemoteConfig::resolve`]);
+    /// `None` when none is configured.
+    pub fn from_env(override_url: Option<&str>) -> Result<Option<RemoteCache>, RemoteError> {
+        match RemoteConfig::resolve(override_url)? {
+            Some(config) => Ok(Some(RemoteCache::new(Remote::open(config)?))),
+            None => Ok(None),
+        }
+    }
+
+    /// Downloads only: builds never upload (`--no-upload`).
+    pub fn without_upload(mut self) -> Self {
+        self.upload = false;
+        self
+    }
+
+    /// The client.
+    pub fn remote(&self) -> &Remote {
+        &self.remote
+    }
+
+    /// True when builds upload: not `--no-upload` and not read-only.
+    pub fn uploads(&self) -> bool {
+        self.upload && self.remote.config().mode == abicache_remote::Mode::ReadWrite
+    }
+
+    /// Copies `key`'s remote entry into `store` (verified, signature checked
+    /// when trusted keys are configured). Unlike a build's lookup it does not
+    /// re-audit the library: there is no spec to audit it against.
+    pub fn pull(&self, store: &Store, key: &str) -> Result<Pulled, RemoteError> {
+        let guard = match store.lookup_or_lock(key)? {
+            Claim::Hit { .. } => return Ok(Pulled::AlreadyLocal),
+            Claim::Build { guard, .. } => guard,
+        };
+        let Some(fetched) = self.remote.fetch(key, guard.temp_dir())? else {
+            return Ok(Pulled::NotThere);
+        };
+        let compile_seconds = fetched.manifest.compile_seconds;
+        let name = fetched.manifest.library.clone();
+        let _ = guard.publish(&name, fetched.manifest)?;
+        store.record(Event::RemoteHit {
+            bytes: fetched.bytes,
+            compile_seconds,
+        })?;
+        Ok(Pulled::Downloaded {
+            bytes: fetched.bytes,
+        })
+    }
+
+    /// Uploads a local entry (re-verified first) unless the remote has one.
+    pub fn push(&self, store: &Store, entry: &EntryInfo) -> Result<Upload, RemoteError> {
+        let Some(hit) = store.lookup(&entry.key)?.hit else {
+            return Err(RemoteError::LocalEntryMissing {
+                key: entry.key.clone(),
+            });
+        };
+        let upload = self.remote.upload(&hit.manifest, &hit.library, false)?;
+        if let Upload::Uploaded { bytes } = upload {
+            store.record(Event::RemoteUpload { bytes })?;
+        }
+        Ok(upload)
+    }
+
+    /// The lookup of a build that missed locally and holds the key's lock:
+    /// a verified download that also passes the audit is published and
+    /// returned; anything else gives the guard back to build with. Failures
+    /// add one line to `warnings` and are counted.
+    pub(crate) fn fetch_locked(
+        &self,
+        store: &Store,
+        guard: BuildGuard,
+        prepared: &Prepared,
+        warnings: &mut Vec<String>,
+    ) -> crate::Result<Fetch> {
+        let key = &prepared.keyed.key;
+        let fetched = match self.remote.fetch(key, guard.temp_dir()) {
+            Ok(Some(fetched)) => fetched,
+            Ok(None) => {
+                store.record(Event::RemoteMiss)?;
+                return Ok(Fetch::Build(guard, RemoteState::Missing));
+            }
+            Err(e) => {
+                store.record(Event::RemoteError)?;
+                let state = if e.is_unavailable() {
+                    RemoteState::Unavailable
+                } else {
+                    RemoteState::Rejected
+                };
+                warnings.push(format!("remote cache: {e}; building locally"));
+                return Ok(Fetch::Build(guard, state));
+            }
+        };
+        let rejected = match audit_against_key(&fetched.library, &prepared.keyed, &prepared.scan) {
+            Ok(AuditVerdict::Passed(audit)) => {
+                let mut manifest = fetched.manifest;
+                manifest.audit = Some(audit);
+                let compile_seconds = manifest.compile_seconds;
+                let name = manifest.library.clone();
+                let published = guard.publish(&name, manifest)?;
+                store.record(Event::RemoteHit {
+                    bytes: fetched.bytes,
+                    compile_seconds,
+                })?;
+                return Ok(Fetch::Hit(published.hit));
+            }
+            Ok(AuditVerdict::Refused(message)) => message,
+            Err(e) => e.to_string(),
+        };
+        let _ = fs_err::remove_file(&fetched.library);
+        store.record(Event::RemoteError)?;
+        warnings.push(format!(
+            "remote cache: entry `{key}` on `{}` was refused by the audit ({}); building locally",
+            self.remote.url(),
+            rejected.lines().next().unwrap_or_default()
+        ));
+        Ok(Fetch::Build(guard, RemoteState::Rejected))
+    }
+
+    /// The upload after a local build was published (the lock is released):
+    /// skipped when builds do not upload or the remote failed in this call.
+    pub(crate) fn upload_after_build(
+        &self,
+        store: &Store,
+        hit: &Hit,
+        state: RemoteState,
+        warnings: &mut Vec<String>,
+    ) {
+        if !self.uploads() || state == RemoteState::Unavailable {
+            return;
+        }
+        match self
+            .remote
+            .upload(&hit.manifest, &hit.library, state == RemoteState::Rejected)
+        {
+            Ok(Upload::Uploaded { bytes }) => {
+                let _ = store.record(Event::RemoteUpload { bytes });
+            }
+            Ok(Upload::AlreadyThere) => {}
+            Err(e) => {
+                let _ = store.record(Event::RemoteError);
+                warnings.push(format!("remote cache: {e}; the entry was not uploaded"));
+            }
+        }
+    }
+}
