@@ -12,6 +12,10 @@ pub struct Cli {
     /// Cache root (default: `ABICACHE_DIR`, else `$XDG_CACHE_HOME/abicache`, else `~/.cache/abicache`).
     #[arg(long, global = true, value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
+    /// Remote cache URL for this call (`s3://BUCKET/PREFIX`, `redis://HOST:PORT/DB`, `file:///PATH`, or `none`)
+    /// [default: `ABICACHE_REMOTE`, else `remote` in the config file].
+    #[arg(long, global = true, value_name = "URL")]
+    pub remote: Option<String>,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
@@ -38,6 +42,12 @@ pub enum Command {
     Stats(JsonArgs),
     /// Show what a built library really imports (CPython, libtorch C++, stable C shim, CUDA, libstdc++).
     Audit(AuditArgs),
+    /// Upload local entries to the remote cache (all of them when none is named).
+    Push(crate::remote_cmds::PushArgs),
+    /// Download entries from the remote cache into the local one (prebuilding a node's cache).
+    Pull(crate::remote_cmds::PullArgs),
+    /// Create an ed25519 key pair for signing uploads and trusting downloads.
+    Keygen(crate::remote_cmds::KeygenArgs),
 }
 
 /// `abicache scan`.
@@ -99,6 +109,9 @@ pub struct BuildArgs {
     /// Parallel compile jobs [default: `MAX_JOBS`, else the number of cores].
     #[arg(long, short, value_name = "N")]
     pub jobs: Option<usize>,
+    /// Do not upload what this call builds to the remote cache (downloads still happen).
+    #[arg(long)]
+    pub no_upload: bool,
 }
 
 /// Commands whose only option is `--json`.

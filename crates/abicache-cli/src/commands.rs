@@ -15,26 +15,30 @@ use crate::render;
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> Result<()> {
     let cache_dir = cli.cache_dir;
+    let remote = cli.remote;
     match cli.command {
         Command::Scan(args) => scan(args),
         Command::Key(args) => key(cache_dir, args),
-        Command::Build(args) => build(cache_dir, args),
+        Command::Build(args) => build(cache_dir, remote.as_deref(), args),
         Command::Ls(args) => ls(cache_dir, args),
         Command::Explain(args) => explain(cache_dir, args),
         Command::Gc(args) => gc(cache_dir, args),
         Command::Rm(args) => rm(cache_dir, args),
         Command::Stats(args) => stats(cache_dir, args),
         Command::Audit(args) => audit(args),
+        Command::Push(args) => crate::remote_cmds::push(open_store(cache_dir)?, remote.as_deref(), args),
+        Command::Pull(args) => crate::remote_cmds::pull(open_store(cache_dir)?, remote.as_deref(), args),
+        Command::Keygen(args) => crate::remote_cmds::keygen(args),
     }
 }
 
-fn print_json(value: &impl serde::Serialize) -> Result<()> {
+pub(crate) fn print_json(value: &impl serde::Serialize) -> Result<()> {
     emit(&format!("{}\n", serde_json::to_string_pretty(value)?))
 }
 
 /// Writes to stdout; a closed pipe (`abicache ls | head`) ends the command
 /// quietly instead of panicking like `print!` does.
-fn emit(text: &str) -> Result<()> {
+pub(crate) fn emit(text: &str) -> Result<()> {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
@@ -43,7 +47,7 @@ fn emit(text: &str) -> Result<()> {
     }
 }
 
-fn open_store(cache_dir: Option<PathBuf>) -> Result<Store, Error> {
+pub(crate) fn open_store(cache_dir: Option<PathBuf>) -> Result<Store, Error> {
     Ok(match cache_dir {
         Some(dir) => Store::open(dir)?,
         None => Store::open_default()?,
@@ -95,9 +99,10 @@ fn key(cache_dir: Option<PathBuf>, args: SpecArgs) -> Result<()> {
     }
 }
 
-fn build(cache_dir: Option<PathBuf>, args: BuildArgs) -> Result<()> {
+fn build(cache_dir: Option<PathBuf>, remote: Option<&str>, args: BuildArgs) -> Result<()> {
     let options = SessionOptions { rebuild: args.rebuild, jobs: args.jobs };
     let (file, name, session) = session_for(cache_dir, &args.spec, options)?;
+    let session = session.with_remote(crate::remote_cmds::remote_for_build(remote, args.no_upload));
     let spec = file.extension(Some(&name)).map_err(Error::from)?;
     let mode = if args.quiet { ProgressMode::Quiet } else { ProgressMode::Auto };
     let progress = progress_reporter(mode);

@@ -6,6 +6,7 @@
 
 mod args;
 mod commands;
+mod remote_cmds;
 mod render;
 
 use std::process::ExitCode;

@@ -144,6 +144,27 @@ pub fn stats_human(s: &Stats, root: &Path) -> String {
         s.saved_seconds,
         s.entries,
         human_size(s.bytes)
+    ) + &remote_stats_human(s)
+}
+
+/// The remote-cache lines of `abicache stats`, shown once a remote was used.
+fn remote_stats_human(s: &Stats) -> String {
+    if s.remote_hits + s.remote_misses + s.remote_errors + s.remote_uploads == 0 {
+        return String::new();
+    }
+    format!(
+        "remote hits          {}\n\
+         remote misses        {}\n\
+         remote errors        {}\n\
+         remote uploads       {}\n\
+         remote downloaded    {}\n\
+         remote uploaded      {}\n",
+        s.remote_hits,
+        s.remote_misses,
+        s.remote_errors,
+        s.remote_uploads,
+        human_size(s.remote_bytes_down),
+        human_size(s.remote_bytes_up)
     )
 }
 
