@@ -5,7 +5,9 @@ Run with the project venv's interpreter (it needs torch):
     .venv/bin/python benches/bench_build.py --abicache target/release/abicache \
         --audit-time target/release/examples/audit_time --work benches/.work
 
-Measured in the same run, on a fresh copy of `benches/ext4/`:
+Measured in the same run, in two rounds (builders in A-B, then B-A order;
+each round on a fresh copy of `benches/ext4/`, a fresh cache and build dir;
+means reported):
 
 1. cold build: `abicache build` (fresh cache: no entry, no object cache) vs
    `torch.utils.cpp_extension.load` (ninja, `is_python_module=False`, fresh
