@@ -13,7 +13,15 @@
 //! "Is a file" means `stat` succeeds and says regular file: a dangling
 //! symlink or a symlink loop is simply not found. A header's own includes
 //! are resolved from the directory it was *found* in (as a compiler does,
-//! which matters for symlink forests); its identity is its canonical path.
+//! which matters for symlink forests: a symlinked header's includes are
+//! looked up next to the link, not next to its target), held as that
+//! directory's canonical path; its identity is its own canonical path.
+//!
+//! Because every directory is held canonically, leading `..` components of
+//! an include name are applied lexically (the parent of a directory with no
+//! symlink in its path is its real parent), so a tree that includes
+//! `"../d06/x.h"` from `d05` does not grow paths like `d05/../d06/../d07`
+//! that would defeat every cache.
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -67,6 +75,10 @@ pub struct Resolver {
     under_system: FastMap<String, bool>,
     via_include_paths: FastMap<String, Option<Resolution>>,
     canonical_dirs: FastMap<OsString, Option<PathBuf>>,
+    /// Per system root, the names of its top-level entries, read on first
+    /// use: most angle includes (`<vector>`) start with a name no root has,
+    /// and are answered without a `stat` per root.
+    system_tops: Option<Vec<std::collections::HashSet<OsString>>>,
 }
 
 impl Resolver {
@@ -79,8 +91,14 @@ impl Resolver {
         }
     }
 
-    /// The id of directory `path` (as written, not canonicalised).
+    /// The id of directory `path`, canonicalised (when it exists) so that
+    /// every directory has one id and relative includes stay short.
     pub fn dir(&mut self, path: &Path) -> DirId {
+        let path = self.canonical_dir(path).unwrap_or_else(|| path.to_path_buf());
+        self.dir_id(&path)
+    }
+
+    fn dir_id(&mut self, path: &Path) -> DirId {
         let id = DirId(self.dirs.intern(path));
         if self.answers.len() <= id.0 as usize {
             self.answers.push(Default::default());
@@ -133,7 +151,7 @@ impl Resolver {
         if angle && self.under_system_root(name) {
             return Resolution::System;
         }
-        if let Some(found) = self.local(self.dir_path(dir).join(path)) {
+        if let Some(found) = self.local(join_normalized(self.dir_path(dir), path)) {
             return found;
         }
         if let Some(found) = self.in_include_paths(name) {
@@ -160,7 +178,18 @@ impl Resolver {
         if let Some(&hit) = self.under_system.get(name) {
             return hit;
         }
-        let hit = self.system_roots.iter().any(|r| is_file(&r.join(name)));
+        let roots = &self.system_roots;
+        let tops = self.system_tops.get_or_insert_with(|| roots.iter().map(|r| top_level_names(r)).collect());
+        // Only a plain first component can be answered from the listing.
+        let first = match Path::new(name).components().next() {
+            Some(std::path::Component::Normal(f)) => Some(f.to_owned()),
+            _ => None,
+        };
+        let hit = roots
+            .iter()
+            .zip(tops.iter())
+            .filter(|(_, top)| first.as_ref().is_none_or(|f| top.contains(f)))
+            .any(|(r, _)| is_file(&r.join(name)));
         self.under_system.insert(name.to_owned(), hit);
         hit
     }
@@ -171,28 +200,55 @@ impl Resolver {
     /// named by its directory's cached canonical form plus its file name.
     fn local(&mut self, found: PathBuf) -> Option<Resolution> {
         let meta = std::fs::symlink_metadata(&found).ok()?;
-        let parent = found.parent()?;
+        let parent = self.canonical_dir(found.parent()?)?;
         let canonical = if meta.is_file() {
-            let file = found.file_name()?;
-            let dir = match self.canonical_dirs.get(parent.as_os_str()) {
-                Some(dir) => dir.clone(),
-                None => {
-                    let dir = std::fs::canonicalize(parent).ok();
-                    let key = parent.as_os_str().to_owned();
-                    self.canonical_dirs.insert(key, dir.clone());
-                    dir
-                }
-            };
-            dir?.join(file)
+            parent.join(found.file_name()?)
         } else if meta.file_type().is_symlink() && is_file(&found) {
             std::fs::canonicalize(&found).ok()?
         } else {
             return None;
         };
-        let dir = self.dir(parent);
+        let dir = self.dir_id(&parent);
         let file = self.file(&canonical);
         Some(Resolution::Local { dir, file })
     }
+
+    /// `realpath` of a directory, cached by the path as written.
+    fn canonical_dir(&mut self, dir: &Path) -> Option<PathBuf> {
+        if let Some(known) = self.canonical_dirs.get(dir.as_os_str()) {
+            return known.clone();
+        }
+        let canonical = std::fs::canonicalize(dir).ok();
+        self.canonical_dirs.insert(dir.as_os_str().to_owned(), canonical.clone());
+        canonical
+    }
+}
+
+/// `base/name` with the leading `.` and `..` components of `name` applied
+/// lexically; exact when `base` is canonical (no symlink in it).
+fn join_normalized(base: &Path, name: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = base.to_path_buf();
+    let mut rest = name.components().peekable();
+    while let Some(c) = rest.peek() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir if out.parent().is_some() => {
+                out.pop();
+            }
+            _ => break,
+        }
+        rest.next();
+    }
+    out.extend(rest);
+    out
+}
+
+/// The names of `dir`'s entries (empty when it cannot be read).
+fn top_level_names(dir: &Path) -> std::collections::HashSet<OsString> {
+    std::fs::read_dir(dir)
+        .map(|entries| entries.filter_map(|e| e.ok().map(|e| e.file_name())).collect())
+        .unwrap_or_default()
 }
 
 fn is_file(path: &Path) -> bool {
