@@ -75,9 +75,10 @@ pub struct Resolver {
     under_system: FastMap<String, bool>,
     via_include_paths: FastMap<String, Option<Resolution>>,
     canonical_dirs: FastMap<OsString, Option<PathBuf>>,
-    /// Per system root, the names of its top-level entries, read on first
-    /// use: most angle includes (`<vector>`) start with a name no root has,
-    /// and are answered without a `stat` per root.
+    /// Per system root, the names of its top-level entries, read once the
+    /// tree has many system-looking names: most angle includes (`<vector>`)
+    /// start with a name no root has and are then answered without a
+    /// `stat` per root.
     system_tops: Option<Vec<std::collections::HashSet<OsString>>>,
 }
 
@@ -179,17 +180,21 @@ impl Resolver {
             return hit;
         }
         let roots = &self.system_roots;
-        let tops = self.system_tops.get_or_insert_with(|| roots.iter().map(|r| top_level_names(r)).collect());
+        // Listing the roots costs about as much as a few dozen `stat`s, so
+        // it pays only for trees with many distinct system-looking names.
+        if self.system_tops.is_none() && self.under_system.len() >= LIST_SYSTEM_ROOTS_AFTER {
+            self.system_tops = Some(roots.iter().map(|r| top_level_names(r)).collect());
+        }
         // Only a plain first component can be answered from the listing.
         let first = match Path::new(name).components().next() {
             Some(std::path::Component::Normal(f)) => Some(f.to_owned()),
             _ => None,
         };
-        let hit = roots
-            .iter()
-            .zip(tops.iter())
-            .filter(|(_, top)| first.as_ref().is_none_or(|f| top.contains(f)))
-            .any(|(r, _)| is_file(&r.join(name)));
+        let listed = |k: usize| match (&self.system_tops, &first) {
+            (Some(tops), Some(f)) => tops[k].contains(f),
+            _ => true,
+        };
+        let hit = (0..roots.len()).filter(|&k| listed(k)).any(|k| is_file(&roots[k].join(name)));
         self.under_system.insert(name.to_owned(), hit);
         hit
     }
@@ -223,6 +228,10 @@ impl Resolver {
         canonical
     }
 }
+
+/// Distinct names looked up under the system roots one `stat` per root
+/// before the roots' top-level entries are listed once instead.
+const LIST_SYSTEM_ROOTS_AFTER: usize = 32;
 
 /// `base/name` with the leading `.` and `..` components of `name` applied
 /// lexically; exact when `base` is canonical (no symlink in it).
