@@ -2,7 +2,8 @@
 # Runs every test of the project, as CI does (`.ci/run` calls exactly this).
 #
 # 1. the Python venvs (.venv with torch 2.15 + nvcc wheels, .venv-compat with
-#    torch 2.12), created once per machine and reused;
+#    torch 2.12), created once per machine and reused, and the servers the
+#    remote-cache tests start (redis-server, moto);
 # 2. the Python package, built and installed into both venvs when its
 #    sources changed;
 # 3. the Rust tests (cargo nextest), which run the real compiler against the
@@ -14,9 +15,8 @@ cd "$repo"
 . scripts/dev-env.sh
 
 scripts/setup-venv.sh dev compat
-if [ -x scripts/install-python-package.sh ]; then
-  scripts/install-python-package.sh
-fi
+scripts/setup-services.sh
+scripts/install-python-package.sh
 
 echo "== Rust tests" >&2
 if cargo nextest --version >/dev/null 2>&1; then
