@@ -49,7 +49,7 @@ build() {
   start=$(date +%s.%N)
   json=$(ABICACHE_DIR=$3 ABICACHE_REMOTE=$2 "$bin" build "$1" --python "$python" --json --quiet)
   end=$(date +%s.%N)
-  "$python" -c 'import json,sys; o=json.loads(sys.argv[1]); print(f"{float(sys.argv[3])-float(sys.argv[2]):.3f} {o["seconds"]:.3f} {o.get("remote", False)}")' "$json" "$start" "$end"
+  "$python" -c 'import json,sys; o=json.loads(sys.argv[1]); print("%.3f %.3f %s" % (float(sys.argv[3])-float(sys.argv[2]), o["seconds"], o.get("remote", False)))' "$json" "$start" "$end"
 }
 
 printf '%-10s %-6s %-5s %10s %10s %10s %10s %8s\n' extension remote size compile_s c_build_s fetch_s f_build_s ratio
