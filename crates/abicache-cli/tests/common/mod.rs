@@ -53,17 +53,12 @@ pub fn python_compat() -> PathBuf {
     venv_python(".venv-compat")
 }
 
-/// Environment variables that would change what a build does; cleared for every run
-/// so a developer's shell cannot change a test's outcome.
-const CLEARED_ENV: &[&str] = &[
-    "ABICACHE_DIR",
-    "ABICACHE_COMPILER_LAUNCHER",
-    "ABICACHE_MAX_SIZE",
-    "ABICACHE_LOCK_TIMEOUT",
-    "TORCH_CUDA_ARCH_LIST",
-    "MAX_JOBS",
-    "XDG_CACHE_HOME",
-];
+/// Every variable abicache reads (`ENV_VARS`) is cleared for each run, so a
+/// developer's shell cannot change a test's outcome, except the choice of
+/// host compiler (`CXX`, `CC`), which is the developer's to make.
+fn cleared_env() -> impl Iterator<Item = &'static str> {
+    abicache::env_vars::ENV_VARS.iter().map(|v| v.name).filter(|n| !matches!(*n, "CXX" | "CC"))
+}
 
 /// A private cache directory and a way to run `abicache` against it.
 pub struct Cache {
@@ -91,10 +86,12 @@ impl Cache {
         S: AsRef<std::ffi::OsStr>,
     {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_abicache"));
-        for var in CLEARED_ENV {
+        for var in cleared_env() {
             cmd.env_remove(var);
         }
-        cmd.env("ABICACHE_DIR", &self.dir)
+        // No remote or trusted keys from the developer's ~/.config/abicache.
+        cmd.env("XDG_CONFIG_HOME", self.dir.with_file_name("config"))
+            .env("ABICACHE_DIR", &self.dir)
             .env("LC_ALL", "C")
             .current_dir(repo())
             .args(args);
