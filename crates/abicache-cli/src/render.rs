@@ -5,7 +5,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use abicache::key::Keyed;
 use abicache::scan::ScanReport;
-use abicache::store::{EntryInfo, GcReport, Stats};
+use abicache::store::{Counters, EntryInfo, GcReport, Stats};
 use serde_json::{json, Value};
 
 /// `abicache scan --json`.
@@ -117,7 +117,8 @@ pub fn gc_human(r: &GcReport) -> String {
 }
 
 /// `abicache stats`, laid out like `ccache -s`.
-pub fn stats_human(s: &Stats, root: &Path) -> String {
+pub fn stats_human(stats: &Stats, root: &Path) -> String {
+    let s = &stats.counters;
     let lookups = s.hits + s.misses;
     let rate = if lookups == 0 { 0.0 } else { 100.0 * s.hits as f64 / lookups as f64 };
     format!(
@@ -142,13 +143,13 @@ pub fn stats_human(s: &Stats, root: &Path) -> String {
         s.evictions,
         s.build_seconds,
         s.saved_seconds,
-        s.entries,
-        human_size(s.bytes)
+        stats.entries,
+        human_size(stats.bytes)
     ) + &remote_stats_human(s)
 }
 
 /// The remote-cache lines of `abicache stats`, shown once a remote was used.
-fn remote_stats_human(s: &Stats) -> String {
+fn remote_stats_human(s: &Counters) -> String {
     if s.remote_hits + s.remote_misses + s.remote_errors + s.remote_uploads == 0 {
         return String::new();
     }

@@ -119,36 +119,12 @@ impl Counters {
 }
 
 /// Counters plus what is in the store right now (for `abicache stats`).
+/// Serialises flat: the counters' fields, then `entries` and `bytes`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Stats {
-    /// Verified hits.
-    pub hits: u64,
-    /// Misses.
-    pub misses: u64,
-    /// Published builds.
-    pub builds: u64,
-    /// Failed builds.
-    pub errors: u64,
-    /// Entries evicted by gc.
-    pub evictions: u64,
-    /// Corrupt entries found.
-    pub corrupt: u64,
-    /// Total seconds spent building.
-    pub build_seconds: f64,
-    /// Total build seconds saved by hits.
-    pub saved_seconds: f64,
-    /// Verified entries downloaded from a remote cache.
-    pub remote_hits: u64,
-    /// Keys a remote cache did not have.
-    pub remote_misses: u64,
-    /// Remote failures that fell back to a local build.
-    pub remote_errors: u64,
-    /// Entries uploaded to a remote cache.
-    pub remote_uploads: u64,
-    /// Bytes downloaded from a remote cache.
-    pub remote_bytes_down: u64,
-    /// Bytes uploaded to a remote cache.
-    pub remote_bytes_up: u64,
+    /// The persistent counters.
+    #[serde(flatten)]
+    pub counters: Counters,
     /// Entries in the store now.
     pub entries: u64,
     /// Bytes of those entries.
@@ -193,23 +169,10 @@ impl Store {
 
     /// The counters plus the number and total size of the entries now in the store.
     pub fn stats(&self) -> Result<Stats> {
-        let c = self.counters()?;
+        let counters = self.counters()?;
         let entries = self.list()?;
         Ok(Stats {
-            hits: c.hits,
-            misses: c.misses,
-            builds: c.builds,
-            errors: c.errors,
-            evictions: c.evictions,
-            corrupt: c.corrupt,
-            build_seconds: c.build_seconds,
-            saved_seconds: c.saved_seconds,
-            remote_hits: c.remote_hits,
-            remote_misses: c.remote_misses,
-            remote_errors: c.remote_errors,
-            remote_uploads: c.remote_uploads,
-            remote_bytes_down: c.remote_bytes_down,
-            remote_bytes_up: c.remote_bytes_up,
+            counters,
             entries: entries.len() as u64,
             bytes: entries.iter().map(|e| e.size).sum(),
         })

@@ -251,7 +251,7 @@ fn stats_counters_add_up_across_concurrent_processes() {
     for c in children {
         assert_eq!(results(c), ["done"]);
     }
-    let s = store.stats().unwrap();
+    let s = store.stats().unwrap().counters;
     assert_eq!((s.hits, s.misses, s.saved_seconds), (100, 100, 100.0));
 }
 

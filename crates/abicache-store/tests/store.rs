@@ -353,14 +353,15 @@ fn stats_count_events_and_entries() {
             Event::Corrupt,
         ])
         .unwrap();
-    let s = store.stats().unwrap();
+    let stats = store.stats().unwrap();
+    let s = &stats.counters;
     assert_eq!(
         (s.hits, s.misses, s.builds, s.errors, s.corrupt),
         (2, 1, 1, 1, 1)
     );
     assert_eq!((s.build_seconds, s.saved_seconds), (2.0, 4.0));
-    assert_eq!(s.entries, 1);
-    assert!(s.bytes > 5);
+    assert_eq!(stats.entries, 1);
+    assert!(stats.bytes > 5);
     // A damaged stats file restarts from zero rather than failing builds.
     std::fs::write(store.layout().stats_path(), b"garbage").unwrap();
     store.record(Event::Miss).unwrap();
