@@ -89,6 +89,9 @@ pub fn render_explanation(e: &Explanation) -> String {
     out.push_str(&format!("  torch_abi: {}\n", e.torch_abi));
     if e.cached {
         out.push_str("cached: yes (a build would be a hit)\n");
+        if let Some(audit) = &e.audit {
+            out.push_str(&render_audit_counts(audit));
+        }
         return out;
     }
     match &e.closest {
@@ -101,4 +104,17 @@ pub fn render_explanation(e: &Explanation) -> String {
         }
     }
     out
+}
+
+/// One line with the number of imports per group of a stored audit, e.g.
+/// `audit: cpython 0, libtorch_cxx 12, …, other 9`.
+fn render_audit_counts(audit: &serde_json::Value) -> String {
+    let Some(imports) = audit.get("imports").and_then(|i| i.as_object()) else {
+        return String::new();
+    };
+    let counts: Vec<String> = imports
+        .iter()
+        .map(|(group, symbols)| format!("{group} {}", symbols.as_array().map_or(0, Vec::len)))
+        .collect();
+    format!("audit: imports {}\n", counts.join(", "))
 }
