@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every benchmark (issues 2, 3 and 5) and prints the figures against
+# Runs every benchmark (issues 2, 3, 4 and 5) and prints the figures against
 # their targets. Benchmarks measure, not test: this exits 0 when the
 # measurements ran, whatever the ratios. See benches/README.md.
 #
@@ -43,4 +43,7 @@ python3 benches/bench_tree.py --key-time "$bin/examples/key_time" \
   --env "$work/gptq-env.toml" --work "$work"
 "$venv/bin/python" -W ignore benches/bench_build.py --abicache "$bin/abicache" \
   --audit-time "$bin/examples/audit_time" --work "$work"
+# Issue 4: warm load beyond `import torch` (needs the package in .venv).
+scripts/install-python-package.sh .venv
+"$venv/bin/python" benches/bench_load.py --work "$work"
 python3 benches/summary.py "$work"
