@@ -176,12 +176,48 @@ struct Lexer<'a> {
     facts: FileFacts,
 }
 
+/// Byte classes, looked up once per byte on the hot path.
+const IDENT_START: u8 = 1;
+const IDENT_CONTINUE: u8 = 2;
+/// Bytes the main loop can pass over without looking at them: horizontal
+/// whitespace and the punctuation that starts nothing the lexer cares about.
+const INERT: u8 = 4;
+
+static CLASS: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut c = 0;
+    while c < 256 {
+        let b = c as u8;
+        let start = b.is_ascii_alphabetic() || b == b'_' || b == b'$' || b >= 0x80;
+        if start {
+            t[c] |= IDENT_START | IDENT_CONTINUE;
+        }
+        if b.is_ascii_digit() {
+            t[c] |= IDENT_CONTINUE;
+        }
+        if matches!(b, b' ' | b'\t' | b'\r' | b'\x0b' | b'\x0c')
+            || (b.is_ascii_punctuation() && !matches!(b, b'/' | b'#' | b'%' | b'"' | b'\'' | b'.' | b'_' | b'$'))
+        {
+            t[c] |= INERT;
+        }
+        c += 1;
+    }
+    t
+};
+
 fn is_ident_start(c: u8) -> bool {
-    c.is_ascii_alphabetic() || c == b'_' || c == b'$' || c >= 0x80
+    CLASS[c as usize] & IDENT_START != 0
 }
 
 fn is_ident_continue(c: u8) -> bool {
-    is_ident_start(c) || c.is_ascii_digit()
+    CLASS[c as usize] & IDENT_CONTINUE != 0
+}
+
+/// Only identifiers starting with one of these bytes can matter: raw-string
+/// prefixes (`R`, `u`, `U`, `L`) and markers (`Py…`, `PYBIND11_`, `py::`,
+/// `REGISTER_EXTENSION`, `STABLE_TORCH_LIBRARY…`, `TORCH_EXTENSION_NAME`).
+fn may_matter(first: u8) -> bool {
+    matches!(first, b'P' | b'p' | b'R' | b'u' | b'U' | b'L' | b'S' | b'T')
 }
 
 fn is_hspace(c: u8) -> bool {
@@ -199,6 +235,22 @@ impl Lexer<'_> {
         let mut line_start = true;
         while i < s.len() {
             let c = s[i];
+            let class = CLASS[c as usize];
+            if class & INERT != 0 {
+                // Whitespace or inert punctuation: skip the whole run. A `#`
+                // after it is not at a line start unless only whitespace came.
+                let run = s[i..].iter().position(|&b| CLASS[b as usize] & INERT == 0).unwrap_or(s.len() - i);
+                if line_start && s[i..i + run].iter().any(|&b| !is_hspace(b)) {
+                    line_start = false;
+                }
+                i += run;
+                continue;
+            }
+            if class & IDENT_START != 0 && !may_matter(c) {
+                i += s[i..].iter().position(|&b| !is_ident_continue(b)).unwrap_or(s.len() - i);
+                line_start = false;
+                continue;
+            }
             match c {
                 b'\n' => {
                     line_start = true;
