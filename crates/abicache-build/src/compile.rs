@@ -139,6 +139,11 @@ pub fn build(
 
     let (cached, to_compile): (Vec<&Job>, Vec<&Job>) =
         jobs.iter().partition(|j| j.object.is_file());
+    for job in &cached {
+        // A reused object is recently used: the store's gc evicts objects
+        // oldest-modified first.
+        touch(&job.object);
+    }
     let total = jobs.len();
     progress(Progress::Started {
         name: plan.name.clone(),
@@ -265,6 +270,13 @@ fn object_key(
     }
     field("abi", &plan.abi_fields);
     h.finalize().to_hex().to_string()
+}
+
+/// Sets `path`'s modification time to now; best effort.
+fn touch(path: &Path) {
+    if let Ok(file) = std::fs::File::options().append(true).open(path) {
+        let _ = file.set_modified(std::time::SystemTime::now());
+    }
 }
 
 static TEMP_COUNTER: AtomicUsize = AtomicUsize::new(0);

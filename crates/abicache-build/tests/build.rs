@@ -175,7 +175,14 @@ fn cpu_extension_builds_then_reuses_objects_per_unit() {
         String::from_utf8_lossy(&check.stderr)
     );
 
-    // Same plan again: nothing compiles.
+    // Same plan again: nothing compiles, and the reused objects are touched
+    // (the store's gc evicts objects oldest-modified first).
+    let epoch = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
+    let object_files: Vec<_> = std::fs::read_dir(&objects).unwrap().map(|e| e.unwrap().path()).collect();
+    for path in &object_files {
+        let file = std::fs::File::options().append(true).open(path).unwrap();
+        file.set_modified(epoch).unwrap();
+    }
     let r = build(
         &plan,
         &tc,
@@ -186,6 +193,10 @@ fn cpu_extension_builds_then_reuses_objects_per_unit() {
     )
     .unwrap();
     assert_eq!((r.units_cached, r.units_compiled.len()), (2, 0));
+    for path in &object_files {
+        let modified = std::fs::metadata(path).unwrap().modified().unwrap();
+        assert!(modified > epoch, "reused object `{}` was not touched", path.display());
+    }
 
     // One unit's files changed: exactly that unit recompiles.
     let mut changed = plan.clone();

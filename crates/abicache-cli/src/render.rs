@@ -107,6 +107,17 @@ pub fn gc_human(r: &GcReport) -> String {
     for e in &r.evicted {
         out.push_str(&format!("  {} {} {}\n", e.name, e.key, human_size(e.size)));
     }
+    if r.objects_evicted > 0 {
+        out.push_str(&format!(
+            "  {} compiled object{} ({})\n",
+            r.objects_evicted,
+            if r.objects_evicted == 1 { "" } else { "s" },
+            human_size(r.object_bytes_freed)
+        ));
+    }
+    if r.objects_skipped_busy {
+        out.push_str("  compiled objects kept: a build is running (run `abicache gc` again later)\n");
+    }
     for key in &r.skipped_locked {
         out.push_str(&format!("  skipped {key}: being built or used by another process\n"));
     }

@@ -29,11 +29,19 @@ pub struct Evicted {
 pub struct GcReport {
     /// Entries evicted, least recently used first.
     pub evicted: Vec<Evicted>,
+    /// Compiled objects evicted from the object cache (oldest first).
+    pub objects_evicted: usize,
+    /// Bytes those objects held.
+    pub object_bytes_freed: u64,
+    /// True when objects were left alone because a build was running
+    /// (it may be about to link them).
+    pub objects_skipped_busy: bool,
     /// Keys that would have been evicted but whose lock was held (in use).
     pub skipped_locked: Vec<String>,
-    /// Total entry bytes before.
+    /// Total bytes of entries and objects before.
     pub bytes_before: u64,
-    /// Total entry bytes after (above the maximum only when entries were locked).
+    /// Total bytes after (above the maximum only when entries were locked or
+    /// a build was running).
     pub bytes_after: u64,
     /// Leftover temporary directories removed.
     pub temp_dirs_removed: usize,
@@ -44,11 +52,14 @@ pub struct GcReport {
 }
 
 impl Store {
-    /// Evicts least-recently-used entries until the entries total at most
-    /// `max_bytes`, skipping entries whose lock is held; also removes
-    /// leftover temporary directories and entry directories without a
-    /// manifest. Counts evictions in the stats. The object cache under
-    /// `objects/` is not counted or touched.
+    /// Shrinks the cache to at most `max_bytes` of entries and compiled
+    /// objects together: first the objects under `objects/` (intermediate
+    /// build products, oldest-modified first; a build touches the objects it
+    /// reuses), and only while no build holds a key lock, since a running
+    /// build may be about to link them; then least-recently-used entries,
+    /// skipping entries whose lock is held. Also removes leftover temporary
+    /// directories and objects, and entry directories without a manifest.
+    /// Counts evictions in the stats.
     pub fn gc(&self, max_bytes: u64) -> Result<GcReport> {
         self.gc_impl(max_bytes, None)
     }
@@ -87,8 +98,27 @@ impl Store {
             }
         }
         entries.sort_by(|a, b| a.last_used.cmp(&b.last_used).then(a.key.cmp(&b.key)));
-        report.bytes_before = entries.iter().map(|e| e.size).sum();
+        let entry_bytes: u64 = entries.iter().map(|e| e.size).sum();
+        let objects = self.objects_oldest_first();
+        let object_bytes: u64 = objects.iter().map(|o| o.1).sum();
+        report.bytes_before = entry_bytes + object_bytes;
         let mut total = report.bytes_before;
+        if total > max_bytes && !objects.is_empty() {
+            if self.any_build_running()? {
+                report.objects_skipped_busy = true;
+            } else {
+                for (path, size, _) in objects {
+                    if total <= max_bytes {
+                        break;
+                    }
+                    if std::fs::remove_file(&path).is_ok() {
+                        total -= size;
+                        report.objects_evicted += 1;
+                        report.object_bytes_freed += size;
+                    }
+                }
+            }
+        }
         for e in entries {
             if total <= max_bytes {
                 break;
@@ -120,6 +150,46 @@ impl Store {
             }
         }
         Ok(report)
+    }
+
+    /// The object cache's files, oldest-modified first, with their sizes.
+    /// Temporary objects (`.KEY.PID-N.tmp.o`) left by a killed compile are
+    /// removed once older than [`STALE_TEMP_AGE`] instead.
+    fn objects_oldest_first(&self) -> Vec<(std::path::PathBuf, u64, SystemTime)> {
+        let Ok(rd) = std::fs::read_dir(self.layout().objects_dir()) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for entry in rd.flatten() {
+            let Ok(meta) = entry.metadata() else { continue };
+            let modified = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+            let age = SystemTime::now().duration_since(modified).unwrap_or_default();
+            if entry.file_name().to_string_lossy().starts_with('.') {
+                if age > STALE_TEMP_AGE {
+                    let _ = std::fs::remove_file(entry.path());
+                }
+                continue;
+            }
+            if meta.is_file() {
+                out.push((entry.path(), meta.len(), modified));
+            }
+        }
+        out.sort_by(|a, b| a.2.cmp(&b.2).then_with(|| a.0.cmp(&b.0)));
+        out
+    }
+
+    /// True when some process holds a key's lock, i.e. is building.
+    fn any_build_running(&self) -> Result<bool> {
+        let Ok(rd) = std::fs::read_dir(self.layout().locks_dir()) else {
+            return Ok(false);
+        };
+        for entry in rd.flatten() {
+            let path = entry.path();
+            if path.extension().is_some_and(|e| e == "lock") && FileLock::try_acquire(&path)?.is_none() {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// Removes directories under `tmp/` left by processes that died: those

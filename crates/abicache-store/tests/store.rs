@@ -263,6 +263,49 @@ fn gc_skips_entries_whose_lock_is_held() {
     drop(in_use);
 }
 
+/// Writes an object of `size` bytes into the object cache, modified at `secs`.
+fn object(store: &Store, name: &str, size: usize, secs: u64) -> std::path::PathBuf {
+    let dir = store.objects_dir();
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, vec![7u8; size]).unwrap();
+    let file = std::fs::File::options().append(true).open(&path).unwrap();
+    file.set_modified(std::time::UNIX_EPOCH + Duration::from_secs(secs)).unwrap();
+    path
+}
+
+#[test]
+fn gc_evicts_compiled_objects_oldest_first_before_entries() {
+    let (_t, store) = temp_store();
+    let k = key("entry");
+    publish(&store, &k, "entry", &[1u8; 1000]);
+    let entry_size = store.list().unwrap()[0].size;
+    let old = object(&store, "old.o", 5000, 1_000);
+    let new = object(&store, "new.o", 5000, 2_000);
+    let stale_tmp = object(&store, ".abc.123-0.tmp.o", 100, 1_000);
+    let report = store.gc(entry_size + 5000).unwrap();
+    assert_eq!((report.objects_evicted, report.object_bytes_freed), (1, 5000));
+    assert!(!old.exists() && new.exists(), "the least recently modified object goes first");
+    assert!(!stale_tmp.exists(), "a killed compile's temporary object is swept");
+    assert!(report.evicted.is_empty(), "entries stay while evicting objects suffices");
+    assert_eq!(report.bytes_before, entry_size + 10_000);
+    assert_eq!(report.bytes_after, entry_size + 5000);
+}
+
+#[test]
+fn gc_leaves_objects_alone_while_a_build_runs() {
+    let (_t, store) = temp_store();
+    let obj = object(&store, "unit.o", 5000, 1_000);
+    let building = store.begin_build(&key("building")).unwrap();
+    let report = store.gc(0).unwrap();
+    assert!(report.objects_skipped_busy);
+    assert!(obj.exists(), "a running build may be about to link it");
+    drop(building);
+    let report = store.gc(0).unwrap();
+    assert_eq!(report.objects_evicted, 1);
+    assert!(!obj.exists());
+}
+
 #[test]
 fn max_size_collects_after_publish_but_never_the_new_entry() {
     let (_t, store) = temp_store();
