@@ -104,7 +104,7 @@ impl Store {
         report.bytes_before = entry_bytes + object_bytes;
         let mut total = report.bytes_before;
         if total > max_bytes && !objects.is_empty() {
-            if self.any_build_running()? {
+            if self.any_build_running(spare)? {
                 report.objects_skipped_busy = true;
             } else {
                 for (path, size, _) in objects {
@@ -178,13 +178,19 @@ impl Store {
         out
     }
 
-    /// True when some process holds a key's lock, i.e. is building.
-    fn any_build_running(&self) -> Result<bool> {
+    /// True when some process holds a key's lock, i.e. is building; the
+    /// lock of `spare` (the entry this process just published, still
+    /// holding its lock) does not count.
+    fn any_build_running(&self, spare: Option<&str>) -> Result<bool> {
+        let own = spare.map(|key| self.layout().lock_path(key));
         let Ok(rd) = std::fs::read_dir(self.layout().locks_dir()) else {
             return Ok(false);
         };
         for entry in rd.flatten() {
             let path = entry.path();
+            if own.as_ref() == Some(&path) {
+                continue;
+            }
             if path.extension().is_some_and(|e| e == "lock") && FileLock::try_acquire(&path)?.is_none() {
                 return Ok(true);
             }

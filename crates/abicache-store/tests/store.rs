@@ -312,6 +312,7 @@ fn max_size_collects_after_publish_but_never_the_new_entry() {
     let store = store.with_max_size(Some(1));
     let first = key("first");
     publish(&store, &first, "first", b"one");
+    let stale_object = object(&store, "unit.o", 100, 1_000);
     let guard = match store.lookup_or_lock(&key("second")).unwrap() {
         Claim::Build { guard, .. } => guard,
         Claim::Hit { .. } => unreachable!(),
@@ -328,6 +329,9 @@ fn max_size_collects_after_publish_but_never_the_new_entry() {
             .collect::<Vec<_>>(),
         [first.as_str()]
     );
+    // The publisher's own lock (still held) does not count as a running build.
+    assert_eq!(gc.objects_evicted, 1);
+    assert!(!stale_object.exists());
     assert_eq!(
         published.hit.manifest.key,
         key("second"),
