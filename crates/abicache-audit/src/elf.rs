@@ -83,7 +83,15 @@ where
 {
     let header = Elf::parse(data)?;
     let endian = header.endian()?;
+    let shoff: u64 = header.e_shoff(endian).into();
+    let align = std::mem::align_of::<Elf::SectionHeader>() as u64;
+    if shoff % align != 0 {
+        return Err(ReadFailure::Malformed(format!(
+            "the section header table starts at offset {shoff}, which is not {align}-byte aligned"
+        )));
+    }
     let sections = header.sections(endian, data)?;
+    check_table_alignment::<Elf, R>(&sections, endian)?;
     let mut facts = DynamicFacts::default();
 
     if let Some((entries, link)) = sections.dynamic(endian, data)? {
@@ -125,6 +133,37 @@ where
         }
     }
     Ok(facts)
+}
+
+/// Refuses tables whose file offset breaks their entries' alignment (the
+/// section header table is checked the same way before it is read). Such a
+/// file is malformed, and without this check the verdict would depend on
+/// where the bytes happen to sit in memory: `object` reads an array in place
+/// from a byte slice (refusing a misaligned one) but copies it out of a file.
+fn check_table_alignment<'data, Elf, R>(
+    sections: &SectionTable<'data, Elf, R>,
+    endian: Endianness,
+) -> Result<(), ReadFailure>
+where
+    Elf: FileHeader<Endian = Endianness>,
+    R: ReadRef<'data>,
+{
+    for section in sections.iter() {
+        let align = match section.sh_type(endian) {
+            elf::SHT_DYNAMIC => std::mem::align_of::<Elf::Dyn>(),
+            elf::SHT_DYNSYM => std::mem::align_of::<Elf::Sym>(),
+            elf::SHT_GNU_VERSYM => std::mem::align_of::<elf::Versym<Endianness>>(),
+            elf::SHT_GNU_VERNEED => std::mem::align_of::<elf::Verneed<Endianness>>(),
+            _ => continue,
+        } as u64;
+        let offset: u64 = section.sh_offset(endian).into();
+        if offset % align != 0 {
+            return Err(ReadFailure::Malformed(format!(
+                "a dynamic-linking table starts at offset {offset}, which is not {align}-byte aligned"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Reads `.gnu.version_r`: fills `names` and returns version index → name.

@@ -187,3 +187,29 @@ proptest! {
         }
     }
 }
+
+/// Regression (found by `corrupted_real_library_file_never_panics` in CI):
+/// one flipped bit made `.gnu.version`'s and `.dynamic`'s file offsets odd.
+/// The in-memory audit refused the misaligned tables while the file audit,
+/// which copies them out, accepted them. A misaligned table is malformed
+/// for both now.
+#[test]
+fn misaligned_dynamic_tables_are_malformed_from_file_and_memory_alike() {
+    let orig = real_library_bytes().to_vec();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("misaligned.so");
+    // The section header table: find `.dynamic`'s header by its type and bump its offset.
+    let shoff = u64::from_le_bytes(orig[0x28..0x30].try_into().unwrap()) as usize;
+    let shnum = u16::from_le_bytes(orig[0x3c..0x3e].try_into().unwrap()) as usize;
+    let dynamic = (0..shnum)
+        .map(|k| shoff + 64 * k)
+        .find(|&h| u32::from_le_bytes(orig[h + 4..h + 8].try_into().unwrap()) == 6 /* SHT_DYNAMIC */)
+        .expect("a .dynamic section");
+    let mut bytes = orig.clone();
+    bytes[dynamic + 0x18] |= 1; // sh_offset, low byte: now odd
+    std::fs::write(&path, &bytes).unwrap();
+    let from_file = audit_file(&path).unwrap_err().to_string();
+    let from_bytes = audit_bytes(&bytes).unwrap_err().to_string();
+    assert!(from_file.contains("not 8-byte aligned"), "{from_file}");
+    assert!(from_bytes.contains("not 8-byte aligned"), "{from_bytes}");
+}
