@@ -85,7 +85,7 @@ where
     let endian = header.endian()?;
     let shoff: u64 = header.e_shoff(endian).into();
     let align = std::mem::align_of::<Elf::SectionHeader>() as u64;
-    if shoff % align != 0 {
+    if !shoff.is_multiple_of(align) {
         return Err(ReadFailure::Malformed(format!(
             "the section header table starts at offset {shoff}, which is not {align}-byte aligned"
         )));
@@ -157,7 +157,7 @@ where
             _ => continue,
         } as u64;
         let offset: u64 = section.sh_offset(endian).into();
-        if offset % align != 0 {
+        if !offset.is_multiple_of(align) {
             return Err(ReadFailure::Malformed(format!(
                 "a dynamic-linking table starts at offset {offset}, which is not {align}-byte aligned"
             )));
