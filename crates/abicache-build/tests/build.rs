@@ -175,6 +175,9 @@ fn cpu_extension_builds_then_reuses_objects_per_unit() {
         String::from_utf8_lossy(&check.stderr)
     );
 
+    // Every later build shares the object cache; each links into its own dir.
+    let rebuild = |plan: &BuildPlan, out: &str| build(plan, &tc, &objects, &t.path().join(out), &opts, &quiet()).unwrap();
+
     // Same plan again: nothing compiles, and the reused objects are touched
     // (the store's gc evicts objects oldest-modified first).
     let epoch = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
@@ -183,15 +186,7 @@ fn cpu_extension_builds_then_reuses_objects_per_unit() {
         let file = std::fs::File::options().append(true).open(path).unwrap();
         file.set_modified(epoch).unwrap();
     }
-    let r = build(
-        &plan,
-        &tc,
-        &objects,
-        &t.path().join("out2"),
-        &opts,
-        &quiet(),
-    )
-    .unwrap();
+    let r = rebuild(&plan, "out2");
     assert_eq!((r.units_cached, r.units_compiled.len()), (2, 0));
     for path in &object_files {
         let modified = std::fs::metadata(path).unwrap().modified().unwrap();
@@ -201,15 +196,7 @@ fn cpu_extension_builds_then_reuses_objects_per_unit() {
     // One unit's files changed: exactly that unit recompiles.
     let mut changed = plan.clone();
     changed.sources[1].files[0].1 = "h-b2".into();
-    let r = build(
-        &changed,
-        &tc,
-        &objects,
-        &t.path().join("out3"),
-        &opts,
-        &quiet(),
-    )
-    .unwrap();
+    let r = rebuild(&changed, "out3");
     assert_eq!(r.units_compiled, ["src/b.cpp"]);
     assert_eq!(r.units_cached, 1);
 
@@ -217,15 +204,7 @@ fn cpu_extension_builds_then_reuses_objects_per_unit() {
     let mut second = plan.clone();
     second.sources.truncate(1);
     second.extra_ldflags = vec!["-Wl,--as-needed".into()];
-    let r = build(
-        &second,
-        &tc,
-        &objects,
-        &t.path().join("out4"),
-        &opts,
-        &quiet(),
-    )
-    .unwrap();
+    let r = rebuild(&second, "out4");
     assert_eq!((r.units_cached, r.units_compiled.len()), (1, 0));
     assert!(r.library.is_file());
 
@@ -233,25 +212,17 @@ fn cpu_extension_builds_then_reuses_objects_per_unit() {
     // the object of a unit that does not use TORCH_EXTENSION_NAME...
     let mut renamed = second.clone();
     renamed.name = "abicache_build_other".into();
-    let r = build(&renamed, &tc, &objects, &t.path().join("out6"), &opts, &quiet()).unwrap();
+    let r = rebuild(&renamed, "out6");
     assert_eq!((r.units_cached, r.units_compiled.len()), (1, 0));
     // ...but not of one that does: there the define can change the object.
     renamed.sources[0].uses_extension_name = true;
-    let r = build(&renamed, &tc, &objects, &t.path().join("out7"), &opts, &quiet()).unwrap();
+    let r = rebuild(&renamed, "out7");
     assert_eq!(r.units_compiled, ["src/a.cpp"]);
 
     // The ABI fields are part of every object key.
     let mut other_abi = second.clone();
     other_abi.abi_fields.push_str("python_abi=cpython-311\n");
-    let r = build(
-        &other_abi,
-        &tc,
-        &objects,
-        &t.path().join("out5"),
-        &opts,
-        &quiet(),
-    )
-    .unwrap();
+    let r = rebuild(&other_abi, "out5");
     assert_eq!(r.units_compiled, ["src/a.cpp"]);
 }
 
