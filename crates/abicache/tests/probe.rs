@@ -60,11 +60,14 @@ fn probe_of_a_missing_interpreter_names_it() {
 
 #[test]
 fn probe_of_an_interpreter_without_torch_says_so() {
-    // The machine's own Python has no torch.
-    let system = Path::new("/usr/bin/python3");
-    if !system.exists() {
-        return;
-    }
-    let err = probe_interpreter(system, None).unwrap_err().to_string();
+    // A fresh venv of the same interpreter, without torch.
+    let dir = tempfile::tempdir().unwrap();
+    let status = std::process::Command::new(venv_python(".venv"))
+        .args(["-m", "venv", "--without-pip"])
+        .arg(dir.path().join("bare"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let err = probe_interpreter(&dir.path().join("bare/bin/python"), None).unwrap_err().to_string();
     assert!(err.contains("torch is not installed"), "{err}");
 }
