@@ -19,7 +19,11 @@ fn main() -> ExitCode {
     let elapsed = start.elapsed();
     match result {
         Ok(report) => {
-            println!("audited `{}` in {:.3} s", path.display(), elapsed.as_secs_f64());
+            println!(
+                "audited `{}` in {:.3} s",
+                path.display(),
+                elapsed.as_secs_f64()
+            );
             println!("needed: {}", report.needed.join(", "));
             println!("glibcxx_max: {:?}", report.glibcxx_max);
             for group in abicache_audit::Group::ALL {

@@ -97,8 +97,8 @@ const TORCH_NAMESPACES: [&str; 5] = ["c10", "c10d", "at", "torch", "caffe2"];
 const STD_NAMESPACES: [&str; 3] = ["std", "__gnu_cxx", "__cxxabiv1"];
 const GLIBC_CXA: [&str; 3] = ["__cxa_atexit", "__cxa_finalize", "__cxa_thread_atexit_impl"];
 const CUDA_LIBRARY_PREFIXES: [&str; 11] = [
-    "cublas", "cudnn", "cufft", "cupti", "curand", "cusolver", "cusparse", "nvrtc", "nvtx",
-    "nvml", "nccl",
+    "cublas", "cudnn", "cufft", "cupti", "curand", "cusolver", "cusparse", "nvrtc", "nvtx", "nvml",
+    "nccl",
 ];
 
 /// Classifies one undefined dynamic symbol by its name (without `@VERSION`)
@@ -136,9 +136,7 @@ pub fn classify(name: &str, version: Option<&str>) -> Group {
 }
 
 fn is_cpython(name: &str) -> bool {
-    let rest = name
-        .strip_prefix("_Py")
-        .or_else(|| name.strip_prefix("Py"));
+    let rest = name.strip_prefix("_Py").or_else(|| name.strip_prefix("Py"));
     rest.and_then(|r| r.bytes().next())
         .is_some_and(|c| c.is_ascii_uppercase() || c == b'_')
 }
@@ -178,10 +176,12 @@ fn is_libtorch_cxx(name: &str, scope: Option<Scope<'_>>) -> bool {
 /// Whether a mangled name mentions a torch namespace anywhere (confirmed by
 /// demangling, after a cheap look for `3c10`, `2at`, `5torch`, `6caffe2`).
 fn names_torch_namespace(name: &str) -> bool {
-    let hint = ["3c10", "4c10d", "2at", "5torch", "6caffe2"].iter().any(|token| {
-        name.match_indices(token)
-            .any(|(at, _)| !name[..at].ends_with(|c: char| c.is_ascii_digit()))
-    });
+    let hint = ["3c10", "4c10d", "2at", "5torch", "6caffe2"]
+        .iter()
+        .any(|token| {
+            name.match_indices(token)
+                .any(|(at, _)| !name[..at].ends_with(|c: char| c.is_ascii_digit()))
+        });
     if !hint {
         return false;
     }
@@ -249,7 +249,10 @@ fn encoding_scope(s: &str, depth: u32) -> Scope<'_> {
         return Scope::Unknown;
     }
     let depth = depth + 1;
-    if let Some(t) = ["TV", "TT", "TI", "TS"].iter().find_map(|p| s.strip_prefix(p)) {
+    if let Some(t) = ["TV", "TT", "TI", "TS"]
+        .iter()
+        .find_map(|p| s.strip_prefix(p))
+    {
         return type_scope(t, depth);
     }
     if let Some(t) = s.strip_prefix("Th") {
@@ -260,7 +263,10 @@ fn encoding_scope(s: &str, depth: u32) -> Scope<'_> {
             .and_then(skip_call_offset_number)
             .map_or(Scope::Unknown, |t| encoding_scope(t, depth));
     }
-    if let Some(t) = ["GV", "GR", "TH", "TW"].iter().find_map(|p| s.strip_prefix(p)) {
+    if let Some(t) = ["GV", "GR", "TH", "TW"]
+        .iter()
+        .find_map(|p| s.strip_prefix(p))
+    {
         return name_scope(t, depth);
     }
     if let Some(t) = s.strip_prefix('L') {
@@ -309,7 +315,10 @@ fn name_scope(s: &str, depth: u32) -> Scope<'_> {
             .unwrap_or(nested);
         return first_component(nested);
     }
-    if let Some(op) = s.get(..2).filter(|op| op.bytes().all(|c| c.is_ascii_lowercase())) {
+    if let Some(op) = s
+        .get(..2)
+        .filter(|op| op.bytes().all(|c| c.is_ascii_lowercase()))
+    {
         return Scope::Operator(op);
     }
     first_component(s)
@@ -321,7 +330,10 @@ fn first_component(s: &str) -> Scope<'_> {
         return Scope::Named { outer: "std", rest };
     }
     if s.starts_with('S') && s[1..].starts_with(['a', 'b', 's', 'i', 'o', 'd']) {
-        return Scope::Named { outer: "std", rest: &s[1..] };
+        return Scope::Named {
+            outer: "std",
+            rest: &s[1..],
+        };
     }
     let digits = s.bytes().take_while(u8::is_ascii_digit).count();
     let Some(len) = s[..digits].parse::<usize>().ok().filter(|&n| n > 0) else {
@@ -354,7 +366,10 @@ mod tests {
         assert_eq!(outer("_ZTv0_n24_N3c106detail3barEv"), "c10");
         assert_eq!(outer("_ZGVZN3c104implEvE1x"), "c10");
         assert_eq!(outer("_ZZN5torch3jit4initEvE5state"), "torch");
-        assert_eq!(outer("_ZNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEED1Ev"), "std");
+        assert_eq!(
+            outer("_ZNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEED1Ev"),
+            "std"
+        );
         assert_eq!(outer("_ZSt9terminatev"), "std");
         assert_eq!(outer("_ZNSs4_Rep10_M_destroyERKSaIcE"), "std");
         assert_eq!(outer("_ZTVN10__cxxabiv117__class_type_infoE"), "__cxxabiv1");
@@ -362,7 +377,10 @@ mod tests {
         assert_eq!(outer("_Z3foov"), "foo");
         assert_eq!(outer("_ZTHN3c104impl26raw_local_dispatch_key_setE"), "c10");
         assert_eq!(outer("_ZTWN3c104impl26raw_local_dispatch_key_setE"), "c10");
-        assert_eq!(format!("{:?}", mangled_scope("_Znwm")), "Some(Operator(\"nw\"))");
+        assert_eq!(
+            format!("{:?}", mangled_scope("_Znwm")),
+            "Some(Operator(\"nw\"))"
+        );
         assert_eq!(format!("{:?}", mangled_scope("_ZTIi")), "Some(Builtin)");
         assert_eq!(format!("{:?}", mangled_scope("_ZTIPKc")), "Some(Builtin)");
         assert_eq!(format!("{:?}", mangled_scope("_ZN99x")), "Some(Unknown)");
@@ -379,14 +397,34 @@ mod tests {
             ("_Py_NoneStruct", None, Group::Cpython),
             ("Pyramid", None, Group::Other),
             ("THPVariableClass", None, Group::LibtorchPython),
-            ("_Z16THPVariable_WrapRKN2at10TensorBaseE", None, Group::LibtorchPython),
-            ("_ZN8pybind116detail11get_internalsEv", None, Group::LibtorchPython),
-            ("_ZN5torch6python10initModuleEv", None, Group::LibtorchPython),
-            ("_ZN3c104impl3fooEN8pybind116objectE", None, Group::LibtorchPython),
+            (
+                "_Z16THPVariable_WrapRKN2at10TensorBaseE",
+                None,
+                Group::LibtorchPython,
+            ),
+            (
+                "_ZN8pybind116detail11get_internalsEv",
+                None,
+                Group::LibtorchPython,
+            ),
+            (
+                "_ZN5torch6python10initModuleEv",
+                None,
+                Group::LibtorchPython,
+            ),
+            (
+                "_ZN3c104impl3fooEN8pybind116objectE",
+                None,
+                Group::LibtorchPython,
+            ),
             ("_ZN3c103fooEv", None, Group::LibtorchCxx),
             ("_ZN4c10d12ProcessGroupD2Ev", None, Group::LibtorchCxx),
             // THP_decodeBuffer is defined in libtorch_cpu, not libtorch_python.
-            ("_ZN5torch5utils19THP_nativeByteOrderEv", None, Group::LibtorchCxx),
+            (
+                "_ZN5torch5utils19THP_nativeByteOrderEv",
+                None,
+                Group::LibtorchCxx,
+            ),
             ("_ZN5torch3jit4initEv", None, Group::LibtorchCxx),
             ("_ZTVN3c1011VariableHooksE", None, Group::LibtorchCxx),
             (
@@ -395,7 +433,11 @@ mod tests {
                 Group::LibtorchCxx,
             ),
             ("aoti_torch_empty_strided", None, Group::TorchStableC),
-            ("torch_get_current_cuda_blas_handle", None, Group::TorchStableC),
+            (
+                "torch_get_current_cuda_blas_handle",
+                None,
+                Group::TorchStableC,
+            ),
             ("cudaMalloc", None, Group::Cuda),
             ("cuLaunchKernel", None, Group::Cuda),
             ("__cudaRegisterFatBinary", None, Group::Cuda),

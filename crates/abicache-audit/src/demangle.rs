@@ -53,7 +53,10 @@ mod tests {
     #[test]
     fn demangles_and_keeps_version_suffix() {
         assert_eq!(demangle("_ZN3c103fooEv"), "c10::foo()");
-        assert_eq!(demangle("_ZdlPv@GLIBCXX_3.4"), "operator delete(void*)@GLIBCXX_3.4");
+        assert_eq!(
+            demangle("_ZdlPv@GLIBCXX_3.4"),
+            "operator delete(void*)@GLIBCXX_3.4"
+        );
         assert_eq!(demangle("PyLong_FromLong"), "PyLong_FromLong");
         assert_eq!(
             demangle("_ZTVN10__cxxabiv120__si_class_type_infoE"),

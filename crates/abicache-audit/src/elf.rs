@@ -185,7 +185,10 @@ where
     while let Some((_need, mut auxes)) = needs.next()? {
         while let Some(aux) = auxes.next()? {
             let name = text(aux.name(endian, strings)?);
-            by_index.insert(aux.vna_other.get(endian) & elf::VERSYM_VERSION, name.clone());
+            by_index.insert(
+                aux.vna_other.get(endian) & elf::VERSYM_VERSION,
+                name.clone(),
+            );
             names.push(name);
         }
     }

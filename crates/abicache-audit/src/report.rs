@@ -91,7 +91,9 @@ impl Imports {
 impl AuditReport {
     /// Whether `DT_NEEDED` names `libtorch_python.so` (any suffix).
     pub fn needs_libtorch_python(&self) -> bool {
-        self.needed.iter().any(|n| n.starts_with("libtorch_python."))
+        self.needed
+            .iter()
+            .any(|n| n.starts_with("libtorch_python."))
     }
 
     /// Whether `DT_NEEDED` names a `libpython*` (e.g. `libpython3.11.so.1.0`).
@@ -106,7 +108,11 @@ impl AuditReport {
     /// [`needs_libtorch_python`](Self::needs_libtorch_python) too).
     pub fn python_symbols(&self) -> Vec<&str> {
         let i = &self.imports;
-        i.cpython.iter().chain(&i.libtorch_python).map(String::as_str).collect()
+        i.cpython
+            .iter()
+            .chain(&i.libtorch_python)
+            .map(String::as_str)
+            .collect()
     }
 
     /// The imports from libtorch that are outside its stable C ABI: the
@@ -114,7 +120,11 @@ impl AuditReport {
     /// library that keeps to the stable ABI (`torch_stable_c` only).
     pub fn non_stable_torch_symbols(&self) -> Vec<&str> {
         let i = &self.imports;
-        i.libtorch_cxx.iter().chain(&i.libtorch_python).map(String::as_str).collect()
+        i.libtorch_cxx
+            .iter()
+            .chain(&i.libtorch_python)
+            .map(String::as_str)
+            .collect()
     }
 
     fn from_facts(facts: DynamicFacts) -> AuditReport {
@@ -232,7 +242,12 @@ mod tests {
     fn glibcxx_max_compares_numerically_and_prefers_glibcxx() {
         let v = |s: &[&str]| s.iter().map(|x| x.to_string()).collect::<Vec<_>>();
         assert_eq!(
-            glibcxx_max(&v(&["GLIBCXX_3.4.9", "GLIBCXX_3.4.30", "CXXABI_1.3.13", "GLIBC_2.34"])),
+            glibcxx_max(&v(&[
+                "GLIBCXX_3.4.9",
+                "GLIBCXX_3.4.30",
+                "CXXABI_1.3.13",
+                "GLIBC_2.34"
+            ])),
             Some("GLIBCXX_3.4.30".into())
         );
         assert_eq!(

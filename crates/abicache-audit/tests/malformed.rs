@@ -49,7 +49,9 @@ fn first_half_of_a_real_library_is_malformed() {
     let error = audit_error(dir.path(), "libhalf.so", &bytes[..half]);
     assert!(matches!(error, AuditError::Malformed { .. }), "{error:?}");
     // The size depends on the toolchain; the snapshot pins the wording.
-    let message = error.to_string().replace(&format!("{half} bytes"), "[SIZE] bytes");
+    let message = error
+        .to_string()
+        .replace(&format!("{half} bytes"), "[SIZE] bytes");
     assert_message!(dir.path(), message);
 }
 
@@ -90,7 +92,10 @@ fn directory_is_an_io_error_naming_the_path() {
     let dir = tempfile::tempdir().unwrap();
     let error = audit_file(dir.path()).unwrap_err();
     assert!(matches!(error, AuditError::Io { .. }), "{error:?}");
-    assert!(error.to_string().contains(dir.path().to_str().unwrap()), "{error}");
+    assert!(
+        error.to_string().contains(dir.path().to_str().unwrap()),
+        "{error}"
+    );
 }
 
 #[test]
@@ -203,7 +208,9 @@ fn misaligned_dynamic_tables_are_malformed_from_file_and_memory_alike() {
     let shnum = u16::from_le_bytes(orig[0x3c..0x3e].try_into().unwrap()) as usize;
     let dynamic = (0..shnum)
         .map(|k| shoff + 64 * k)
-        .find(|&h| u32::from_le_bytes(orig[h + 4..h + 8].try_into().unwrap()) == 6 /* SHT_DYNAMIC */)
+        .find(
+            |&h| u32::from_le_bytes(orig[h + 4..h + 8].try_into().unwrap()) == 6, /* SHT_DYNAMIC */
+        )
         .expect("a .dynamic section");
     let mut bytes = orig.clone();
     bytes[dynamic + 0x18] |= 1; // sh_offset, low byte: now odd

@@ -27,7 +27,11 @@ fn c_library_calling_cpython_lands_in_cpython_and_lists_libm() {
 
     assert_eq!(report.imports.cpython, ["PyLong_FromLong", "_Py_Dealloc"]);
     assert_eq!(report.imports.libtorch_python, ["THPVariableClass"]);
-    assert!(report.needed.iter().any(|n| n == "libm.so.6"), "{:?}", report.needed);
+    assert!(
+        report.needed.iter().any(|n| n == "libm.so.6"),
+        "{:?}",
+        report.needed
+    );
     assert_eq!(group_of(&report, "cos"), Some(Group::Other));
     assert_eq!(group_of(&report, "__cxa_finalize"), Some(Group::Other));
     assert_eq!(
@@ -47,7 +51,12 @@ fn cxx_library_calling_torch_namespaces_lands_in_libtorch_groups() {
     let lib = compile(dir.path(), "torchy", true, TORCH_CXX, &[]);
     let report = audit_file(&lib).unwrap();
 
-    let cxx: Vec<String> = report.imports.libtorch_cxx.iter().map(|s| demangle(s)).collect();
+    let cxx: Vec<String> = report
+        .imports
+        .libtorch_cxx
+        .iter()
+        .map(|s| demangle(s))
+        .collect();
     assert_eq!(
         cxx,
         [
@@ -58,13 +67,26 @@ fn cxx_library_calling_torch_namespaces_lands_in_libtorch_groups() {
             "typeinfo for c10::Base",
         ]
     );
-    let python: Vec<String> = report.imports.libtorch_python.iter().map(|s| demangle(s)).collect();
+    let python: Vec<String> = report
+        .imports
+        .libtorch_python
+        .iter()
+        .map(|s| demangle(s))
+        .collect();
     assert_eq!(
         python,
-        ["THPVariable_Check(int)", "torch::python::init()", "pybind11::bar()"]
+        [
+            "THPVariable_Check(int)",
+            "torch::python::init()",
+            "pybind11::bar()"
+        ]
     );
     assert!(report.imports.cpython.is_empty());
-    assert!(report.imports.libstdcxx.iter().any(|s| s.starts_with("_ZTVN10__cxxabiv1")));
+    assert!(report
+        .imports
+        .libstdcxx
+        .iter()
+        .any(|s| s.starts_with("_ZTVN10__cxxabiv1")));
     assert!(report.needed.iter().any(|n| n.starts_with("libstdc++.so")));
     assert_eq!(report.non_stable_torch_symbols().len(), 8);
 }
@@ -98,10 +120,21 @@ fn cxx_library_using_std_string_reports_glibcxx_max() {
         .strip_prefix("GLIBCXX_3.4.")
         .and_then(|p| p.parse().ok())
         .unwrap_or_else(|| panic!("unexpected version {max}"));
-    assert!(patch >= 21, "std::__cxx11::basic_string needs GLIBCXX_3.4.21+, got {max}");
+    assert!(
+        patch >= 21,
+        "std::__cxx11::basic_string needs GLIBCXX_3.4.21+, got {max}"
+    );
     assert!(!report.imports.libstdcxx.is_empty());
-    assert!(report.imports.libstdcxx.iter().any(|s| s.starts_with("_ZNSt7__cxx11")));
-    assert!(report.imports.libstdcxx.iter().any(|s| s == "__cxa_allocate_exception"));
+    assert!(report
+        .imports
+        .libstdcxx
+        .iter()
+        .any(|s| s.starts_with("_ZNSt7__cxx11")));
+    assert!(report
+        .imports
+        .libstdcxx
+        .iter()
+        .any(|s| s == "__cxa_allocate_exception"));
     assert!(report.imports.libstdcxx.iter().all(|s| !s.contains('@')));
     assert!(report.imports.libtorch_cxx.is_empty());
 }
@@ -113,16 +146,23 @@ fn json_has_exactly_the_documented_shape() {
     let report = audit_file(&lib).unwrap();
     let value = serde_json::to_value(&report).unwrap();
 
-    let keys = |v: &serde_json::Value| -> Vec<String> {
-        v.as_object().unwrap().keys().cloned().collect()
-    };
+    let keys =
+        |v: &serde_json::Value| -> Vec<String> { v.as_object().unwrap().keys().cloned().collect() };
     let mut top = keys(&value);
     top.sort();
     assert_eq!(top, ["glibcxx_max", "imports", "needed"]);
     let text = serde_json::to_string(&report).unwrap();
     let order = [
-        "\"needed\"", "\"imports\"", "\"cpython\"", "\"libtorch_python\"", "\"libtorch_cxx\"",
-        "\"torch_stable_c\"", "\"cuda\"", "\"libstdcxx\"", "\"other\"", "\"glibcxx_max\":null",
+        "\"needed\"",
+        "\"imports\"",
+        "\"cpython\"",
+        "\"libtorch_python\"",
+        "\"libtorch_cxx\"",
+        "\"torch_stable_c\"",
+        "\"cuda\"",
+        "\"libstdcxx\"",
+        "\"other\"",
+        "\"glibcxx_max\":null",
     ];
     let positions: Vec<usize> = order.iter().map(|k| text.find(k).unwrap()).collect();
     assert!(positions.windows(2).all(|w| w[0] < w[1]), "{text}");
@@ -136,7 +176,10 @@ fn human_rendering_groups_demangled_names_with_counts() {
     let lib = compile(dir.path(), "torchy", true, TORCH_CXX, &["-lm"]);
     let mut report = audit_file(&lib).unwrap();
     // Start-up symbols differ between toolchains; the layout is what is pinned.
-    report.imports.other.retain(|s| !TOOLCHAIN_NOISE.contains(&s.as_str()));
+    report
+        .imports
+        .other
+        .retain(|s| !TOOLCHAIN_NOISE.contains(&s.as_str()));
     report.needed.retain(|n| !n.starts_with("ld-linux"));
     insta::assert_snapshot!(render_human(&report));
 }

@@ -176,12 +176,17 @@ fn cpu_extension_builds_then_reuses_objects_per_unit() {
     );
 
     // Every later build shares the object cache; each links into its own dir.
-    let rebuild = |plan: &BuildPlan, out: &str| build(plan, &tc, &objects, &t.path().join(out), &opts, &quiet()).unwrap();
+    let rebuild = |plan: &BuildPlan, out: &str| {
+        build(plan, &tc, &objects, &t.path().join(out), &opts, &quiet()).unwrap()
+    };
 
     // Same plan again: nothing compiles, and the reused objects are touched
     // (the store's gc evicts objects oldest-modified first).
     let epoch = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
-    let object_files: Vec<_> = std::fs::read_dir(&objects).unwrap().map(|e| e.unwrap().path()).collect();
+    let object_files: Vec<_> = std::fs::read_dir(&objects)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
     for path in &object_files {
         let file = std::fs::File::options().append(true).open(path).unwrap();
         file.set_modified(epoch).unwrap();
@@ -190,7 +195,11 @@ fn cpu_extension_builds_then_reuses_objects_per_unit() {
     assert_eq!((r.units_cached, r.units_compiled.len()), (2, 0));
     for path in &object_files {
         let modified = std::fs::metadata(path).unwrap().modified().unwrap();
-        assert!(modified > epoch, "reused object `{}` was not touched", path.display());
+        assert!(
+            modified > epoch,
+            "reused object `{}` was not touched",
+            path.display()
+        );
     }
 
     // One unit's files changed: exactly that unit recompiles.

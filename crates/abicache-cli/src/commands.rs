@@ -9,7 +9,9 @@ use abicache::store::{parse_size, Store};
 use abicache::{probe_interpreter, Error, Session, SessionOptions};
 use anyhow::{Context, Result};
 
-use crate::args::{AuditArgs, BuildArgs, Cli, Command, EnvArgs, GcArgs, JsonArgs, RmArgs, ScanArgs, SpecArgs};
+use crate::args::{
+    AuditArgs, BuildArgs, Cli, Command, EnvArgs, GcArgs, JsonArgs, RmArgs, ScanArgs, SpecArgs,
+};
 use crate::render;
 
 /// Runs the parsed command line.
@@ -26,8 +28,12 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Rm(args) => rm(cache_dir, args),
         Command::Stats(args) => stats(cache_dir, args),
         Command::Audit(args) => audit(args),
-        Command::Push(args) => crate::remote_cmds::push(open_store(cache_dir)?, remote.as_deref(), args),
-        Command::Pull(args) => crate::remote_cmds::pull(open_store(cache_dir)?, remote.as_deref(), args),
+        Command::Push(args) => {
+            crate::remote_cmds::push(open_store(cache_dir)?, remote.as_deref(), args)
+        }
+        Command::Pull(args) => {
+            crate::remote_cmds::pull(open_store(cache_dir)?, remote.as_deref(), args)
+        }
         Command::Keygen(args) => crate::remote_cmds::keygen(args),
     }
 }
@@ -56,7 +62,11 @@ pub(crate) fn open_store(cache_dir: Option<PathBuf>) -> Result<Store, Error> {
 
 /// The extension a spec argument names, its fingerprint root, and a session
 /// for the environment given by `--env` or `--python`.
-fn session_for(cache_dir: Option<PathBuf>, spec: &SpecArgs, options: SessionOptions) -> Result<(SpecFile, String, Session), Error> {
+fn session_for(
+    cache_dir: Option<PathBuf>,
+    spec: &SpecArgs,
+    options: SessionOptions,
+) -> Result<(SpecFile, String, Session), Error> {
     let file = SpecFile::load(&spec.spec)?;
     let name = file.extension(spec.extension.as_deref())?.name.clone();
     let store = open_store(cache_dir)?;
@@ -77,9 +87,13 @@ fn environment_session(store: Store, env: &EnvArgs) -> Result<Session, Error> {
 fn scan(args: ScanArgs) -> Result<()> {
     let root = match args.root {
         Some(root) => root,
-        None => std::env::current_dir().context("cannot read the current directory; pass `--root DIR`")?,
+        None => std::env::current_dir()
+            .context("cannot read the current directory; pass `--root DIR`")?,
     };
-    let config = args.include.iter().fold(ScanConfig::new(&root), |c, dir| c.include_path(dir));
+    let config = args
+        .include
+        .iter()
+        .fold(ScanConfig::new(&root), |c, dir| c.include_path(dir));
     let report = abicache::scan::scan(&args.sources, &config).map_err(Error::from)?;
     if args.json {
         print_json(&render::scan_json(&report))
@@ -100,11 +114,18 @@ fn key(cache_dir: Option<PathBuf>, args: SpecArgs) -> Result<()> {
 }
 
 fn build(cache_dir: Option<PathBuf>, remote: Option<&str>, args: BuildArgs) -> Result<()> {
-    let options = SessionOptions { rebuild: args.rebuild, jobs: args.jobs };
+    let options = SessionOptions {
+        rebuild: args.rebuild,
+        jobs: args.jobs,
+    };
     let (file, name, session) = session_for(cache_dir, &args.spec, options)?;
     let session = session.with_remote(crate::remote_cmds::remote_for_build(remote, args.no_upload));
     let spec = file.extension(Some(&name)).map_err(Error::from)?;
-    let mode = if args.quiet { ProgressMode::Quiet } else { ProgressMode::Auto };
+    let mode = if args.quiet {
+        ProgressMode::Quiet
+    } else {
+        ProgressMode::Auto
+    };
     let progress = progress_reporter(mode);
     let outcome = session.build(spec, &file.root, &progress)?;
     for warning in &outcome.warnings {
@@ -157,9 +178,15 @@ fn rm(cache_dir: Option<PathBuf>, args: RmArgs) -> Result<()> {
         return print_json(&serde_json::json!({ "removed": removed }));
     }
     if removed == 0 {
-        eprintln!("no entry named or keyed `{}` (see `abicache ls`)", args.target);
+        eprintln!(
+            "no entry named or keyed `{}` (see `abicache ls`)",
+            args.target
+        );
     } else {
-        emit(&format!("removed {removed} entr{}\n", if removed == 1 { "y" } else { "ies" }))?;
+        emit(&format!(
+            "removed {removed} entr{}\n",
+            if removed == 1 { "y" } else { "ies" }
+        ))?;
     }
     Ok(())
 }
@@ -175,7 +202,8 @@ fn stats(cache_dir: Option<PathBuf>, args: JsonArgs) -> Result<()> {
 }
 
 fn audit(args: AuditArgs) -> Result<()> {
-    let report = abicache::audit_crate::audit_file(Path::new(&args.library)).map_err(Error::from)?;
+    let report =
+        abicache::audit_crate::audit_file(Path::new(&args.library)).map_err(Error::from)?;
     if args.json {
         print_json(&report)
     } else {

@@ -16,9 +16,16 @@ pub fn scan_json(report: &ScanReport) -> Value {
             non_stable.push(&t.include);
         }
     }
-    let missing: Vec<&String> = report.sources.iter().flat_map(|s| &s.missing_includes).collect();
-    let computed: Vec<&abicache::scan::ComputedInclude> =
-        report.sources.iter().flat_map(|s| &s.computed_includes).collect();
+    let missing: Vec<&String> = report
+        .sources
+        .iter()
+        .flat_map(|s| &s.missing_includes)
+        .collect();
+    let computed: Vec<&abicache::scan::ComputedInclude> = report
+        .sources
+        .iter()
+        .flat_map(|s| &s.computed_includes)
+        .collect();
     json!({
         "files": report.unique_files(),
         "missing_includes": missing,
@@ -57,13 +64,19 @@ pub fn key_human(keyed: &Keyed) -> String {
 }
 
 fn unix_secs(t: SystemTime) -> u64 {
-    t.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
 }
 
 /// One entry of `abicache ls --json`.
 pub fn entry_json(e: &EntryInfo) -> Value {
     let payload = |field: &str| {
-        e.manifest.payload.lines().find_map(|l| l.strip_prefix(field).and_then(|r| r.strip_prefix('=')).map(str::to_owned))
+        e.manifest.payload.lines().find_map(|l| {
+            l.strip_prefix(field)
+                .and_then(|r| r.strip_prefix('='))
+                .map(str::to_owned)
+        })
     };
     json!({
         "key": e.key,
@@ -86,11 +99,21 @@ pub fn entries_human(entries: &[EntryInfo]) -> String {
     if entries.is_empty() {
         return "the cache is empty\n".into();
     }
-    let mut out = format!("{:<24} {:<32} {:>10} {:<24} {}\n", "NAME", "KEY", "SIZE", "PYTHON ABI", "TORCH ABI");
+    let mut out = format!(
+        "{:<24} {:<32} {:>10} {:<24} {}\n",
+        "NAME", "KEY", "SIZE", "PYTHON ABI", "TORCH ABI"
+    );
     for e in entries {
         let v = entry_json(e);
         let s = |k: &str| v[k].as_str().unwrap_or("-").to_string();
-        out.push_str(&format!("{:<24} {:<32} {:>10} {:<24} {}\n", e.name, e.key, human_size(e.size), s("python_abi"), s("torch_abi")));
+        out.push_str(&format!(
+            "{:<24} {:<32} {:>10} {:<24} {}\n",
+            e.name,
+            e.key,
+            human_size(e.size),
+            s("python_abi"),
+            s("torch_abi")
+        ));
     }
     out
 }
@@ -116,10 +139,14 @@ pub fn gc_human(r: &GcReport) -> String {
         ));
     }
     if r.objects_skipped_busy {
-        out.push_str("  compiled objects kept: a build is running (run `abicache gc` again later)\n");
+        out.push_str(
+            "  compiled objects kept: a build is running (run `abicache gc` again later)\n",
+        );
     }
     for key in &r.skipped_locked {
-        out.push_str(&format!("  skipped {key}: being built or used by another process\n"));
+        out.push_str(&format!(
+            "  skipped {key}: being built or used by another process\n"
+        ));
     }
     for err in &r.errors {
         out.push_str(&format!("  error: {err}\n"));
@@ -131,7 +158,11 @@ pub fn gc_human(r: &GcReport) -> String {
 pub fn stats_human(stats: &Stats, root: &Path) -> String {
     let s = &stats.counters;
     let lookups = s.hits + s.misses;
-    let rate = if lookups == 0 { 0.0 } else { 100.0 * s.hits as f64 / lookups as f64 };
+    let rate = if lookups == 0 {
+        0.0
+    } else {
+        100.0 * s.hits as f64 / lookups as f64
+    };
     format!(
         "cache directory      {}\n\
          hits                 {}\n\

@@ -86,11 +86,21 @@ fn arch_number(version: &str) -> Option<String> {
 /// (`-gencode`, `--generate-code`, `-arch`, `--gpu-architecture`, `-code`,
 /// `--gpu-code`); torch then adds no arch flags of its own, and neither do we.
 pub fn user_sets_arch(cuda_flags: &[String]) -> bool {
-    const OPTS: &[&str] = &["-gencode", "--generate-code", "-arch", "--gpu-architecture", "-code", "--gpu-code"];
+    const OPTS: &[&str] = &[
+        "-gencode",
+        "--generate-code",
+        "-arch",
+        "--gpu-architecture",
+        "-code",
+        "--gpu-code",
+    ];
     cuda_flags.iter().any(|f| {
         OPTS.iter().any(|o| {
-            f.strip_prefix(o)
-                .is_some_and(|rest| rest.is_empty() || rest.starts_with('=') || (*o == "-arch" && rest.starts_with("sm_")))
+            f.strip_prefix(o).is_some_and(|rest| {
+                rest.is_empty()
+                    || rest.starts_with('=')
+                    || (*o == "-arch" && rest.starts_with("sm_"))
+            })
         })
     })
 }
@@ -114,24 +124,54 @@ mod tests {
 
     #[test]
     fn suffixes_double_digit_majors_and_order_independence() {
-        assert_eq!(gencode_flags("9.0a").unwrap(), ["-gencode=arch=compute_90a,code=sm_90a"]);
-        assert_eq!(gencode_flags("12.0").unwrap(), ["-gencode=arch=compute_120,code=sm_120"]);
-        assert_eq!(gencode_flags("12.0;9.0").unwrap(), gencode_flags("9.0 12.0").unwrap());
+        assert_eq!(
+            gencode_flags("9.0a").unwrap(),
+            ["-gencode=arch=compute_90a,code=sm_90a"]
+        );
+        assert_eq!(
+            gencode_flags("12.0").unwrap(),
+            ["-gencode=arch=compute_120,code=sm_120"]
+        );
+        assert_eq!(
+            gencode_flags("12.0;9.0").unwrap(),
+            gencode_flags("9.0 12.0").unwrap()
+        );
         // Python's sorted() is byte order: "compute_120" < "compute_90".
-        assert_eq!(gencode_flags("9.0;12.0").unwrap()[0], "-gencode=arch=compute_120,code=sm_120");
+        assert_eq!(
+            gencode_flags("9.0;12.0").unwrap()[0],
+            "-gencode=arch=compute_120,code=sm_120"
+        );
     }
 
     #[test]
     fn named_architectures_expand_like_torch() {
-        assert_eq!(gencode_flags("Ampere").unwrap(), gencode_flags("8.0;8.6+PTX").unwrap());
-        assert_eq!(gencode_flags("Hopper").unwrap(), gencode_flags("9.0+PTX").unwrap());
-        assert_eq!(gencode_flags("Kepler+Tesla").unwrap(), gencode_flags("3.7").unwrap());
-        assert_eq!(gencode_flags("Ampere+Tegra").unwrap(), gencode_flags("8.7").unwrap());
+        assert_eq!(
+            gencode_flags("Ampere").unwrap(),
+            gencode_flags("8.0;8.6+PTX").unwrap()
+        );
+        assert_eq!(
+            gencode_flags("Hopper").unwrap(),
+            gencode_flags("9.0+PTX").unwrap()
+        );
+        assert_eq!(
+            gencode_flags("Kepler+Tesla").unwrap(),
+            gencode_flags("3.7").unwrap()
+        );
+        assert_eq!(
+            gencode_flags("Ampere+Tegra").unwrap(),
+            gencode_flags("8.7").unwrap()
+        );
     }
 
     #[test]
     fn invalid_entries_are_named() {
-        for (list, entry) in [("8.0;sm_90", "sm_90"), ("native", "native"), ("8", "8"), ("8.0+ptx", "8.0+ptx"), ("9.0b", "9.0b")] {
+        for (list, entry) in [
+            ("8.0;sm_90", "sm_90"),
+            ("native", "native"),
+            ("8", "8"),
+            ("8.0+ptx", "8.0+ptx"),
+            ("9.0b", "9.0b"),
+        ] {
             match gencode_flags(list) {
                 Err(KeyError::InvalidCudaArch { entry: e, .. }) => assert_eq!(e, entry),
                 other => panic!("{list}: {other:?}"),
@@ -147,7 +187,10 @@ mod tests {
         assert!(f(&["-gencode", "arch=compute_90,code=sm_90"]));
         assert!(f(&["-arch=sm_90"]));
         assert!(f(&["-arch", "sm_90"]));
-        assert!(!f(&["-Xcompiler", "-march=native"]), "torch's substring check would wrongly match this");
+        assert!(
+            !f(&["-Xcompiler", "-march=native"]),
+            "torch's substring check would wrongly match this"
+        );
         assert!(!f(&["-O3", "--use_fast_math"]));
     }
 }

@@ -88,7 +88,13 @@ impl Environment {
         let mut roots = Vec::new();
         if let Some(t) = &self.torch_dir {
             roots.push(t.join("include"));
-            roots.push(t.join("include").join("torch").join("csrc").join("api").join("include"));
+            roots.push(
+                t.join("include")
+                    .join("torch")
+                    .join("csrc")
+                    .join("api")
+                    .join("include"),
+            );
         }
         roots.extend(self.python_include.iter().cloned());
         roots.extend(self.cuda_include_dirs.iter().cloned());

@@ -79,11 +79,14 @@ impl Serialize for Payload {
 
 impl Payload {
     fn new() -> Self {
-        Self { entries: Vec::new() }
+        Self {
+            entries: Vec::new(),
+        }
     }
 
     fn push(&mut self, field: &str, value: impl AsRef<str>) {
-        self.entries.push((field.to_string(), escape(value.as_ref())));
+        self.entries
+            .push((field.to_string(), escape(value.as_ref())));
     }
 
     /// Reads a stored payload text back (e.g. to [`diff`](Self::diff) it);
@@ -95,7 +98,10 @@ impl Payload {
             .map(|(i, line)| {
                 line.split_once('=')
                     .map(|(f, v)| (f.to_string(), v.to_string()))
-                    .ok_or_else(|| KeyError::InvalidPayload { line: i + 1, text: line.to_string() })
+                    .ok_or_else(|| KeyError::InvalidPayload {
+                        line: i + 1,
+                        text: line.to_string(),
+                    })
             })
             .collect::<Result<_, _>>()?;
         Ok(Self { entries })
@@ -108,12 +114,18 @@ impl Payload {
 
     /// The value of the first line with this field, if any (escaped).
     pub fn get(&self, field: &str) -> Option<&str> {
-        self.entries.iter().find(|(f, _)| f == field).map(|(_, v)| v.as_str())
+        self.entries
+            .iter()
+            .find(|(f, _)| f == field)
+            .map(|(_, v)| v.as_str())
     }
 
     /// The lines, `field=value`, without line terminators.
     pub fn lines(&self) -> Vec<String> {
-        self.entries.iter().map(|(f, v)| format!("{f}={v}")).collect()
+        self.entries
+            .iter()
+            .map(|(f, v)| format!("{f}={v}"))
+            .collect()
     }
 
     /// The exact text that is hashed: lines joined by `\n`, with a trailing `\n`.
@@ -142,39 +154,64 @@ impl Payload {
         let (a, b) = (Sections::of(self), Sections::of(other));
         let mut out = Vec::new();
         let mut fields: Vec<&String> = a.scalars.iter().map(|(f, _)| f).collect();
-        fields.extend(b.scalars.iter().map(|(f, _)| f).filter(|f| a.scalar(f).is_none()));
+        fields.extend(
+            b.scalars
+                .iter()
+                .map(|(f, _)| f)
+                .filter(|f| a.scalar(f).is_none()),
+        );
         for f in fields {
             match (a.scalar(f), b.scalar(f)) {
-                (Some(o), Some(n)) if o != n => {
-                    out.push(FieldChange::Changed { field: f.clone(), old: o.into(), new: n.into() })
-                }
-                (Some(o), None) => out.push(FieldChange::Removed { field: f.clone(), value: o.into() }),
-                (None, Some(n)) => out.push(FieldChange::Added { field: f.clone(), value: n.into() }),
+                (Some(o), Some(n)) if o != n => out.push(FieldChange::Changed {
+                    field: f.clone(),
+                    old: o.into(),
+                    new: n.into(),
+                }),
+                (Some(o), None) => out.push(FieldChange::Removed {
+                    field: f.clone(),
+                    value: o.into(),
+                }),
+                (None, Some(n)) => out.push(FieldChange::Added {
+                    field: f.clone(),
+                    value: n.into(),
+                }),
                 _ => {}
             }
         }
         for s in &a.sources {
             if !b.sources.iter().any(|t| t.name == s.name) {
-                out.push(FieldChange::SourceRemoved { source: s.name.clone() });
+                out.push(FieldChange::SourceRemoved {
+                    source: s.name.clone(),
+                });
             }
         }
         for s in &b.sources {
             match a.sources.iter().find(|t| t.name == s.name) {
-                None => out.push(FieldChange::SourceAdded { source: s.name.clone() }),
+                None => out.push(FieldChange::SourceAdded {
+                    source: s.name.clone(),
+                }),
                 Some(old) => old.diff(s, &mut out),
             }
         }
         let names = |x: &Sections| x.sources.iter().map(|s| s.name.clone()).collect::<Vec<_>>();
         if a.sources.len() == b.sources.len()
             && names(&a) != names(&b)
-            && a.sources.iter().all(|s| b.sources.iter().any(|t| t.name == s.name))
+            && a.sources
+                .iter()
+                .all(|s| b.sources.iter().any(|t| t.name == s.name))
         {
-            out.push(FieldChange::Reordered { what: "sources".into() });
+            out.push(FieldChange::Reordered {
+                what: "sources".into(),
+            });
         }
         for field in LIST_FIELDS {
             let (o, n) = (a.list(field), b.list(field));
             if o != n {
-                out.push(FieldChange::ListChanged { field: field.to_string(), old: o, new: n });
+                out.push(FieldChange::ListChanged {
+                    field: field.to_string(),
+                    old: o,
+                    new: n,
+                });
             }
         }
         out
@@ -267,9 +304,19 @@ impl fmt::Display for FieldChange {
             Self::Removed { field, value } => write!(f, "{field}: removed {value}"),
             Self::SourceAdded { source } => write!(f, "source added: {source}"),
             Self::SourceRemoved { source } => write!(f, "source removed: {source}"),
-            Self::FileChanged { source, file, old, new } => {
+            Self::FileChanged {
+                source,
+                file,
+                old,
+                new,
+            } => {
                 let short = |h: &str| h.chars().take(12).collect::<String>();
-                write!(f, "file changed: {file} (via {source}) {} -> {}", short(old), short(new))
+                write!(
+                    f,
+                    "file changed: {file} (via {source}) {} -> {}",
+                    short(old),
+                    short(new)
+                )
             }
             Self::FileAdded { source, file } => write!(f, "file added: {file} (via {source})"),
             Self::FileRemoved { source, file } => write!(f, "file removed: {file} (via {source})"),
@@ -289,16 +336,30 @@ struct SourceSection {
 
 impl SourceSection {
     fn diff(&self, new: &SourceSection, out: &mut Vec<FieldChange>) {
-        let old_files: HashMap<&str, &str> = self.files.iter().map(|(p, h)| (p.as_str(), h.as_str())).collect();
-        let new_files: HashMap<&str, &str> = new.files.iter().map(|(p, h)| (p.as_str(), h.as_str())).collect();
+        let old_files: HashMap<&str, &str> = self
+            .files
+            .iter()
+            .map(|(p, h)| (p.as_str(), h.as_str()))
+            .collect();
+        let new_files: HashMap<&str, &str> = new
+            .files
+            .iter()
+            .map(|(p, h)| (p.as_str(), h.as_str()))
+            .collect();
         for (p, _) in &self.files {
             if !new_files.contains_key(p.as_str()) {
-                out.push(FieldChange::FileRemoved { source: self.name.clone(), file: p.clone() });
+                out.push(FieldChange::FileRemoved {
+                    source: self.name.clone(),
+                    file: p.clone(),
+                });
             }
         }
         for (p, h) in &new.files {
             match old_files.get(p.as_str()) {
-                None => out.push(FieldChange::FileAdded { source: self.name.clone(), file: p.clone() }),
+                None => out.push(FieldChange::FileAdded {
+                    source: self.name.clone(),
+                    file: p.clone(),
+                }),
                 Some(o) if o != h => out.push(FieldChange::FileChanged {
                     source: self.name.clone(),
                     file: p.clone(),
@@ -313,16 +374,24 @@ impl SourceSection {
             && old_files.keys().all(|k| new_files.contains_key(k))
             && order(self) != order(new)
         {
-            out.push(FieldChange::Reordered { what: format!("files of {}", self.name) });
+            out.push(FieldChange::Reordered {
+                what: format!("files of {}", self.name),
+            });
         }
         for e in &self.extras {
             if !new.extras.contains(e) {
-                out.push(FieldChange::Removed { field: e.0.clone(), value: e.1.clone() });
+                out.push(FieldChange::Removed {
+                    field: e.0.clone(),
+                    value: e.1.clone(),
+                });
             }
         }
         for e in &new.extras {
             if !self.extras.contains(e) {
-                out.push(FieldChange::Added { field: e.0.clone(), value: e.1.clone() });
+                out.push(FieldChange::Added {
+                    field: e.0.clone(),
+                    value: e.1.clone(),
+                });
             }
         }
     }
@@ -336,10 +405,18 @@ struct Sections {
 
 impl Sections {
     fn of(p: &Payload) -> Self {
-        let mut s = Sections { scalars: Vec::new(), sources: Vec::new(), lists: BTreeMap::new() };
+        let mut s = Sections {
+            scalars: Vec::new(),
+            sources: Vec::new(),
+            lists: BTreeMap::new(),
+        };
         for (f, v) in &p.entries {
             match f.as_str() {
-                "source" => s.sources.push(SourceSection { name: v.clone(), files: Vec::new(), extras: Vec::new() }),
+                "source" => s.sources.push(SourceSection {
+                    name: v.clone(),
+                    files: Vec::new(),
+                    extras: Vec::new(),
+                }),
                 "file" if !s.sources.is_empty() => {
                     let (hash, path) = v.split_once(' ').unwrap_or((v, ""));
                     let last = s.sources.last_mut().expect("checked non-empty");
@@ -349,14 +426,19 @@ impl Sections {
                     let last = s.sources.last_mut().expect("checked non-empty");
                     last.extras.push((f.clone(), v.clone()));
                 }
-                f if LIST_FIELDS.contains(&f) => s.lists.entry(f.to_string()).or_default().push(v.clone()),
+                f if LIST_FIELDS.contains(&f) => {
+                    s.lists.entry(f.to_string()).or_default().push(v.clone())
+                }
                 _ => s.scalars.push((f.clone(), v.clone())),
             }
         }
         s
     }
     fn scalar(&self, f: &str) -> Option<&str> {
-        self.scalars.iter().find(|(k, _)| k == f).map(|(_, v)| v.as_str())
+        self.scalars
+            .iter()
+            .find(|(k, _)| k == f)
+            .map(|(_, v)| v.as_str())
     }
     fn list(&self, f: &str) -> Vec<String> {
         self.lists.get(f).cloned().unwrap_or_default()
@@ -412,7 +494,12 @@ pub struct Keyed {
 /// torch version, CUDA arch list and nvcc version where the key needs them.
 /// `root` is the fingerprint root for display paths of include paths (the
 /// scan's paths are already relative to it).
-pub fn compute_key(spec: &ExtensionSpec, env: &Environment, scan: &ScanReport, root: &Path) -> Result<Keyed, KeyError> {
+pub fn compute_key(
+    spec: &ExtensionSpec,
+    env: &Environment,
+    scan: &ScanReport,
+    root: &Path,
+) -> Result<Keyed, KeyError> {
     if let Some(target) = spec.torch_stable_abi_target {
         target.check_runtime_floor(&env.torch_version)?;
         target.validate_headers(scan)?;
@@ -429,12 +516,19 @@ pub fn compute_key(spec: &ExtensionSpec, env: &Environment, scan: &ScanReport, r
     } else {
         (false, PythonAbiReason::NotDetected)
     };
-    let python_abi = if python_abi_dependent { python_abi_tag(env)? } else { "agnostic".to_string() };
+    let python_abi = if python_abi_dependent {
+        python_abi_tag(env)?
+    } else {
+        "agnostic".to_string()
+    };
 
     let (torch_field, torch_abi) = match spec.torch_stable_abi_target {
         Some(t) => ("torch_abi", format!("stable-{t}")),
         None if cuda => ("torch", env.torch_version.clone()),
-        None => ("torch", TorchVersion::parse(&env.torch_version)?.cpu_cache_version()),
+        None => (
+            "torch",
+            TorchVersion::parse(&env.torch_version)?.cpu_cache_version(),
+        ),
     };
 
     let mut host_flags = spec.extra_cflags.clone();
@@ -453,13 +547,17 @@ pub fn compute_key(spec: &ExtensionSpec, env: &Environment, scan: &ScanReport, r
                 .as_deref()
                 .or(env.cuda_archs.as_deref())
                 .filter(|l| !l.trim().is_empty())
-                .ok_or_else(|| KeyError::NoCudaArchs { name: spec.name.clone() })?;
+                .ok_or_else(|| KeyError::NoCudaArchs {
+                    name: spec.name.clone(),
+                })?;
             gencode = arch::gencode_flags(list)?;
         }
         let version = env
             .nvcc_version
             .as_deref()
-            .ok_or_else(|| KeyError::MissingNvcc { name: spec.name.clone() })?;
+            .ok_or_else(|| KeyError::MissingNvcc {
+                name: spec.name.clone(),
+            })?;
         nvcc = Some(nvcc_major_minor(version)?);
     }
 
@@ -487,7 +585,10 @@ pub fn compute_key(spec: &ExtensionSpec, env: &Environment, scan: &ScanReport, r
             p.push("missing_include", m);
         }
         for c in &src.computed_includes {
-            p.push("computed_include", format!("{}:{}:{}", c.file, c.line, c.text));
+            p.push(
+                "computed_include",
+                format!("{}:{}:{}", c.file, c.line, c.text),
+            );
         }
     }
     for f in &host_flags {
@@ -524,7 +625,9 @@ fn python_abi_tag(env: &Environment) -> Result<String, KeyError> {
     if let Some(soabi) = env.python_soabi.as_deref().filter(|s| !s.is_empty()) {
         return Ok(soabi.to_string());
     }
-    let bad = || KeyError::InvalidPythonVersion { version: env.python_version.clone() };
+    let bad = || KeyError::InvalidPythonVersion {
+        version: env.python_version.clone(),
+    };
     let mut parts = env.python_version.trim().split('.');
     let num = |s: Option<&str>| -> Option<u64> {
         let s = s?;
@@ -533,7 +636,10 @@ fn python_abi_tag(env: &Environment) -> Result<String, KeyError> {
     };
     let major = num(parts.next()).ok_or_else(bad)?;
     let minor = num(parts.next()).ok_or_else(bad)?;
-    Ok(format!("cpython-{major}.{minor}{}", env.python_abiflags.as_deref().unwrap_or("")))
+    Ok(format!(
+        "cpython-{major}.{minor}{}",
+        env.python_abiflags.as_deref().unwrap_or("")
+    ))
 }
 
 /// `12.8.93` / `V12.8.93` / `12.8` → `12.8`.
@@ -545,7 +651,9 @@ fn nvcc_major_minor(version: &str) -> Result<String, KeyError> {
     }
     match (digits(parts.next()), digits(parts.next())) {
         (Some(major), Some(minor)) => Ok(format!("{major}.{minor}")),
-        _ => Err(KeyError::InvalidNvccVersion { version: version.to_string() }),
+        _ => Err(KeyError::InvalidNvccVersion {
+            version: version.to_string(),
+        }),
     }
 }
 
@@ -570,8 +678,11 @@ pub fn key_cuda_flags(flags: &[String]) -> Vec<&String> {
             i += 2; // the flag and its value
             continue;
         }
-        let joined = WITH_VALUE.iter().any(|o| f.strip_prefix(o).is_some_and(|r| r.starts_with('=')))
-            || f.strip_prefix("-t").is_some_and(|r| !r.is_empty() && r.bytes().all(|b| b.is_ascii_digit()));
+        let joined = WITH_VALUE
+            .iter()
+            .any(|o| f.strip_prefix(o).is_some_and(|r| r.starts_with('=')))
+            || f.strip_prefix("-t")
+                .is_some_and(|r| !r.is_empty() && r.bytes().all(|b| b.is_ascii_digit()));
         if !joined {
             out.push(&flags[i]);
         }
@@ -589,12 +700,22 @@ pub fn display_path(path: &Path, root: &Path) -> String {
     let lexical = normalize(&lexical_root.join(path));
     let canon = fs_err::canonicalize(&lexical).ok();
     let canon_root = fs_err::canonicalize(&lexical_root).ok();
-    let candidates = [(canon.as_ref(), canon_root.as_ref()), (Some(&lexical), Some(&lexical_root))];
+    let candidates = [
+        (canon.as_ref(), canon_root.as_ref()),
+        (Some(&lexical), Some(&lexical_root)),
+    ];
     for (p, r) in candidates {
         if let (Some(p), Some(r)) = (p, r) {
             if let Ok(rel) = p.strip_prefix(r) {
-                let parts: Vec<String> = rel.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();
-                return if parts.is_empty() { ".".to_string() } else { parts.join("/") };
+                let parts: Vec<String> = rel
+                    .components()
+                    .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                    .collect();
+                return if parts.is_empty() {
+                    ".".to_string()
+                } else {
+                    parts.join("/")
+                };
             }
         }
     }
@@ -619,7 +740,9 @@ fn escape(v: &str) -> String {
     if !v.contains(['\\', '\n', '\r']) {
         return v.to_string();
     }
-    v.replace('\\', "\\\\").replace('\n', "\\n").replace('\r', "\\r")
+    v.replace('\\', "\\\\")
+        .replace('\n', "\\n")
+        .replace('\r', "\\r")
 }
 
 #[cfg(test)]
@@ -633,11 +756,27 @@ mod tests {
     #[test]
     fn scheduling_flags_are_left_out_of_the_key() {
         let flags = s(&[
-            "-O3", "--threads", "8", "--threads=4", "-t", "2", "-t16", "--split-compile", "0",
-            "--split-compile=4", "-split-compile", "3", "--split-compile-extended=2", "--use_fast_math",
+            "-O3",
+            "--threads",
+            "8",
+            "--threads=4",
+            "-t",
+            "2",
+            "-t16",
+            "--split-compile",
+            "0",
+            "--split-compile=4",
+            "-split-compile",
+            "3",
+            "--split-compile-extended=2",
+            "--use_fast_math",
         ]);
         assert_eq!(key_cuda_flags(&flags), ["-O3", "--use_fast_math"]);
-        assert_eq!(key_cuda_flags(&s(&["-O3", "-tx"])), ["-O3", "-tx"], "-t needs digits to be joined");
+        assert_eq!(
+            key_cuda_flags(&s(&["-O3", "-tx"])),
+            ["-O3", "-tx"],
+            "-t needs digits to be joined"
+        );
     }
 
     #[test]

@@ -65,7 +65,10 @@ pub struct ExtensionSpec {
 
 impl ExtensionSpec {
     /// A spec with a name and sources and every other field at its default.
-    pub fn new(name: impl Into<String>, sources: impl IntoIterator<Item = impl Into<PathBuf>>) -> Self {
+    pub fn new(
+        name: impl Into<String>,
+        sources: impl IntoIterator<Item = impl Into<PathBuf>>,
+    ) -> Self {
         Self {
             name: name.into(),
             namespace: None,
@@ -99,17 +102,26 @@ impl ExtensionSpec {
         self
     }
     /// Sets the extra nvcc flags.
-    pub fn with_extra_cuda_cflags(mut self, flags: impl IntoIterator<Item = impl Into<String>>) -> Self {
+    pub fn with_extra_cuda_cflags(
+        mut self,
+        flags: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Self {
         self.extra_cuda_cflags = flags.into_iter().map(Into::into).collect();
         self
     }
     /// Sets the extra linker flags.
-    pub fn with_extra_ldflags(mut self, flags: impl IntoIterator<Item = impl Into<String>>) -> Self {
+    pub fn with_extra_ldflags(
+        mut self,
+        flags: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Self {
         self.extra_ldflags = flags.into_iter().map(Into::into).collect();
         self
     }
     /// Sets the extra include paths.
-    pub fn with_extra_include_paths(mut self, paths: impl IntoIterator<Item = impl Into<PathBuf>>) -> Self {
+    pub fn with_extra_include_paths(
+        mut self,
+        paths: impl IntoIterator<Item = impl Into<PathBuf>>,
+    ) -> Self {
         self.extra_include_paths = paths.into_iter().map(Into::into).collect();
         self
     }
@@ -161,24 +173,40 @@ impl ExtensionSpec {
             check_identifier("namespace", ns)?;
         }
         if self.sources.is_empty() {
-            return Err(KeyError::NoSources { name: self.name.clone() });
+            return Err(KeyError::NoSources {
+                name: self.name.clone(),
+            });
         }
         for s in &self.sources {
             let ext = extension_of(s);
-            if HOST_SOURCE_EXTENSIONS.contains(&ext.as_str()) || CUDA_SOURCE_EXTENSIONS.contains(&ext.as_str()) {
+            if HOST_SOURCE_EXTENSIONS.contains(&ext.as_str())
+                || CUDA_SOURCE_EXTENSIONS.contains(&ext.as_str())
+            {
                 continue;
             }
-            return Err(if HEADER_EXTENSIONS.contains(&ext.to_ascii_lowercase().as_str()) {
-                KeyError::HeaderAsSource { name: self.name.clone(), path: s.clone() }
-            } else {
-                KeyError::UnknownSourceExtension { name: self.name.clone(), path: s.clone() }
-            });
+            return Err(
+                if HEADER_EXTENSIONS.contains(&ext.to_ascii_lowercase().as_str()) {
+                    KeyError::HeaderAsSource {
+                        name: self.name.clone(),
+                        path: s.clone(),
+                    }
+                } else {
+                    KeyError::UnknownSourceExtension {
+                        name: self.name.clone(),
+                        path: s.clone(),
+                    }
+                },
+            );
         }
         Ok(())
     }
 
     fn resolve_paths(&mut self, dir: &Path) {
-        for p in self.sources.iter_mut().chain(self.extra_include_paths.iter_mut()) {
+        for p in self
+            .sources
+            .iter_mut()
+            .chain(self.extra_include_paths.iter_mut())
+        {
             if p.is_relative() {
                 *p = dir.join(&*p);
             }
@@ -187,18 +215,25 @@ impl ExtensionSpec {
 }
 
 fn extension_of(p: &Path) -> String {
-    p.extension().map(|e| e.to_string_lossy().into_owned()).unwrap_or_default()
+    p.extension()
+        .map(|e| e.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 /// Rejects anything but `[A-Za-z_][A-Za-z0-9_]*`.
 pub(crate) fn check_identifier(field: &'static str, value: &str) -> Result<(), KeyError> {
     let mut bytes = value.bytes();
-    let ok = bytes.next().is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+    let ok = bytes
+        .next()
+        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
         && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_');
     if ok {
         Ok(())
     } else {
-        Err(KeyError::InvalidName { field, value: value.escape_debug().to_string() })
+        Err(KeyError::InvalidName {
+            field,
+            value: value.escape_debug().to_string(),
+        })
     }
 }
 
@@ -259,39 +294,67 @@ impl SpecFile {
         })?;
         let root = base_dir(path)?;
         if raw.extension.is_empty() {
-            return Err(KeyError::NoExtensions { path: path.to_path_buf() });
+            return Err(KeyError::NoExtensions {
+                path: path.to_path_buf(),
+            });
         }
         let mut extensions: Vec<ExtensionSpec> = Vec::with_capacity(raw.extension.len());
         for mut ext in raw.extension {
             ext.resolve_paths(&root);
-            ext.validate().map_err(|e| KeyError::InSpecFile { path: path.to_path_buf(), inner: Box::new(e) })?;
+            ext.validate().map_err(|e| KeyError::InSpecFile {
+                path: path.to_path_buf(),
+                inner: Box::new(e),
+            })?;
             if extensions.iter().any(|e| e.name == ext.name) {
-                return Err(KeyError::DuplicateExtension { path: path.to_path_buf(), name: ext.name });
+                return Err(KeyError::DuplicateExtension {
+                    path: path.to_path_buf(),
+                    name: ext.name,
+                });
             }
             extensions.push(ext);
         }
-        Ok(Self { path: path.to_path_buf(), root, extensions })
+        Ok(Self {
+            path: path.to_path_buf(),
+            root,
+            extensions,
+        })
     }
 
     /// Picks an extension: by name, or the only one when `name` is `None`.
     pub fn extension(&self, name: Option<&str>) -> Result<&ExtensionSpec, KeyError> {
-        let available = || self.extensions.iter().map(|e| format!("`{}`", e.name)).collect::<Vec<_>>().join(", ");
+        let available = || {
+            self.extensions
+                .iter()
+                .map(|e| format!("`{}`", e.name))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
         match name {
-            Some(n) => self.extensions.iter().find(|e| e.name == n).ok_or_else(|| KeyError::ExtensionNotFound {
-                requested: n.to_string(),
-                available: available(),
+            Some(n) => self.extensions.iter().find(|e| e.name == n).ok_or_else(|| {
+                KeyError::ExtensionNotFound {
+                    requested: n.to_string(),
+                    available: available(),
+                }
             }),
             None if self.extensions.len() == 1 => Ok(&self.extensions[0]),
-            None => Err(KeyError::AmbiguousExtension { available: available() }),
+            None => Err(KeyError::AmbiguousExtension {
+                available: available(),
+            }),
         }
     }
 }
 
 /// The absolute directory of a file given by path.
 pub(crate) fn base_dir(path: &Path) -> Result<PathBuf, KeyError> {
-    let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let parent = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     Ok(std::path::absolute(parent).map_err(|e| {
-        std::io::Error::new(e.kind(), format!("cannot make `{}` absolute: {e}", parent.display()))
+        std::io::Error::new(
+            e.kind(),
+            format!("cannot make `{}` absolute: {e}", parent.display()),
+        )
     })?)
 }
 
@@ -325,27 +388,58 @@ mod tests {
     fn requires_cuda_defaults_to_any_cu_source() {
         assert!(!ExtensionSpec::new("x", ["a.cpp"]).requires_cuda());
         assert!(ExtensionSpec::new("x", ["a.cpp", "b.cu"]).requires_cuda());
-        assert!(ExtensionSpec::new("x", ["a.cpp"]).with_requires_cuda(Some(true)).requires_cuda());
-        assert!(!ExtensionSpec::new("x", ["b.cu"]).with_requires_cuda(Some(false)).requires_cuda());
+        assert!(ExtensionSpec::new("x", ["a.cpp"])
+            .with_requires_cuda(Some(true))
+            .requires_cuda());
+        assert!(!ExtensionSpec::new("x", ["b.cu"])
+            .with_requires_cuda(Some(false))
+            .requires_cuda());
     }
 
     #[test]
     fn validate_sources() {
-        ExtensionSpec::new("x", ["a.cpp", "b.cc", "c.cxx", "d.c", "e.cu"]).validate().unwrap();
-        assert!(matches!(ExtensionSpec::new("x", ["k.cuh"]).validate(), Err(KeyError::HeaderAsSource { .. })));
-        assert!(matches!(ExtensionSpec::new("x", ["k.h"]).validate(), Err(KeyError::HeaderAsSource { .. })));
-        assert!(matches!(ExtensionSpec::new("x", ["k.rs"]).validate(), Err(KeyError::UnknownSourceExtension { .. })));
-        assert!(matches!(ExtensionSpec::new("x", ["Makefile"]).validate(), Err(KeyError::UnknownSourceExtension { .. })));
-        assert!(matches!(ExtensionSpec::new("x", Vec::<PathBuf>::new()).validate(), Err(KeyError::NoSources { .. })));
+        ExtensionSpec::new("x", ["a.cpp", "b.cc", "c.cxx", "d.c", "e.cu"])
+            .validate()
+            .unwrap();
         assert!(matches!(
-            ExtensionSpec::new("x", ["a.cpp"]).with_namespace("my-ns").validate(),
-            Err(KeyError::InvalidName { field: "namespace", .. })
+            ExtensionSpec::new("x", ["k.cuh"]).validate(),
+            Err(KeyError::HeaderAsSource { .. })
+        ));
+        assert!(matches!(
+            ExtensionSpec::new("x", ["k.h"]).validate(),
+            Err(KeyError::HeaderAsSource { .. })
+        ));
+        assert!(matches!(
+            ExtensionSpec::new("x", ["k.rs"]).validate(),
+            Err(KeyError::UnknownSourceExtension { .. })
+        ));
+        assert!(matches!(
+            ExtensionSpec::new("x", ["Makefile"]).validate(),
+            Err(KeyError::UnknownSourceExtension { .. })
+        ));
+        assert!(matches!(
+            ExtensionSpec::new("x", Vec::<PathBuf>::new()).validate(),
+            Err(KeyError::NoSources { .. })
+        ));
+        assert!(matches!(
+            ExtensionSpec::new("x", ["a.cpp"])
+                .with_namespace("my-ns")
+                .validate(),
+            Err(KeyError::InvalidName {
+                field: "namespace",
+                ..
+            })
         ));
     }
 
     #[test]
     fn namespace_defaults_to_name() {
         assert_eq!(ExtensionSpec::new("x", ["a.cpp"]).namespace(), "x");
-        assert_eq!(ExtensionSpec::new("x", ["a.cpp"]).with_namespace("y").namespace(), "y");
+        assert_eq!(
+            ExtensionSpec::new("x", ["a.cpp"])
+                .with_namespace("y")
+                .namespace(),
+            "y"
+        );
     }
 }

@@ -121,7 +121,12 @@ impl StableTarget {
                 target: self.to_string(),
             });
         }
-        if let Some(c) = scan.sources.iter().flat_map(|s| &s.computed_includes).next() {
+        if let Some(c) = scan
+            .sources
+            .iter()
+            .flat_map(|s| &s.computed_includes)
+            .next()
+        {
             return Err(KeyError::ComputedIncludeUnderStable {
                 file: c.file.clone(),
                 line: c.line,
@@ -211,15 +216,27 @@ mod tests {
 
     #[test]
     fn define_encoding_matches_libtorch() {
-        assert_eq!(StableTarget::new(2, 10).define(), "-DTORCH_TARGET_VERSION=0x020A000000000000");
-        assert_eq!(StableTarget::new(2, 16).define(), "-DTORCH_TARGET_VERSION=0x0210000000000000");
-        assert_eq!(StableTarget::new(2, 9).define(), "-DTORCH_TARGET_VERSION=0x0209000000000000");
+        assert_eq!(
+            StableTarget::new(2, 10).define(),
+            "-DTORCH_TARGET_VERSION=0x020A000000000000"
+        );
+        assert_eq!(
+            StableTarget::new(2, 16).define(),
+            "-DTORCH_TARGET_VERSION=0x0210000000000000"
+        );
+        assert_eq!(
+            StableTarget::new(2, 9).define(),
+            "-DTORCH_TARGET_VERSION=0x0209000000000000"
+        );
         assert_eq!(StableTarget::new(3, 0).encoded(), 0x0300_0000_0000_0000);
     }
 
     #[test]
     fn parse_accepts_m_dot_m_only() {
-        assert_eq!(StableTarget::parse("2.10").unwrap(), StableTarget::new(2, 10));
+        assert_eq!(
+            StableTarget::parse("2.10").unwrap(),
+            StableTarget::new(2, 10)
+        );
         for bad in ["2", "2.10.1", "2.x", "", "2.256", "-1.0", "2.+1"] {
             assert!(StableTarget::parse(bad).is_err(), "{bad:?}");
         }
@@ -234,9 +251,16 @@ mod tests {
         t.inject(&mut flags).unwrap();
         t.inject(&mut flags).unwrap();
         assert_eq!(flags, ["-O3", "-DTORCH_TARGET_VERSION=0x020A000000000000"]);
-        let mut user = vec!["-D".to_string(), "TORCH_TARGET_VERSION=0x020a000000000000".to_string()];
+        let mut user = vec![
+            "-D".to_string(),
+            "TORCH_TARGET_VERSION=0x020a000000000000".to_string(),
+        ];
         t.inject(&mut user).unwrap();
-        assert_eq!(user.len(), 2, "identical define (other spelling) is a no-op");
+        assert_eq!(
+            user.len(),
+            2,
+            "identical define (other spelling) is a no-op"
+        );
     }
 
     #[test]
@@ -246,7 +270,10 @@ mod tests {
         let e = t.inject(&mut flags).unwrap_err();
         assert!(matches!(e, KeyError::ConflictingTargetDefine { .. }));
         let msg = e.to_string();
-        assert!(msg.contains("0x0209000000000000") && msg.contains("0x020A000000000000"), "{msg}");
+        assert!(
+            msg.contains("0x0209000000000000") && msg.contains("0x020A000000000000"),
+            "{msg}"
+        );
         let mut bare = vec!["-DTORCH_TARGET_VERSION".to_string()];
         assert!(t.inject(&mut bare).is_err());
     }
@@ -258,7 +285,11 @@ mod tests {
                 files: vec![],
                 missing_includes: vec![],
                 computed_includes: if computed {
-                    vec![ComputedInclude { file: "k.cpp".into(), line: 3, text: "HDR".into() }]
+                    vec![ComputedInclude {
+                        file: "k.cpp".into(),
+                        line: 3,
+                        text: "HDR".into(),
+                    }]
                 } else {
                     vec![]
                 },
@@ -282,29 +313,51 @@ mod tests {
     #[test]
     fn validate_headers_names_first_offender_and_its_file() {
         let t = StableTarget::new(2, 10);
-        t.validate_headers(&report(&[("k.cpp", "torch/csrc/stable/library.h", true)], false))
-            .unwrap();
+        t.validate_headers(&report(
+            &[("k.cpp", "torch/csrc/stable/library.h", true)],
+            false,
+        ))
+        .unwrap();
         let e = t
             .validate_headers(&report(
-                &[("k.cpp", "torch/headeronly/util/Half.h", true), ("inc/h.h", "ATen/ATen.h", false)],
+                &[
+                    ("k.cpp", "torch/headeronly/util/Half.h", true),
+                    ("inc/h.h", "ATen/ATen.h", false),
+                ],
                 false,
             ))
             .unwrap_err();
-        assert!(matches!(&e, KeyError::NonStableHeader { file, line: 2, include, .. } if file == "inc/h.h" && include == "ATen/ATen.h"));
+        assert!(
+            matches!(&e, KeyError::NonStableHeader { file, line: 2, include, .. } if file == "inc/h.h" && include == "ATen/ATen.h")
+        );
         let e = t.validate_headers(&report(&[], true)).unwrap_err();
-        assert!(matches!(e, KeyError::ComputedIncludeUnderStable { line: 3, .. }));
+        assert!(matches!(
+            e,
+            KeyError::ComputedIncludeUnderStable { line: 3, .. }
+        ));
     }
 
     #[test]
     fn runtime_floor() {
         let t = StableTarget::new(2, 10);
-        assert!(matches!(t.check_runtime_floor("2.9.1+cu128"), Err(KeyError::TorchBelowFloor { .. })));
-        assert!(matches!(t.check_runtime_floor("nightly"), Err(KeyError::UnverifiableTorch { .. })));
-        assert!(matches!(t.check_runtime_floor(""), Err(KeyError::UnverifiableTorch { .. })));
+        assert!(matches!(
+            t.check_runtime_floor("2.9.1+cu128"),
+            Err(KeyError::TorchBelowFloor { .. })
+        ));
+        assert!(matches!(
+            t.check_runtime_floor("nightly"),
+            Err(KeyError::UnverifiableTorch { .. })
+        ));
+        assert!(matches!(
+            t.check_runtime_floor(""),
+            Err(KeyError::UnverifiableTorch { .. })
+        ));
         t.check_runtime_floor("2.10.0").unwrap();
         t.check_runtime_floor("2.10.0a0+git1234abc").unwrap();
         t.check_runtime_floor("2.15.0+cu130").unwrap();
         t.check_runtime_floor("3.0.0").unwrap();
-        assert!(StableTarget::new(2, 16).check_runtime_floor("2.15.0").is_err());
+        assert!(StableTarget::new(2, 16)
+            .check_runtime_floor("2.15.0")
+            .is_err());
     }
 }

@@ -40,8 +40,9 @@ impl TorchVersion {
         let (public, local) = match raw.split_once('+') {
             Some((p, l)) => {
                 let valid = !l.is_empty()
-                    && l.split(['.', '-', '_'])
-                        .all(|part| !part.is_empty() && part.bytes().all(|b| b.is_ascii_alphanumeric()));
+                    && l.split(['.', '-', '_']).all(|part| {
+                        !part.is_empty() && part.bytes().all(|b| b.is_ascii_alphanumeric())
+                    });
                 if !valid {
                     return Err(err("the local part after `+` is not `[a-z0-9]` segments"));
                 }
@@ -50,18 +51,21 @@ impl TorchVersion {
             None => (raw, None),
         };
         let lower = public.to_ascii_lowercase();
-        let mut c = Cursor { s: lower.as_bytes(), i: 0 };
+        let mut c = Cursor {
+            s: lower.as_bytes(),
+            i: 0,
+        };
         if c.peek() == Some(b'v') {
             c.i += 1;
         }
-        let first = c.number().ok_or_else(|| err("it does not start with a number"))?;
-        let epoch = if c.eat("!") {
-            Some(first)
-        } else {
-            None
-        };
+        let first = c
+            .number()
+            .ok_or_else(|| err("it does not start with a number"))?;
+        let epoch = if c.eat("!") { Some(first) } else { None };
         let mut release = vec![match epoch {
-            Some(_) => c.number().ok_or_else(|| err("no release number after the epoch"))?,
+            Some(_) => c
+                .number()
+                .ok_or_else(|| err("no release number after the epoch"))?,
             None => first,
         }];
         while c.peek() == Some(b'.') && c.peek_at(1).is_some_and(|b| b.is_ascii_digit()) {
@@ -133,9 +137,11 @@ impl TorchVersion {
     /// not change libtorch's CPU ABI); any other local part is kept verbatim.
     pub fn cpu_cache_version(&self) -> String {
         match &self.local {
-            Some(local) if is_accelerator_tag(local) => {
-                self.raw.split_once('+').map_or(&*self.raw, |(p, _)| p).to_string()
-            }
+            Some(local) if is_accelerator_tag(local) => self
+                .raw
+                .split_once('+')
+                .map_or(&*self.raw, |(p, _)| p)
+                .to_string(),
             _ => self.raw.clone(),
         }
     }
@@ -187,7 +193,10 @@ impl Cursor<'_> {
         while self.peek().is_some_and(|b| b.is_ascii_digit()) {
             self.i += 1;
         }
-        std::str::from_utf8(&self.s[start..self.i]).ok()?.parse().ok()
+        std::str::from_utf8(&self.s[start..self.i])
+            .ok()?
+            .parse()
+            .ok()
     }
     fn opt_number(&mut self) -> u64 {
         let save = self.i;
@@ -228,9 +237,21 @@ mod tests {
 
     #[test]
     fn rejects_non_versions() {
-        for bad in ["nightly", "", "  ", "2.10.0+", "2.10.0+cu 128", "2.x", "2.10.0 foo", "+cpu"] {
+        for bad in [
+            "nightly",
+            "",
+            "  ",
+            "2.10.0+",
+            "2.10.0+cu 128",
+            "2.x",
+            "2.10.0 foo",
+            "+cpu",
+        ] {
             assert!(
-                matches!(TorchVersion::parse(bad), Err(KeyError::InvalidTorchVersion { .. })),
+                matches!(
+                    TorchVersion::parse(bad),
+                    Err(KeyError::InvalidTorchVersion { .. })
+                ),
                 "{bad:?} should not parse"
             );
         }
@@ -239,7 +260,14 @@ mod tests {
     #[test]
     fn cpu_cache_version_strips_only_accelerator_tags() {
         let cpu = |s: &str| TorchVersion::parse(s).unwrap().cpu_cache_version();
-        for v in ["2.8.0+cpu", "2.8.0+cu128", "2.8.0+rocm6.2", "2.8.0+rocm6.2.4", "2.8.0+xpu", "2.8.0"] {
+        for v in [
+            "2.8.0+cpu",
+            "2.8.0+cu128",
+            "2.8.0+rocm6.2",
+            "2.8.0+rocm6.2.4",
+            "2.8.0+xpu",
+            "2.8.0",
+        ] {
             assert_eq!(cpu(v), "2.8.0", "{v}");
         }
         for v in [

@@ -40,7 +40,11 @@ fn project(dir: &Path, impl_h: &str, target: &str) {
         ),
     );
     write(dir, "csrc/ops.cpp", "#include \"ops.h\"\n#include <torch/csrc/stable/library.h>\nSTABLE_TORCH_LIBRARY(ops, m) {}\n");
-    write(dir, "csrc/ops.h", "#pragma once\n#include <detail/impl.h>\n");
+    write(
+        dir,
+        "csrc/ops.h",
+        "#pragma once\n#include <detail/impl.h>\n",
+    );
     write(dir, "include/detail/impl.h", impl_h);
 }
 
@@ -60,9 +64,17 @@ fn same_project_in_two_places_has_one_key() {
     let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     project(a.path(), "int f();\n", "");
     project(b.path(), "int f();\n", "");
-    let (ka, kb) = (key_of(a.path(), "2.10.0+cpu").unwrap(), key_of(b.path(), "2.10.0+cu128").unwrap());
+    let (ka, kb) = (
+        key_of(a.path(), "2.10.0+cpu").unwrap(),
+        key_of(b.path(), "2.10.0+cu128").unwrap(),
+    );
     assert_eq!(ka.key, kb.key);
-    let files: Vec<String> = ka.payload.lines().into_iter().filter(|l| l.starts_with("file=")).collect();
+    let files: Vec<String> = ka
+        .payload
+        .lines()
+        .into_iter()
+        .filter(|l| l.starts_with("file="))
+        .collect();
     assert_eq!(files.len(), 3, "{files:?}");
     assert!(files[2].ends_with(" include/detail/impl.h"), "{files:?}");
     assert!(!ka.payload.text().contains(&a.path().display().to_string()));
@@ -76,28 +88,55 @@ fn editing_a_transitive_header_changes_the_key() {
     write(d.path(), "include/detail/impl.h", "int f(int);\n");
     let after = key_of(d.path(), "2.10.0").unwrap();
     assert_ne!(before.key, after.key);
-    let changes: Vec<String> = before.payload.diff(&after.payload).iter().map(ToString::to_string).collect();
+    let changes: Vec<String> = before
+        .payload
+        .diff(&after.payload)
+        .iter()
+        .map(ToString::to_string)
+        .collect();
     assert_eq!(changes.len(), 1, "{changes:?}");
-    assert!(changes[0].starts_with("file changed: include/detail/impl.h (via csrc/ops.cpp)"), "{changes:?}");
+    assert!(
+        changes[0].starts_with("file changed: include/detail/impl.h (via csrc/ops.cpp)"),
+        "{changes:?}"
+    );
 }
 
 #[test]
 fn stable_target_rejects_aten_include_in_a_transitive_header_naming_that_header() {
     let d = tempfile::tempdir().unwrap();
-    project(d.path(), "#pragma once\n\n#include <ATen/ATen.h>\n", "torch_stable_abi_target = \"2.10\"\n");
+    project(
+        d.path(),
+        "#pragma once\n\n#include <ATen/ATen.h>\n",
+        "torch_stable_abi_target = \"2.10\"\n",
+    );
     let e = key_of(d.path(), "2.10.0").unwrap_err();
     match &e {
-        KeyError::NonStableHeader { file, line, include, .. } => {
-            assert_eq!((file.as_str(), *line, include.as_str()), ("include/detail/impl.h", 3, "ATen/ATen.h"));
+        KeyError::NonStableHeader {
+            file,
+            line,
+            include,
+            ..
+        } => {
+            assert_eq!(
+                (file.as_str(), *line, include.as_str()),
+                ("include/detail/impl.h", 3, "ATen/ATen.h")
+            );
         }
         other => panic!("{other:?}"),
     }
     // Only stable headers: accepted, keyed on the target, shared across torch releases.
-    project(d.path(), "#include <torch/headeronly/util/Half.h>\n", "torch_stable_abi_target = \"2.10\"\n");
+    project(
+        d.path(),
+        "#include <torch/headeronly/util/Half.h>\n",
+        "torch_stable_abi_target = \"2.10\"\n",
+    );
     let k10 = key_of(d.path(), "2.10.0").unwrap();
     let k15 = key_of(d.path(), "2.15.0+cu130").unwrap();
     assert_eq!(k10.key, k15.key);
-    assert!(matches!(key_of(d.path(), "2.9.0"), Err(KeyError::TorchBelowFloor { .. })));
+    assert!(matches!(
+        key_of(d.path(), "2.9.0"),
+        Err(KeyError::TorchBelowFloor { .. })
+    ));
 }
 
 #[test]
@@ -108,8 +147,18 @@ fn include_paths_outside_the_root_stay_absolute() {
     let spec_file = SpecFile::load(&d.path().join("abicache.toml")).unwrap();
     let mut spec = spec_file.extension(None).unwrap().clone();
     spec.extra_include_paths.push(outside.path().to_path_buf());
-    let report = scan(&spec.sources, &ScanConfig::new(&spec_file.root).include_path(d.path().join("include"))).unwrap();
+    let report = scan(
+        &spec.sources,
+        &ScanConfig::new(&spec_file.root).include_path(d.path().join("include")),
+    )
+    .unwrap();
     let k = compute_key(&spec, &env("2.10.0"), &report, &spec_file.root).unwrap();
     let canon: PathBuf = std::fs::canonicalize(outside.path()).unwrap();
-    assert!(k.payload.lines().contains(&format!("include_path={}", canon.display())), "{:?}", k.payload.lines());
+    assert!(
+        k.payload
+            .lines()
+            .contains(&format!("include_path={}", canon.display())),
+        "{:?}",
+        k.payload.lines()
+    );
 }

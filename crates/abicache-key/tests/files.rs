@@ -49,8 +49,18 @@ torch_stable_abi_target = [2, 16]
     let proj = d.path().join("proj");
     assert_eq!(f.root, proj);
     let g = f.extension(Some("gemm")).unwrap();
-    assert_eq!(g.sources, [proj.join("csrc/a.cpp"), proj.join("csrc/b.cu"), PathBuf::from("/abs/c.cc")]);
-    assert_eq!(g.extra_include_paths, [proj.join("include"), PathBuf::from("/opt/include")]);
+    assert_eq!(
+        g.sources,
+        [
+            proj.join("csrc/a.cpp"),
+            proj.join("csrc/b.cu"),
+            PathBuf::from("/abs/c.cc")
+        ]
+    );
+    assert_eq!(
+        g.extra_include_paths,
+        [proj.join("include"), PathBuf::from("/opt/include")]
+    );
     assert_eq!(g.namespace(), "gemm_ops");
     assert_eq!(g.python_abi_dependent, None);
     assert_eq!(g.torch_stable_abi_target, Some(StableTarget::new(2, 10)));
@@ -66,8 +76,15 @@ torch_stable_abi_target = [2, 16]
 #[test]
 fn extension_selection() {
     let d = tempfile::tempdir().unwrap();
-    let one = write(d.path(), "one.toml", "[[extension]]\nname = \"a\"\nsources = [\"a.cpp\"]\n");
-    assert_eq!(SpecFile::load(&one).unwrap().extension(None).unwrap().name, "a");
+    let one = write(
+        d.path(),
+        "one.toml",
+        "[[extension]]\nname = \"a\"\nsources = [\"a.cpp\"]\n",
+    );
+    assert_eq!(
+        SpecFile::load(&one).unwrap().extension(None).unwrap().name,
+        "a"
+    );
     let two = write(
         d.path(),
         "two.toml",
@@ -75,8 +92,14 @@ fn extension_selection() {
     );
     let f = SpecFile::load(&two).unwrap();
     assert_eq!(f.extension(Some("b")).unwrap().name, "b");
-    let errs = [f.extension(None).unwrap_err(), f.extension(Some("c")).unwrap_err()];
-    insta::assert_snapshot!("extension_selection", errs.map(|e| e.to_string()).join("\n"));
+    let errs = [
+        f.extension(None).unwrap_err(),
+        f.extension(Some("c")).unwrap_err(),
+    ];
+    insta::assert_snapshot!(
+        "extension_selection",
+        errs.map(|e| e.to_string()).join("\n")
+    );
 }
 
 #[test]
@@ -136,7 +159,10 @@ cuda_archs = "9.0"
 "#,
     );
     let env = Environment::load(&p).unwrap();
-    assert_eq!(env.torch_dir.as_deref(), Some(d.path().join("venv/torch").as_path()));
+    assert_eq!(
+        env.torch_dir.as_deref(),
+        Some(d.path().join("venv/torch").as_path())
+    );
     assert_eq!(env.torch_hip, None);
     assert_eq!(
         env.system_include_roots(),
@@ -157,14 +183,27 @@ fn environment_file_errors_name_the_file_and_the_field() {
     let d = tempfile::tempdir().unwrap();
     let base = "python_version = \"3.12.9\"\ntorch_version = \"2.10.0\"\ncxx11_abi = true\n";
     let cases = [
-        ("unknown_field", format!("{base}torch_cuda_version = \"12.8\"\n")),
-        ("missing_torch", "python_version = \"3.12.9\"\ncxx11_abi = true\n".to_string()),
-        ("wrong_type", "python_version = \"3.12.9\"\ntorch_version = \"2.10.0\"\ncxx11_abi = \"yes\"\n".to_string()),
+        (
+            "unknown_field",
+            format!("{base}torch_cuda_version = \"12.8\"\n"),
+        ),
+        (
+            "missing_torch",
+            "python_version = \"3.12.9\"\ncxx11_abi = true\n".to_string(),
+        ),
+        (
+            "wrong_type",
+            "python_version = \"3.12.9\"\ntorch_version = \"2.10.0\"\ncxx11_abi = \"yes\"\n"
+                .to_string(),
+        ),
     ];
     let mut out = Vec::new();
     for (name, text) in cases {
         let p = write(d.path(), &format!("{name}.toml"), &text);
-        out.push(format!("{name}: {}", msg(Environment::load(&p).unwrap_err(), d.path())));
+        out.push(format!(
+            "{name}: {}",
+            msg(Environment::load(&p).unwrap_err(), d.path())
+        ));
     }
     insta::assert_snapshot!("env_file_errors", out.join("\n"));
 }

@@ -4,9 +4,12 @@
 use std::path::Path;
 
 use abicache_key::{
-    compute_key, Environment, ExtensionSpec, FieldChange, KeyError, Keyed, Payload, PythonAbiReason, StableTarget,
+    compute_key, Environment, ExtensionSpec, FieldChange, KeyError, Keyed, Payload,
+    PythonAbiReason, StableTarget,
 };
-use abicache_scan::{ComputedInclude, Location, PythonMarker, ScanReport, ScannedFile, SourceReport, TorchInclude};
+use abicache_scan::{
+    ComputedInclude, Location, PythonMarker, ScanReport, ScannedFile, SourceReport, TorchInclude,
+};
 
 const ROOT: &str = "/project";
 
@@ -28,7 +31,12 @@ fn env(python: &str, soabi: Option<&str>, abiflags: Option<&str>, torch: &str) -
 }
 
 fn py312() -> Environment {
-    env("3.12.9", Some("cpython-312-x86_64-linux-gnu"), Some(""), "2.10.0+cpu")
+    env(
+        "3.12.9",
+        Some("cpython-312-x86_64-linux-gnu"),
+        Some(""),
+        "2.10.0+cpu",
+    )
 }
 
 fn cuda_env(torch: &str, torch_cuda: &str) -> Environment {
@@ -36,12 +44,20 @@ fn cuda_env(torch: &str, torch_cuda: &str) -> Environment {
         torch_cuda: Some(torch_cuda.into()),
         nvcc_version: Some("12.8.93".into()),
         cuda_archs: Some("8.0;9.0+PTX".into()),
-        ..env("3.12.9", Some("cpython-312-x86_64-linux-gnu"), Some(""), torch)
+        ..env(
+            "3.12.9",
+            Some("cpython-312-x86_64-linux-gnu"),
+            Some(""),
+            torch,
+        )
     }
 }
 
 fn file(path: &str, content: &str) -> ScannedFile {
-    ScannedFile { path: path.into(), blake3: blake3::hash(content.as_bytes()).to_hex().to_string() }
+    ScannedFile {
+        path: path.into(),
+        blake3: blake3::hash(content.as_bytes()).to_hex().to_string(),
+    }
 }
 
 /// One source `csrc/kernel.cpp` (or `.cu`) that includes `csrc/kernel.h`.
@@ -61,7 +77,11 @@ fn scan_of(source: &str) -> ScanReport {
 }
 
 fn with_python_marker(mut scan: ScanReport) -> ScanReport {
-    scan.python_markers.push(PythonMarker { file: "csrc/kernel.h".into(), line: 3, marker: "PyLong_FromLong".into() });
+    scan.python_markers.push(PythonMarker {
+        file: "csrc/kernel.h".into(),
+        line: 3,
+        marker: "PyLong_FromLong".into(),
+    });
     scan
 }
 
@@ -85,8 +105,14 @@ fn key_err(spec: &ExtensionSpec, env: &Environment, scan: &ScanReport) -> KeyErr
 fn key_is_128_bit_lower_hex_of_the_payload() {
     let k = key(&cpu_spec(), &py312(), &scan_of("csrc/kernel.cpp"));
     assert_eq!(k.key.len(), 32);
-    assert!(k.key.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)));
-    assert_eq!(k.key, blake3::hash(k.payload.text().as_bytes()).to_hex()[..32]);
+    assert!(k
+        .key
+        .bytes()
+        .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)));
+    assert_eq!(
+        k.key,
+        blake3::hash(k.payload.text().as_bytes()).to_hex()[..32]
+    );
     assert_eq!(k.payload.lines()[0], "format=1");
     assert!(k.payload.text().ends_with('\n'));
     let json = serde_json::to_value(&k).unwrap();
@@ -98,9 +124,19 @@ fn key_is_128_bit_lower_hex_of_the_payload() {
 fn python_agnostic_key_is_identical_across_python_310_312_313t() {
     let scan = scan_of("csrc/kernel.cpp");
     let envs = [
-        env("3.10.14", Some("cpython-310-x86_64-linux-gnu"), Some(""), "2.10.0+cpu"),
+        env(
+            "3.10.14",
+            Some("cpython-310-x86_64-linux-gnu"),
+            Some(""),
+            "2.10.0+cpu",
+        ),
         py312(),
-        env("3.13.1", Some("cpython-313t-x86_64-linux-gnu"), Some("t"), "2.10.0+cpu"),
+        env(
+            "3.13.1",
+            Some("cpython-313t-x86_64-linux-gnu"),
+            Some("t"),
+            "2.10.0+cpu",
+        ),
     ];
     let keys: Vec<Keyed> = envs.iter().map(|e| key(&cpu_spec(), e, &scan)).collect();
     assert!(keys.iter().all(|k| k.key == keys[0].key));
@@ -112,20 +148,54 @@ fn python_agnostic_key_is_identical_across_python_310_312_313t() {
 #[test]
 fn python_dependent_key_is_the_soabi_and_free_threaded_differs() {
     let scan = with_python_marker(scan_of("csrc/kernel.cpp"));
-    let gil = key(&cpu_spec(), &env("3.13.1", Some("cpython-313-x86_64-linux-gnu"), Some(""), "2.10.0"), &scan);
-    let ft = key(&cpu_spec(), &env("3.13.1", Some("cpython-313t-x86_64-linux-gnu"), Some("t"), "2.10.0"), &scan);
+    let gil = key(
+        &cpu_spec(),
+        &env(
+            "3.13.1",
+            Some("cpython-313-x86_64-linux-gnu"),
+            Some(""),
+            "2.10.0",
+        ),
+        &scan,
+    );
+    let ft = key(
+        &cpu_spec(),
+        &env(
+            "3.13.1",
+            Some("cpython-313t-x86_64-linux-gnu"),
+            Some("t"),
+            "2.10.0",
+        ),
+        &scan,
+    );
     assert_eq!(gil.python_abi, "cpython-313-x86_64-linux-gnu");
-    assert_eq!(ft.payload.get("python_abi"), Some("cpython-313t-x86_64-linux-gnu"));
+    assert_eq!(
+        ft.payload.get("python_abi"),
+        Some("cpython-313t-x86_64-linux-gnu")
+    );
     assert_eq!(gil.python_abi_reason, PythonAbiReason::Detected);
     assert_ne!(gil.key, ft.key);
-    let py312_key = key(&cpu_spec(), &env("3.12.9", Some("cpython-312-x86_64-linux-gnu"), Some(""), "2.10.0"), &scan);
+    let py312_key = key(
+        &cpu_spec(),
+        &env(
+            "3.12.9",
+            Some("cpython-312-x86_64-linux-gnu"),
+            Some(""),
+            "2.10.0",
+        ),
+        &scan,
+    );
     assert_ne!(gil.key, py312_key.key);
 }
 
 #[test]
 fn soabi_absent_falls_back_to_version_and_abiflags() {
     let scan = with_python_marker(scan_of("csrc/kernel.cpp"));
-    let ft = key(&cpu_spec(), &env("3.13.1", None, Some("t"), "2.10.0"), &scan);
+    let ft = key(
+        &cpu_spec(),
+        &env("3.13.1", None, Some("t"), "2.10.0"),
+        &scan,
+    );
     assert_eq!(ft.python_abi, "cpython-3.13t");
     let gil = key(&cpu_spec(), &env("3.13.1", None, Some(""), "2.10.0"), &scan);
     assert_eq!(gil.python_abi, "cpython-3.13");
@@ -134,7 +204,12 @@ fn soabi_absent_falls_back_to_version_and_abiflags() {
     let win = key(&cpu_spec(), &env("3.12.9", None, None, "2.10.0"), &scan);
     assert_eq!(win.python_abi, "cpython-3.12");
     assert!(matches!(
-        compute_key(&cpu_spec(), &env("three", None, None, "2.10.0"), &scan, Path::new(ROOT)),
+        compute_key(
+            &cpu_spec(),
+            &env("three", None, None, "2.10.0"),
+            &scan,
+            Path::new(ROOT)
+        ),
         Err(KeyError::InvalidPythonVersion { .. })
     ));
 }
@@ -142,7 +217,9 @@ fn soabi_absent_falls_back_to_version_and_abiflags() {
 #[test]
 fn is_python_module_forces_python_abi_dependence() {
     let scan = scan_of("csrc/kernel.cpp");
-    let spec = cpu_spec().with_is_python_module(true).with_python_abi_dependent(Some(false));
+    let spec = cpu_spec()
+        .with_is_python_module(true)
+        .with_python_abi_dependent(Some(false));
     let k = key(&spec, &py312(), &scan);
     assert!(k.python_abi_dependent);
     assert_eq!(k.python_abi_reason, PythonAbiReason::PythonModule);
@@ -152,10 +229,21 @@ fn is_python_module_forces_python_abi_dependence() {
 #[test]
 fn explicit_python_abi_override_wins_over_detection_both_ways() {
     let marked = with_python_marker(scan_of("csrc/kernel.cpp"));
-    let k = key(&cpu_spec().with_python_abi_dependent(Some(false)), &py312(), &marked);
-    assert_eq!((k.python_abi.as_str(), k.python_abi_reason), ("agnostic", PythonAbiReason::Explicit));
+    let k = key(
+        &cpu_spec().with_python_abi_dependent(Some(false)),
+        &py312(),
+        &marked,
+    );
+    assert_eq!(
+        (k.python_abi.as_str(), k.python_abi_reason),
+        ("agnostic", PythonAbiReason::Explicit)
+    );
     let clean = scan_of("csrc/kernel.cpp");
-    let k = key(&cpu_spec().with_python_abi_dependent(Some(true)), &py312(), &clean);
+    let k = key(
+        &cpu_spec().with_python_abi_dependent(Some(true)),
+        &py312(),
+        &clean,
+    );
     assert_eq!(k.python_abi, "cpython-312-x86_64-linux-gnu");
     assert_eq!(k.python_abi_reason, PythonAbiReason::Explicit);
 }
@@ -189,7 +277,11 @@ fn cuda_extension_keys_on_the_full_torch_version_and_torch_cuda() {
     let nightly = key(&cuda_spec(), &cuda_env("nightly", "12.8"), &scan);
     assert_eq!(nightly.torch_abi, "nightly");
     assert!(matches!(
-        key_err(&cpu_spec(), &env("3.12.9", None, None, "nightly"), &scan_of("csrc/kernel.cpp")),
+        key_err(
+            &cpu_spec(),
+            &env("3.12.9", None, None, "nightly"),
+            &scan_of("csrc/kernel.cpp")
+        ),
         KeyError::InvalidTorchVersion { .. }
     ));
 }
@@ -202,14 +294,21 @@ fn torch_cuda_and_cuda_fields_appear_only_for_cuda_extensions() {
         assert_eq!(cpu.payload.get(field), None, "{field}");
     }
     e.torch_cuda = Some("12.6".into());
-    assert_eq!(key(&cpu_spec(), &e, &scan_of("csrc/kernel.cpp")).key, cpu.key);
+    assert_eq!(
+        key(&cpu_spec(), &e, &scan_of("csrc/kernel.cpp")).key,
+        cpu.key
+    );
     let cuda = key(&cuda_spec(), &e, &scan_of("csrc/kernel.cu"));
     assert_eq!(cuda.payload.get("torch_cuda"), Some("12.6"));
     assert_eq!(cuda.payload.get("nvcc"), Some("12.8"));
     // requires_cuda forced on a .cpp-only extension brings the CUDA fields, torch_cuda=none on a CPU wheel.
     let mut cpu_wheel = e.clone();
     cpu_wheel.torch_cuda = None;
-    let forced = key(&cpu_spec().with_requires_cuda(Some(true)), &cpu_wheel, &scan_of("csrc/kernel.cpp"));
+    let forced = key(
+        &cpu_spec().with_requires_cuda(Some(true)),
+        &cpu_wheel,
+        &scan_of("csrc/kernel.cpp"),
+    );
     assert_eq!(forced.payload.get("torch_cuda"), Some("none"));
 }
 
@@ -236,11 +335,19 @@ fn cuda_arch_set_is_sorted_deduplicated_and_spec_wins_over_env() {
     let own = cuda_spec().with_extra_cuda_cflags(["-gencode=arch=compute_90a,code=sm_90a"]);
     let d = key(&own, &e, &scan);
     assert!(d.gencode.is_empty());
-    assert_eq!(d.payload.get("cuda_cflag"), Some("-gencode=arch=compute_90a,code=sm_90a"));
+    assert_eq!(
+        d.payload.get("cuda_cflag"),
+        Some("-gencode=arch=compute_90a,code=sm_90a")
+    );
     e.cuda_archs = None;
-    assert!(matches!(key_err(&cuda_spec(), &e, &scan), KeyError::NoCudaArchs { .. }));
+    assert!(matches!(
+        key_err(&cuda_spec(), &e, &scan),
+        KeyError::NoCudaArchs { .. }
+    ));
     e.cuda_archs = Some("8.0;Fermi".into());
-    assert!(matches!(key_err(&cuda_spec(), &e, &scan), KeyError::InvalidCudaArch { ref entry, .. } if entry == "Fermi"));
+    assert!(
+        matches!(key_err(&cuda_spec(), &e, &scan), KeyError::InvalidCudaArch { ref entry, .. } if entry == "Fermi")
+    );
 }
 
 #[test]
@@ -249,11 +356,18 @@ fn nvcc_major_minor_is_keyed_and_required_for_cuda() {
     let mut e = cuda_env("2.8.0+cu128", "12.8");
     let a = key(&cuda_spec(), &e, &scan);
     e.nvcc_version = Some("12.8.61".into());
-    assert_eq!(key(&cuda_spec(), &e, &scan).key, a.key, "patch level does not matter");
+    assert_eq!(
+        key(&cuda_spec(), &e, &scan).key,
+        a.key,
+        "patch level does not matter"
+    );
     e.nvcc_version = Some("12.9".into());
     assert_ne!(key(&cuda_spec(), &e, &scan).key, a.key);
     e.nvcc_version = None;
-    assert!(matches!(key_err(&cuda_spec(), &e, &scan), KeyError::MissingNvcc { .. }));
+    assert!(matches!(
+        key_err(&cuda_spec(), &e, &scan),
+        KeyError::MissingNvcc { .. }
+    ));
 }
 
 fn stable_scan(source: &str) -> ScanReport {
@@ -270,7 +384,10 @@ fn stable_scan(source: &str) -> ScanReport {
         include: "torch/headeronly/util/Half.h".into(),
         stable: true,
     });
-    scan.stable_registrations.push(Location { file: source.into(), line: 9 });
+    scan.stable_registrations.push(Location {
+        file: source.into(),
+        line: 9,
+    });
     scan
 }
 
@@ -291,7 +408,10 @@ fn stable_target_replaces_torch_version_and_is_shared_across_torch_releases() {
     assert!(lines.contains(&format!("cflag={define}")));
     assert!(lines.contains(&format!("cuda_cflag={define}")));
     // A user flag with the same define is not doubled.
-    let spec2 = spec.clone().with_extra_cflags([define]).with_extra_cuda_cflags([define]);
+    let spec2 = spec
+        .clone()
+        .with_extra_cflags([define])
+        .with_extra_cuda_cflags([define]);
     let c = key(&spec2, &cuda_env("2.10.0+cu128", "12.8"), &scan);
     assert_eq!(c.host_flags, [define]);
     assert_eq!(c.cuda_flags, [define]);
@@ -307,7 +427,11 @@ fn stable_target_replaces_torch_version_and_is_shared_across_torch_releases() {
 #[test]
 fn stable_target_2_16_encodes_0x0210() {
     let spec = cpu_spec().with_torch_stable_abi_target(Some(StableTarget::new(2, 16)));
-    let k = key(&spec, &env("3.12.9", None, None, "2.16.0"), &stable_scan("csrc/kernel.cpp"));
+    let k = key(
+        &spec,
+        &env("3.12.9", None, None, "2.16.0"),
+        &stable_scan("csrc/kernel.cpp"),
+    );
     assert_eq!(k.host_flags, ["-DTORCH_TARGET_VERSION=0x0210000000000000"]);
     assert_eq!(k.payload.get("torch_abi"), Some("stable-2.16"));
 }
@@ -333,7 +457,11 @@ fn stable_target_rejects_non_stable_header_reached_through_a_local_header() {
 #[test]
 fn stable_target_rejects_computed_includes() {
     let mut scan = stable_scan("csrc/kernel.cpp");
-    scan.sources[0].computed_includes.push(ComputedInclude { file: "csrc/kernel.h".into(), line: 4, text: "KERNEL_IMPL".into() });
+    scan.sources[0].computed_includes.push(ComputedInclude {
+        file: "csrc/kernel.h".into(),
+        line: 4,
+        text: "KERNEL_IMPL".into(),
+    });
     let spec = cpu_spec().with_torch_stable_abi_target(Some(StableTarget::new(2, 10)));
     let e = key_err(&spec, &env("3.12.9", None, None, "2.10.0"), &scan);
     insta::assert_snapshot!("computed_include_under_stable", e.to_string());
@@ -343,8 +471,14 @@ fn stable_target_rejects_computed_includes() {
 fn runtime_floor_is_checked_before_anything_else() {
     // Bad header AND bad name AND old torch: the floor wins.
     let mut scan = stable_scan("csrc/kernel.cpp");
-    scan.torch_includes.push(TorchInclude { file: "csrc/kernel.h".into(), line: 7, include: "c10/core/Scalar.h".into(), stable: false });
-    let spec = ExtensionSpec::new("bad-name", ["/project/csrc/kernel.cpp"]).with_torch_stable_abi_target(Some(StableTarget::new(2, 10)));
+    scan.torch_includes.push(TorchInclude {
+        file: "csrc/kernel.h".into(),
+        line: 7,
+        include: "c10/core/Scalar.h".into(),
+        stable: false,
+    });
+    let spec = ExtensionSpec::new("bad-name", ["/project/csrc/kernel.cpp"])
+        .with_torch_stable_abi_target(Some(StableTarget::new(2, 10)));
     let e = key_err(&spec, &env("3.12.9", None, None, "2.9.1+cu128"), &scan);
     assert!(matches!(e, KeyError::TorchBelowFloor { .. }), "{e:?}");
     insta::assert_snapshot!("torch_below_floor", e.to_string());
@@ -360,7 +494,11 @@ fn runtime_floor_is_checked_before_anything_else() {
 fn runtime_floor_accepts_the_target_and_newer() {
     let spec = cuda_spec().with_torch_stable_abi_target(Some(StableTarget::new(2, 10)));
     for torch in ["2.10.0", "2.15.0+cu130", "2.11.0a0+git1234abc", "3.0.0"] {
-        key(&spec, &cuda_env(torch, "13.0"), &stable_scan("csrc/kernel.cu"));
+        key(
+            &spec,
+            &cuda_env(torch, "13.0"),
+            &stable_scan("csrc/kernel.cu"),
+        );
     }
 }
 
@@ -372,7 +510,10 @@ fn stable_looking_sources_without_explicit_target_stay_keyed_on_current_torch() 
     let b = key(&cpu_spec(), &env("3.12.9", None, None, "2.11.0"), &scan);
     assert_eq!(a.payload.get("torch"), Some("2.10.0"));
     assert_eq!(a.payload.get("torch_abi"), None);
-    assert!(a.host_flags.is_empty(), "no define without an explicit target");
+    assert!(
+        a.host_flags.is_empty(),
+        "no define without an explicit target"
+    );
     assert_ne!(a.key, b.key);
 }
 
@@ -381,10 +522,14 @@ fn nvcc_scheduling_flags_do_not_change_the_key_but_are_kept_for_building() {
     let scan = scan_of("csrc/kernel.cu");
     let e = cuda_env("2.8.0+cu128", "12.8");
     let plain = key(&cuda_spec().with_extra_cuda_cflags(["-O3"]), &e, &scan);
-    let sched = cuda_spec().with_extra_cuda_cflags(["--threads", "8", "-O3", "--split-compile=4", "-t2"]);
+    let sched =
+        cuda_spec().with_extra_cuda_cflags(["--threads", "8", "-O3", "--split-compile=4", "-t2"]);
     let k = key(&sched, &e, &scan);
     assert_eq!(k.key, plain.key);
-    assert_eq!(k.cuda_flags, ["--threads", "8", "-O3", "--split-compile=4", "-t2"]);
+    assert_eq!(
+        k.cuda_flags,
+        ["--threads", "8", "-O3", "--split-compile=4", "-t2"]
+    );
     let other = key(&cuda_spec().with_extra_cuda_cflags(["-O2"]), &e, &scan);
     assert_ne!(other.key, plain.key, "real nvcc flags are keyed");
 }
@@ -397,9 +542,15 @@ fn every_keyed_field_changes_the_key() {
     let mut no_cxx11 = e.clone();
     no_cxx11.cxx11_abi = false;
     let mut missing = scan.clone();
-    missing.sources[0].missing_includes.push("csrc/kernel.cu:gen.h".into());
+    missing.sources[0]
+        .missing_includes
+        .push("csrc/kernel.cu:gen.h".into());
     let mut computed = scan.clone();
-    computed.sources[0].computed_includes.push(ComputedInclude { file: "csrc/kernel.cu".into(), line: 3, text: "X".into() });
+    computed.sources[0].computed_includes.push(ComputedInclude {
+        file: "csrc/kernel.cu".into(),
+        line: 3,
+        text: "X".into(),
+    });
     let mut edited = scan.clone();
     edited.sources[0].files[1] = file("csrc/kernel.h", "header v2");
     let variants = [
@@ -411,7 +562,11 @@ fn every_keyed_field_changes_the_key() {
         key(&cuda_spec(), &e, &edited),
         key(&cuda_spec().with_extra_cflags(["-O3"]), &e, &scan),
         key(&cuda_spec().with_extra_ldflags(["-lcublas"]), &e, &scan),
-        key(&cuda_spec().with_extra_include_paths(["/project/include"]), &e, &scan),
+        key(
+            &cuda_spec().with_extra_include_paths(["/project/include"]),
+            &e,
+            &scan,
+        ),
     ];
     for (i, v) in variants.iter().enumerate() {
         assert_ne!(v.key, base, "variant {i}");
@@ -421,10 +576,21 @@ fn every_keyed_field_changes_the_key() {
 #[test]
 fn newline_in_a_flag_cannot_forge_another_field() {
     let scan = scan_of("csrc/kernel.cpp");
-    let forged = key(&cpu_spec().with_extra_cflags(["-O2\ncflag=-O3"]), &py312(), &scan);
-    let honest = key(&cpu_spec().with_extra_cflags(["-O2", "-O3"]), &py312(), &scan);
+    let forged = key(
+        &cpu_spec().with_extra_cflags(["-O2\ncflag=-O3"]),
+        &py312(),
+        &scan,
+    );
+    let honest = key(
+        &cpu_spec().with_extra_cflags(["-O2", "-O3"]),
+        &py312(),
+        &scan,
+    );
     assert_ne!(forged.key, honest.key);
-    assert!(forged.payload.lines().contains(&"cflag=-O2\\ncflag=-O3".to_string()));
+    assert!(forged
+        .payload
+        .lines()
+        .contains(&"cflag=-O2\\ncflag=-O3".to_string()));
 }
 
 #[test]
@@ -440,8 +606,19 @@ fn key_is_location_independent() {
     };
     let (ka, kb) = (mk(a.path()), mk(b.path()));
     assert_eq!(ka.key, kb.key);
-    let includes: Vec<String> = ka.payload.lines().into_iter().filter(|l| l.starts_with("include_path=")).collect();
-    assert_eq!(includes, ["include_path=csrc/include", "include_path=/opt/vendor/include"]);
+    let includes: Vec<String> = ka
+        .payload
+        .lines()
+        .into_iter()
+        .filter(|l| l.starts_with("include_path="))
+        .collect();
+    assert_eq!(
+        includes,
+        [
+            "include_path=csrc/include",
+            "include_path=/opt/vendor/include"
+        ]
+    );
 }
 
 #[test]
@@ -456,23 +633,32 @@ fn full_payload_snapshot() {
     let mut scan = stable_scan("csrc/kernel.cu");
     scan.sources.push(SourceReport {
         source: "csrc/bind.cpp".into(),
-        files: vec![file("csrc/bind.cpp", "bind"), file("csrc/kernel.h", "header")],
+        files: vec![
+            file("csrc/bind.cpp", "bind"),
+            file("csrc/kernel.h", "header"),
+        ],
         missing_includes: vec!["csrc/bind.cpp:generated/config.h".into()],
         computed_includes: vec![],
         uses_extension_name: false,
     });
-    let spec = ExtensionSpec::new("gemm", ["/project/csrc/kernel.cu", "/project/csrc/bind.cpp"])
-        .with_namespace("gemm_ops")
-        .with_required_ops(["gemm_ops::mm", "gemm_ops::bmm"])
-        .with_extra_cflags(["-O3"])
-        .with_extra_cuda_cflags(["-O3", "--threads", "4", "--use_fast_math"])
-        .with_extra_ldflags(["-lcublas"])
-        .with_extra_include_paths(["/project/third_party/cutlass/include", "/opt/include"])
-        .with_python_abi_dependent(Some(true))
-        .with_torch_stable_abi_target(Some(StableTarget::new(2, 10)))
-        .with_cuda_archs(Some("Hopper 8.0".into()));
+    let spec = ExtensionSpec::new(
+        "gemm",
+        ["/project/csrc/kernel.cu", "/project/csrc/bind.cpp"],
+    )
+    .with_namespace("gemm_ops")
+    .with_required_ops(["gemm_ops::mm", "gemm_ops::bmm"])
+    .with_extra_cflags(["-O3"])
+    .with_extra_cuda_cflags(["-O3", "--threads", "4", "--use_fast_math"])
+    .with_extra_ldflags(["-lcublas"])
+    .with_extra_include_paths(["/project/third_party/cutlass/include", "/opt/include"])
+    .with_python_abi_dependent(Some(true))
+    .with_torch_stable_abi_target(Some(StableTarget::new(2, 10)))
+    .with_cuda_archs(Some("Hopper 8.0".into()));
     let k = key(&spec, &cuda_env("2.11.0+cu128", "12.8"), &scan);
-    insta::assert_snapshot!("full_payload", format!("key={}\n{}", k.key, k.payload.text()));
+    insta::assert_snapshot!(
+        "full_payload",
+        format!("key={}\n{}", k.key, k.payload.text())
+    );
 }
 
 #[test]
@@ -482,14 +668,22 @@ fn diff_explains_a_miss_field_by_field() {
     let mut scan2 = scan.clone();
     scan2.sources[0].files[1] = file("csrc/kernel.h", "header v2");
     scan2.sources[0].files.push(file("csrc/extra.h", "extra"));
-    scan2.sources[0].missing_includes.push("csrc/kernel.cu:gen.h".into());
+    scan2.sources[0]
+        .missing_includes
+        .push("csrc/kernel.cu:gen.h".into());
     let new = key(
-        &cuda_spec().with_extra_cflags(["-O3"]).with_torch_stable_abi_target(Some(StableTarget::new(2, 8))),
+        &cuda_spec()
+            .with_extra_cflags(["-O3"])
+            .with_torch_stable_abi_target(Some(StableTarget::new(2, 8))),
         &cuda_env("2.8.0+cu128", "12.8"),
         &scan2,
     );
     let changes = old.payload.diff(&new.payload);
-    assert!(changes.contains(&FieldChange::Changed { field: "torch_cuda".into(), old: "12.6".into(), new: "12.8".into() }));
+    assert!(changes.contains(&FieldChange::Changed {
+        field: "torch_cuda".into(),
+        old: "12.6".into(),
+        new: "12.8".into()
+    }));
     let text: Vec<String> = changes.iter().map(ToString::to_string).collect();
     insta::assert_snapshot!("diff", text.join("\n"));
     assert!(old.payload.diff(&old.payload).is_empty());
@@ -509,11 +703,25 @@ fn error_messages() {
     msgs.push(key_err(&cuda_spec(), &e, &scan).to_string());
     e.cuda_archs = Some("8.0;sm_90".into());
     msgs.push(key_err(&cuda_spec(), &e, &scan).to_string());
-    msgs.push(key_err(&cpu_spec(), &env("3.12.9", None, None, "nightly"), &scan_of("csrc/kernel.cpp")).to_string());
+    msgs.push(
+        key_err(
+            &cpu_spec(),
+            &env("3.12.9", None, None, "nightly"),
+            &scan_of("csrc/kernel.cpp"),
+        )
+        .to_string(),
+    );
     let conflicting = cpu_spec()
         .with_torch_stable_abi_target(Some(StableTarget::new(2, 10)))
         .with_extra_cflags(["-DTORCH_TARGET_VERSION=0x0209000000000000"]);
-    msgs.push(key_err(&conflicting, &env("3.12.9", None, None, "2.10.0"), &scan_of("csrc/kernel.cpp")).to_string());
+    msgs.push(
+        key_err(
+            &conflicting,
+            &env("3.12.9", None, None, "2.10.0"),
+            &scan_of("csrc/kernel.cpp"),
+        )
+        .to_string(),
+    );
     e.nvcc_version = Some("twelve".into());
     e.cuda_archs = Some("9.0".into());
     msgs.push(key_err(&cuda_spec(), &e, &scan).to_string());

@@ -196,7 +196,8 @@ static CLASS: [u8; 256] = {
             t[c] |= IDENT_CONTINUE;
         }
         if matches!(b, b' ' | b'\t' | b'\r' | b'\x0b' | b'\x0c')
-            || (b.is_ascii_punctuation() && !matches!(b, b'/' | b'#' | b'%' | b'"' | b'\'' | b'.' | b'_' | b'$'))
+            || (b.is_ascii_punctuation()
+                && !matches!(b, b'/' | b'#' | b'%' | b'"' | b'\'' | b'.' | b'_' | b'$'))
         {
             t[c] |= INERT;
         }
@@ -239,7 +240,10 @@ impl Lexer<'_> {
             if class & INERT != 0 {
                 // Whitespace or inert punctuation: skip the whole run. A `#`
                 // after it is not at a line start unless only whitespace came.
-                let run = s[i..].iter().position(|&b| CLASS[b as usize] & INERT == 0).unwrap_or(s.len() - i);
+                let run = s[i..]
+                    .iter()
+                    .position(|&b| CLASS[b as usize] & INERT == 0)
+                    .unwrap_or(s.len() - i);
                 if line_start && s[i..i + run].iter().any(|&b| !is_hspace(b)) {
                     line_start = false;
                 }
@@ -247,7 +251,10 @@ impl Lexer<'_> {
                 continue;
             }
             if class & IDENT_START != 0 && !may_matter(c) {
-                i += s[i..].iter().position(|&b| !is_ident_continue(b)).unwrap_or(s.len() - i);
+                i += s[i..]
+                    .iter()
+                    .position(|&b| !is_ident_continue(b))
+                    .unwrap_or(s.len() - i);
                 line_start = false;
                 continue;
             }

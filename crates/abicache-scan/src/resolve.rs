@@ -95,7 +95,9 @@ impl Resolver {
     /// The id of directory `path`, canonicalised (when it exists) so that
     /// every directory has one id and relative includes stay short.
     pub fn dir(&mut self, path: &Path) -> DirId {
-        let path = self.canonical_dir(path).unwrap_or_else(|| path.to_path_buf());
+        let path = self
+            .canonical_dir(path)
+            .unwrap_or_else(|| path.to_path_buf());
         self.dir_id(&path)
     }
 
@@ -194,7 +196,9 @@ impl Resolver {
             (Some(tops), Some(f)) => tops[k].contains(f),
             _ => true,
         };
-        let hit = (0..roots.len()).filter(|&k| listed(k)).any(|k| is_file(&roots[k].join(name)));
+        let hit = (0..roots.len())
+            .filter(|&k| listed(k))
+            .any(|k| is_file(&roots[k].join(name)));
         self.under_system.insert(name.to_owned(), hit);
         hit
     }
@@ -224,7 +228,8 @@ impl Resolver {
             return known.clone();
         }
         let canonical = std::fs::canonicalize(dir).ok();
-        self.canonical_dirs.insert(dir.as_os_str().to_owned(), canonical.clone());
+        self.canonical_dirs
+            .insert(dir.as_os_str().to_owned(), canonical.clone());
         canonical
     }
 }
@@ -256,7 +261,11 @@ fn join_normalized(base: &Path, name: &Path) -> PathBuf {
 /// The names of `dir`'s entries (empty when it cannot be read).
 fn top_level_names(dir: &Path) -> std::collections::HashSet<OsString> {
     std::fs::read_dir(dir)
-        .map(|entries| entries.filter_map(|e| e.ok().map(|e| e.file_name())).collect())
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok().map(|e| e.file_name()))
+                .collect()
+        })
         .unwrap_or_default()
 }
 

@@ -105,7 +105,9 @@ pub fn scan(sources: &[PathBuf], config: &ScanConfig) -> Result<ScanReport, Scan
         let file = walk.resolver.file(&canonical);
         // Absolute first: the parent of a bare `x.cpp` is the empty path.
         let absolute = std::path::absolute(source).unwrap_or_else(|_| source.clone());
-        let dir = walk.resolver.dir(absolute.parent().unwrap_or(Path::new("/")));
+        let dir = walk
+            .resolver
+            .dir(absolute.parent().unwrap_or(Path::new("/")));
         starts.push((file, dir));
     }
     walk.prefetch(&starts);

@@ -369,6 +369,9 @@ fn truncated_inputs_do_not_panic() {
 fn torch_extension_name_use_is_seen_only_in_code() {
     assert!(lex(b"PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {}").uses_extension_name);
     assert!(lex(b"#define NAME TORCH_EXTENSION_NAME\n").uses_extension_name);
-    assert!(!lex(b"// TORCH_EXTENSION_NAME\nconst char* s = \"TORCH_EXTENSION_NAME\";").uses_extension_name);
+    assert!(
+        !lex(b"// TORCH_EXTENSION_NAME\nconst char* s = \"TORCH_EXTENSION_NAME\";")
+            .uses_extension_name
+    );
     assert!(!lex(b"int MY_TORCH_EXTENSION_NAME_X = 0;").uses_extension_name);
 }

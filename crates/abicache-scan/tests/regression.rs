@@ -15,9 +15,17 @@ fn bare_source_name_resolves_includes_next_to_it() {
     std::fs::write(dir.path().join("a.h"), "int a();\n").unwrap();
     std::env::set_current_dir(dir.path()).unwrap();
     let report = scan(&[PathBuf::from("m.cpp")], &ScanConfig::new(".")).unwrap();
-    let files: Vec<&str> = report.sources[0].files.iter().map(|f| f.path.as_str()).collect();
+    let files: Vec<&str> = report.sources[0]
+        .files
+        .iter()
+        .map(|f| f.path.as_str())
+        .collect();
     assert_eq!(files, ["m.cpp", "a.h"]);
-    assert!(report.sources[0].missing_includes.is_empty(), "{:?}", report.sources[0].missing_includes);
+    assert!(
+        report.sources[0].missing_includes.is_empty(),
+        "{:?}",
+        report.sources[0].missing_includes
+    );
 }
 
 /// A tree whose headers include `"../dNN/h.h"` made the resolver's directory
@@ -33,12 +41,20 @@ fn parent_relative_include_chain_resolves_through_short_canonical_dirs() {
     for k in 0..DEPTH {
         let d = base.join(format!("d{k:02}"));
         std::fs::create_dir(&d).unwrap();
-        let body = if k + 1 < DEPTH { format!("#include \"../d{:02}/h.h\"\n", k + 1) } else { String::new() };
+        let body = if k + 1 < DEPTH {
+            format!("#include \"../d{:02}/h.h\"\n", k + 1)
+        } else {
+            String::new()
+        };
         std::fs::write(d.join("h.h"), body).unwrap();
     }
     std::fs::write(base.join("m.cpp"), "#include \"d00/h.h\"\n").unwrap();
     let report = scan(&[base.join("m.cpp")], &ScanConfig::new(base)).unwrap();
-    let files: Vec<&str> = report.sources[0].files.iter().map(|f| f.path.as_str()).collect();
+    let files: Vec<&str> = report.sources[0]
+        .files
+        .iter()
+        .map(|f| f.path.as_str())
+        .collect();
     assert_eq!(files.len(), DEPTH + 1);
     assert_eq!(files[1], "d00/h.h");
     assert_eq!(files[DEPTH], format!("d{:02}/h.h", DEPTH - 1));
@@ -50,5 +66,9 @@ fn parent_relative_include_chain_resolves_through_short_canonical_dirs() {
         panic!("../d06/h.h not found from d05");
     };
     let found_in = resolver.dir_path(dir);
-    assert_eq!(found_in, std::fs::canonicalize(base.join("d06")).unwrap(), "no `..` left in {found_in:?}");
+    assert_eq!(
+        found_in,
+        std::fs::canonicalize(base.join("d06")).unwrap(),
+        "no `..` left in {found_in:?}"
+    );
 }

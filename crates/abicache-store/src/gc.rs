@@ -163,7 +163,9 @@ impl Store {
         for entry in rd.flatten() {
             let Ok(meta) = entry.metadata() else { continue };
             let modified = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
-            let age = SystemTime::now().duration_since(modified).unwrap_or_default();
+            let age = SystemTime::now()
+                .duration_since(modified)
+                .unwrap_or_default();
             if entry.file_name().to_string_lossy().starts_with('.') {
                 if age > STALE_TEMP_AGE {
                     let _ = std::fs::remove_file(entry.path());
@@ -191,7 +193,9 @@ impl Store {
             if own.as_ref() == Some(&path) {
                 continue;
             }
-            if path.extension().is_some_and(|e| e == "lock") && FileLock::try_acquire(&path)?.is_none() {
+            if path.extension().is_some_and(|e| e == "lock")
+                && FileLock::try_acquire(&path)?.is_none()
+            {
                 return Ok(true);
             }
         }

@@ -103,7 +103,10 @@ impl Counters {
             Event::Error => self.errors += 1,
             Event::Evicted(n) => self.evictions += n,
             Event::Corrupt => self.corrupt += 1,
-            Event::RemoteHit { bytes, compile_seconds } => {
+            Event::RemoteHit {
+                bytes,
+                compile_seconds,
+            } => {
                 self.remote_hits += 1;
                 self.remote_bytes_down += bytes;
                 self.saved_seconds += compile_seconds;

@@ -270,7 +270,8 @@ fn object(store: &Store, name: &str, size: usize, secs: u64) -> std::path::PathB
     let path = dir.join(name);
     std::fs::write(&path, vec![7u8; size]).unwrap();
     let file = std::fs::File::options().append(true).open(&path).unwrap();
-    file.set_modified(std::time::UNIX_EPOCH + Duration::from_secs(secs)).unwrap();
+    file.set_modified(std::time::UNIX_EPOCH + Duration::from_secs(secs))
+        .unwrap();
     path
 }
 
@@ -284,10 +285,22 @@ fn gc_evicts_compiled_objects_oldest_first_before_entries() {
     let new = object(&store, "new.o", 5000, 2_000);
     let stale_tmp = object(&store, ".abc.123-0.tmp.o", 100, 1_000);
     let report = store.gc(entry_size + 5000).unwrap();
-    assert_eq!((report.objects_evicted, report.object_bytes_freed), (1, 5000));
-    assert!(!old.exists() && new.exists(), "the least recently modified object goes first");
-    assert!(!stale_tmp.exists(), "a killed compile's temporary object is swept");
-    assert!(report.evicted.is_empty(), "entries stay while evicting objects suffices");
+    assert_eq!(
+        (report.objects_evicted, report.object_bytes_freed),
+        (1, 5000)
+    );
+    assert!(
+        !old.exists() && new.exists(),
+        "the least recently modified object goes first"
+    );
+    assert!(
+        !stale_tmp.exists(),
+        "a killed compile's temporary object is swept"
+    );
+    assert!(
+        report.evicted.is_empty(),
+        "entries stay while evicting objects suffices"
+    );
     assert_eq!(report.bytes_before, entry_size + 10_000);
     assert_eq!(report.bytes_after, entry_size + 5000);
 }

@@ -43,7 +43,10 @@ fn time_ms(f: impl FnOnce()) -> f64 {
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let spec_path = PathBuf::from(args.next().expect("usage: key_time SPEC.toml ENV.toml [--extension NAME] [--runs N] [--floor]"));
+    let spec_path = PathBuf::from(
+        args.next()
+            .expect("usage: key_time SPEC.toml ENV.toml [--extension NAME] [--runs N] [--floor]"),
+    );
     let env_path = PathBuf::from(args.next().expect("ENV.toml"));
     let (mut extension, mut runs, mut floor) = (None, 5usize, false);
     while let Some(a) = args.next() {
@@ -55,18 +58,24 @@ fn main() {
         }
     }
     let file = SpecFile::load(&spec_path).unwrap_or_else(|e| panic!("{e}"));
-    let spec = file.extension(extension.as_deref()).unwrap_or_else(|e| panic!("{e}"));
+    let spec = file
+        .extension(extension.as_deref())
+        .unwrap_or_else(|e| panic!("{e}"));
     let env = Environment::load(&env_path).unwrap_or_else(|e| panic!("{e}"));
     let cache = tempfile::tempdir().expect("temp dir");
     let store = Store::open(cache.path().join("cache")).unwrap_or_else(|e| panic!("{e}"));
     let session = Session::new(store, env);
 
     // Warm-up (page cache, nvcc probe if the environment lacks it): not timed.
-    let mut prepared = session.prepare(spec, &file.root).unwrap_or_else(|e| panic!("{e}"));
+    let mut prepared = session
+        .prepare(spec, &file.root)
+        .unwrap_or_else(|e| panic!("{e}"));
     let mut times = Vec::with_capacity(runs);
     for _ in 0..runs {
         let t = Instant::now();
-        prepared = session.prepare(spec, &file.root).unwrap_or_else(|e| panic!("{e}"));
+        prepared = session
+            .prepare(spec, &file.root)
+            .unwrap_or_else(|e| panic!("{e}"));
         times.push(t.elapsed().as_secs_f64() * 1e3);
     }
     let resolve = |p: &str| -> PathBuf {
@@ -77,7 +86,12 @@ fn main() {
             file.root.join(path)
         }
     };
-    let files: Vec<PathBuf> = prepared.scan.unique_files().iter().map(|f| resolve(&f.path)).collect();
+    let files: Vec<PathBuf> = prepared
+        .scan
+        .unique_files()
+        .iter()
+        .map(|f| resolve(&f.path))
+        .collect();
     let per_source_visits: usize = prepared.scan.sources.iter().map(|s| s.files.len()).sum();
     let bytes = read_and_hash(&files);
 
@@ -97,7 +111,13 @@ fn main() {
         "visited": prepared.scan.unique_files().iter().map(|f| f.path.clone()).collect::<Vec<_>>(),
     });
     if floor {
-        let one: Vec<f64> = (0..runs).map(|_| time_ms(|| { read_and_hash(&files); })).collect();
+        let one: Vec<f64> = (0..runs)
+            .map(|_| {
+                time_ms(|| {
+                    read_and_hash(&files);
+                })
+            })
+            .collect();
         let half = files.len().div_ceil(2);
         let two: Vec<f64> = (0..runs)
             .map(|_| {

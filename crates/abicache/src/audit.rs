@@ -30,15 +30,20 @@ pub fn audit_against_key(library: &Path, keyed: &Keyed, scan: &ScanReport) -> Re
     if let Some(message) = check(&report, keyed, scan) {
         return Ok(AuditVerdict::Refused(message));
     }
-    Ok(AuditVerdict::Passed(serde_json::to_value(&report).unwrap_or(serde_json::Value::Null)))
+    Ok(AuditVerdict::Passed(
+        serde_json::to_value(&report).unwrap_or(serde_json::Value::Null),
+    ))
 }
 
 /// The refusal message for `report` under `keyed`, if any.
 pub fn check(report: &AuditReport, keyed: &Keyed, scan: &ScanReport) -> Option<String> {
     if !keyed.python_abi_dependent {
         let mut symbols = report.python_symbols();
-        let needs: Vec<&String> =
-            report.needed.iter().filter(|n| n.starts_with("libtorch_python.") || n.starts_with("libpython")).collect();
+        let needs: Vec<&String> = report
+            .needed
+            .iter()
+            .filter(|n| n.starts_with("libtorch_python.") || n.starts_with("libpython"))
+            .collect();
         if !symbols.is_empty() || !needs.is_empty() {
             symbols.sort_unstable();
             let mut msg = format!(

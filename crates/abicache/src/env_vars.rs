@@ -14,7 +14,9 @@ pub struct EnvVar {
     pub meaning: &'static str,
 }
 
-pub use abicache_store::env::{ABICACHE_DIR, ABICACHE_LOCK_TIMEOUT, ABICACHE_MAX_SIZE, XDG_CACHE_HOME};
+pub use abicache_store::env::{
+    ABICACHE_DIR, ABICACHE_LOCK_TIMEOUT, ABICACHE_MAX_SIZE, XDG_CACHE_HOME,
+};
 
 /// Compiler launcher (`ccache`, `sccache`) prepended to compile commands.
 pub const ABICACHE_COMPILER_LAUNCHER: &str = "ABICACHE_COMPILER_LAUNCHER";
@@ -34,8 +36,8 @@ pub const CUDA_PATH: &str = "CUDA_PATH";
 pub const TORCH_CUDA_ARCH_LIST: &str = "TORCH_CUDA_ARCH_LIST";
 
 pub use abicache_remote::{
-    ABICACHE_CONFIG, ABICACHE_REMOTE, ABICACHE_REMOTE_MODE, ABICACHE_REMOTE_TIMEOUT, ABICACHE_SIGNING_KEY,
-    ABICACHE_TRUSTED_KEYS,
+    ABICACHE_CONFIG, ABICACHE_REMOTE, ABICACHE_REMOTE_MODE, ABICACHE_REMOTE_TIMEOUT,
+    ABICACHE_SIGNING_KEY, ABICACHE_TRUSTED_KEYS,
 };
 /// Base of the default config file.
 pub const XDG_CONFIG_HOME: &str = "XDG_CONFIG_HOME";

@@ -53,9 +53,16 @@ pub fn explain(session: &Session, prepared: &Prepared) -> Result<Explanation> {
     } else {
         entries
             .iter()
-            .filter_map(|e| Payload::parse(&e.manifest.payload).ok().map(|p| (e, p.diff(&keyed.payload))))
+            .filter_map(|e| {
+                Payload::parse(&e.manifest.payload)
+                    .ok()
+                    .map(|p| (e, p.diff(&keyed.payload)))
+            })
             .min_by_key(|(_, changes)| changes.len())
-            .map(|(e, changes)| ClosestEntry { key: e.key.clone(), changes })
+            .map(|(e, changes)| ClosestEntry {
+                key: e.key.clone(),
+                changes,
+            })
     };
     Ok(Explanation {
         name: keyed.name.clone(),
@@ -95,9 +102,15 @@ pub fn render_explanation(e: &Explanation) -> String {
         return out;
     }
     match &e.closest {
-        None => out.push_str(&format!("cached: no, and no entry of `{}` is in the cache\n", e.name)),
+        None => out.push_str(&format!(
+            "cached: no, and no entry of `{}` is in the cache\n",
+            e.name
+        )),
         Some(c) => {
-            out.push_str(&format!("cached: no; closest entry {} differs in:\n", c.key));
+            out.push_str(&format!(
+                "cached: no; closest entry {} differs in:\n",
+                c.key
+            ));
             for change in &c.changes {
                 out.push_str(&format!("  {change}\n"));
             }

@@ -107,11 +107,18 @@ fn read_cached(path: &Path, ctime: [i64; 4]) -> Option<ProbedInterpreter> {
 }
 
 fn run_probe(python: &Path) -> Result<(ProbedInterpreter, Option<PathBuf>)> {
-    let fail = |message: String| Error::Probe { python: python.to_path_buf(), message };
+    let fail = |message: String| Error::Probe {
+        python: python.to_path_buf(),
+        message,
+    };
     let output = Command::new(python)
         .args(["-I", "-B", "-c", PROBE_SCRIPT])
         .output()
-        .map_err(|e| fail(format!("{e}; pass the path of a Python executable, e.g. `.venv/bin/python`")))?;
+        .map_err(|e| {
+            fail(format!(
+                "{e}; pass the path of a Python executable, e.g. `.venv/bin/python`"
+            ))
+        })?;
     let stdout = String::from_utf8_lossy(&output.stdout);
     let Some(line) = stdout.lines().find_map(|l| l.strip_prefix(PROBE_TAG)) else {
         let stderr = String::from_utf8_lossy(&output.stderr);
@@ -122,15 +129,22 @@ fn run_probe(python: &Path) -> Result<(ProbedInterpreter, Option<PathBuf>)> {
             stderr.trim_end()
         )));
     };
-    let raw: RawProbe = serde_json::from_str(line).map_err(|e| fail(format!("unreadable probe answer: {e}")))?;
+    let raw: RawProbe =
+        serde_json::from_str(line).map_err(|e| fail(format!("unreadable probe answer: {e}")))?;
     let torch = raw.torch.ok_or_else(|| {
         fail("torch is not installed in it; install torch into that environment (`python -m pip install torch`) or pass `--env FILE`".into())
     })?;
     if let Some(error) = &torch.error {
-        return Err(fail(format!("reading `{}` failed: {error}", torch.version_py.display())));
+        return Err(fail(format!(
+            "reading `{}` failed: {error}",
+            torch.version_py.display()
+        )));
     }
     let torch_version = torch.version.clone().ok_or_else(|| {
-        fail(format!("`{}` has no `__version__`; reinstall torch", torch.version_py.display()))
+        fail(format!(
+            "`{}` has no `__version__`; reinstall torch",
+            torch.version_py.display()
+        ))
     })?;
     let environment = Environment {
         python_version: raw.python_version,
@@ -146,7 +160,11 @@ fn run_probe(python: &Path) -> Result<(ProbedInterpreter, Option<PathBuf>)> {
         cuda_include_dirs: Vec::new(),
         cuda_archs: None,
     };
-    let probed = ProbedInterpreter { python: python.to_path_buf(), environment, site_packages: raw.site_packages };
+    let probed = ProbedInterpreter {
+        python: python.to_path_buf(),
+        environment,
+        site_packages: raw.site_packages,
+    };
     Ok((probed, Some(torch.version_py)))
 }
 
@@ -175,11 +193,21 @@ fn ctime_of(path: &Path) -> Result<[i64; 4]> {
     };
     let link = fs_err::symlink_metadata(path).map_err(fail)?;
     let target = fs_err::metadata(path).map_err(fail)?;
-    Ok([link.ctime(), link.ctime_nsec(), target.ctime(), target.ctime_nsec()])
+    Ok([
+        link.ctime(),
+        link.ctime_nsec(),
+        target.ctime(),
+        target.ctime_nsec(),
+    ])
 }
 
 fn mtime_of(path: &Path) -> Option<(u64, u32)> {
-    let d = std::fs::metadata(path).ok()?.modified().ok()?.duration_since(UNIX_EPOCH).ok()?;
+    let d = std::fs::metadata(path)
+        .ok()?
+        .modified()
+        .ok()?
+        .duration_since(UNIX_EPOCH)
+        .ok()?;
     Some((d.as_secs(), d.subsec_nanos()))
 }
 

@@ -17,8 +17,15 @@ use crate::remote::{Fetch, RemoteCache, RemoteState};
 
 /// Payload fields that describe the ABI a unit is compiled for; they are
 /// mixed into every object's key so objects never cross ABIs.
-const ABI_FIELDS: &[&str] =
-    &["python_abi", "torch_abi", "torch", "torch_cuda", "cxx11_abi", "cuda_archs", "nvcc"];
+const ABI_FIELDS: &[&str] = &[
+    "python_abi",
+    "torch_abi",
+    "torch",
+    "torch_cuda",
+    "cxx11_abi",
+    "cuda_archs",
+    "nvcc",
+];
 
 /// How a session builds.
 #[derive(Debug, Clone, Copy, Default)]
@@ -82,13 +89,20 @@ impl Session {
     /// A session for `env` over `store`. `site_packages` are searched for
     /// NVIDIA's nvcc wheels; by default the parent of `env.torch_dir`.
     pub fn new(store: Store, env: Environment) -> Self {
-        let site_packages = env.torch_dir.iter().filter_map(|t| t.parent()).map(Path::to_path_buf).collect();
+        let site_packages = env
+            .torch_dir
+            .iter()
+            .filter_map(|t| t.parent())
+            .map(Path::to_path_buf)
+            .collect();
         Session {
             store,
             env,
             site_packages,
             toolchain_env: ToolchainEnv::from_process(),
-            arch_list_env: std::env::var(crate::env_vars::TORCH_CUDA_ARCH_LIST).ok().filter(|s| !s.trim().is_empty()),
+            arch_list_env: std::env::var(crate::env_vars::TORCH_CUDA_ARCH_LIST)
+                .ok()
+                .filter(|s| !s.trim().is_empty()),
             options: SessionOptions::default(),
             nvcc: OnceLock::new(),
             remote: OnceLock::new(),
@@ -117,7 +131,9 @@ impl Session {
     /// The remote cache, resolved from the environment on first use; a
     /// configuration error is returned as the warning to show.
     fn remote(&self) -> std::result::Result<Option<&RemoteCache>, &str> {
-        match self.remote.get_or_init(|| RemoteCache::from_env(None).map_err(|e| format!("remote cache disabled: {e}"))) {
+        match self.remote.get_or_init(|| {
+            RemoteCache::from_env(None).map_err(|e| format!("remote cache disabled: {e}"))
+        }) {
             Ok(remote) => Ok(remote.as_ref()),
             Err(warning) => Err(warning.as_str()),
         }
@@ -159,7 +175,12 @@ impl Session {
     /// is there, else built once (other processes asking for the same key
     /// wait for this build and then use it), audited against its key and
     /// published atomically. `progress` receives build events.
-    pub fn build(&self, spec: &ExtensionSpec, root: &Path, progress: &dyn Fn(Progress)) -> Result<Outcome> {
+    pub fn build(
+        &self,
+        spec: &ExtensionSpec,
+        root: &Path,
+        progress: &dyn Fn(Progress),
+    ) -> Result<Outcome> {
         let started = Instant::now();
         let prepared = self.prepare(spec, root)?;
         let key = prepared.keyed.key.clone();
@@ -192,25 +213,27 @@ impl Session {
         };
         let mut remote_state = RemoteState::NotAsked;
         let guard = match remote {
-            Some(remote) if !self.options.rebuild => match remote.fetch_locked(&self.store, guard, &prepared, &mut warnings)? {
-                Fetch::Hit(hit) => {
-                    // Verified, audited and counted (as a remote hit) by `fetch_locked`.
-                    return Ok(Outcome {
-                        path: hit.library,
-                        key,
-                        hit: true,
-                        seconds: started.elapsed().as_secs_f64(),
-                        compiled: Vec::new(),
-                        cached_units: 0,
-                        remote: true,
-                        warnings,
-                    });
+            Some(remote) if !self.options.rebuild => {
+                match remote.fetch_locked(&self.store, guard, &prepared, &mut warnings)? {
+                    Fetch::Hit(hit) => {
+                        // Verified, audited and counted (as a remote hit) by `fetch_locked`.
+                        return Ok(Outcome {
+                            path: hit.library,
+                            key,
+                            hit: true,
+                            seconds: started.elapsed().as_secs_f64(),
+                            compiled: Vec::new(),
+                            cached_units: 0,
+                            remote: true,
+                            warnings,
+                        });
+                    }
+                    Fetch::Build(guard, state) => {
+                        remote_state = state;
+                        guard
+                    }
                 }
-                Fetch::Build(guard, state) => {
-                    remote_state = state;
-                    guard
-                }
-            },
+            }
             _ => guard,
         };
         let result = self.compile_and_publish(spec, &prepared, guard, progress);
@@ -246,16 +269,29 @@ impl Session {
         Ok(())
     }
 
-    fn finish_hit(&self, hit: Hit, prepared: &Prepared, started: Instant, mut warnings: Vec<String>) -> Result<Outcome> {
+    fn finish_hit(
+        &self,
+        hit: Hit,
+        prepared: &Prepared,
+        started: Instant,
+        mut warnings: Vec<String>,
+    ) -> Result<Outcome> {
         if hit.manifest.audit.is_none() {
             // An entry from before audits existed: check it once, now.
-            if let AuditVerdict::Refused(message) = audit_against_key(&hit.library, &prepared.keyed, &prepared.scan)? {
+            if let AuditVerdict::Refused(message) =
+                audit_against_key(&hit.library, &prepared.keyed, &prepared.scan)?
+            {
                 self.store.remove(&prepared.keyed.key)?;
                 return Err(Error::AuditRefused { message });
             }
-            warnings.push(format!("audited entry `{}` (it had no audit)", hit.dir.display()));
+            warnings.push(format!(
+                "audited entry `{}` (it had no audit)",
+                hit.dir.display()
+            ));
         }
-        self.store.record(Event::Hit { compile_seconds: hit.manifest.compile_seconds })?;
+        self.store.record(Event::Hit {
+            compile_seconds: hit.manifest.compile_seconds,
+        })?;
         Ok(Outcome {
             path: hit.library,
             key: prepared.keyed.key.clone(),
@@ -276,7 +312,8 @@ impl Session {
         progress: &dyn Fn(Progress),
     ) -> Result<(Hit, abicache_build::BuildReport)> {
         let requires_cuda = spec.requires_cuda();
-        let toolchain = Toolchain::discover(&self.toolchain_env, &self.site_packages, requires_cuda)?;
+        let toolchain =
+            Toolchain::discover(&self.toolchain_env, &self.site_packages, requires_cuda)?;
         let plan = self.plan(spec, prepared)?;
         let previous_seconds = self
             .store
@@ -287,7 +324,10 @@ impl Session {
             Some(jobs) => Some(jobs),
             None => BuildOptions::from_env()?.jobs,
         };
-        let options = BuildOptions { jobs, previous_seconds };
+        let options = BuildOptions {
+            jobs,
+            previous_seconds,
+        };
         let report = abicache_build::build(
             &plan,
             &toolchain,
@@ -300,7 +340,11 @@ impl Session {
             AuditVerdict::Refused(message) => return Err(Error::AuditRefused { message }),
             AuditVerdict::Passed(audit) => audit,
         };
-        let mut manifest = Manifest::new(&prepared.keyed.key, &spec.name, prepared.keyed.payload.text());
+        let mut manifest = Manifest::new(
+            &prepared.keyed.key,
+            &spec.name,
+            prepared.keyed.payload.text(),
+        );
         manifest.toolchain = report.toolchain.clone();
         manifest.compile_seconds = report.seconds;
         manifest.units = report.units_total as u32;
@@ -309,10 +353,17 @@ impl Session {
             .library
             .file_name()
             .and_then(|n| n.to_str())
-            .ok_or_else(|| Error::Input(format!("built library `{}` has no file name", report.library.display())))?
+            .ok_or_else(|| {
+                Error::Input(format!(
+                    "built library `{}` has no file name",
+                    report.library.display()
+                ))
+            })?
             .to_string();
         let published = guard.publish(&file_name, manifest)?;
-        self.store.record(Event::Build { seconds: report.seconds })?;
+        self.store.record(Event::Build {
+            seconds: report.seconds,
+        })?;
         Ok((published.hit, report))
     }
 
@@ -331,11 +382,23 @@ impl Session {
             .iter()
             .zip(&prepared.scan.sources)
             .map(|(source, report)| {
-                let mut files: Vec<(String, String)> =
-                    report.files.iter().map(|f| (f.path.clone(), f.blake3.clone())).collect();
+                let mut files: Vec<(String, String)> = report
+                    .files
+                    .iter()
+                    .map(|f| (f.path.clone(), f.blake3.clone()))
+                    .collect();
                 // Creating a missing header must recompile the unit.
-                files.extend(report.missing_includes.iter().map(|m| (format!("missing_include={m}"), String::new())));
-                Unit { source: source.clone(), files, uses_extension_name: report.uses_extension_name }
+                files.extend(
+                    report
+                        .missing_includes
+                        .iter()
+                        .map(|m| (format!("missing_include={m}"), String::new())),
+                );
+                Unit {
+                    source: source.clone(),
+                    files,
+                    uses_extension_name: report.uses_extension_name,
+                }
             })
             .collect();
         let abi_fields = prepared
@@ -375,7 +438,10 @@ impl Session {
         if env.nvcc_version.is_none() || env.cuda_include_dirs.is_empty() {
             let nvcc = self
                 .nvcc
-                .get_or_init(|| abicache_build::find_nvcc(&self.toolchain_env, &self.site_packages).map_err(|e| e.to_string()))
+                .get_or_init(|| {
+                    abicache_build::find_nvcc(&self.toolchain_env, &self.site_packages)
+                        .map_err(|e| e.to_string())
+                })
                 .as_ref()
                 .map_err(|e| Error::Input(e.clone()))?;
             env.nvcc_version.get_or_insert_with(|| nvcc.release.clone());
@@ -400,8 +466,11 @@ fn visible_gpu_archs() -> Option<String> {
     if !output.status.success() {
         return None;
     }
-    let mut caps: Vec<String> =
-        String::from_utf8_lossy(&output.stdout).lines().map(|l| l.trim().to_string()).filter(|l| !l.is_empty()).collect();
+    let mut caps: Vec<String> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|l| l.trim().to_string())
+        .filter(|l| !l.is_empty())
+        .collect();
     caps.sort();
     caps.dedup();
     (!caps.is_empty()).then(|| caps.join(" "))

@@ -5,8 +5,15 @@ use std::path::{Path, PathBuf};
 use abicache::probe_interpreter;
 
 fn venv_python(name: &str) -> PathBuf {
-    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(name).join("bin/python");
-    assert!(python.exists(), "`{}` is missing: run `scripts/setup-venv.sh dev compat` first", python.display());
+    let python = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(name)
+        .join("bin/python");
+    assert!(
+        python.exists(),
+        "`{}` is missing: run `scripts/setup-venv.sh dev compat` first",
+        python.display()
+    );
     python
 }
 
@@ -14,12 +21,30 @@ fn venv_python(name: &str) -> PathBuf {
 fn probe_reads_torch_without_importing_it() {
     let probed = probe_interpreter(&venv_python(".venv"), None).unwrap();
     let env = &probed.environment;
-    assert!(env.torch_version.starts_with("2.15."), "{}", env.torch_version);
+    assert!(
+        env.torch_version.starts_with("2.15."),
+        "{}",
+        env.torch_version
+    );
     assert_eq!(env.torch_cuda.as_deref(), Some("13.2"));
     assert!(env.cxx11_abi);
-    assert!(env.python_soabi.as_deref().unwrap().starts_with("cpython-311"));
-    assert!(env.torch_dir.as_ref().unwrap().join("include/torch/library.h").exists());
-    assert!(env.python_include.as_ref().unwrap().join("Python.h").exists());
+    assert!(env
+        .python_soabi
+        .as_deref()
+        .unwrap()
+        .starts_with("cpython-311"));
+    assert!(env
+        .torch_dir
+        .as_ref()
+        .unwrap()
+        .join("include/torch/library.h")
+        .exists());
+    assert!(env
+        .python_include
+        .as_ref()
+        .unwrap()
+        .join("Python.h")
+        .exists());
     assert!(!probed.site_packages.is_empty());
 }
 
@@ -34,7 +59,12 @@ fn probe_cache_keeps_venvs_sharing_a_base_interpreter_apart() {
     let (a, b) = (dirs.path().join("a"), dirs.path().join("b"));
     for (dir, venv) in [(&a, ".venv"), (&b, ".venv-compat")] {
         std::fs::create_dir(dir).unwrap();
-        let real = venv_python(venv).parent().unwrap().parent().unwrap().to_path_buf();
+        let real = venv_python(venv)
+            .parent()
+            .unwrap()
+            .parent()
+            .unwrap()
+            .to_path_buf();
         std::os::unix::fs::symlink(real, dir.join("venv")).unwrap();
     }
     let relative = Path::new("venv/bin/python");
@@ -42,8 +72,16 @@ fn probe_cache_keeps_venvs_sharing_a_base_interpreter_apart() {
     let dev = probe_interpreter(relative, Some(cache.path())).unwrap();
     std::env::set_current_dir(&b).unwrap();
     let compat = probe_interpreter(relative, Some(cache.path())).unwrap();
-    assert!(dev.environment.torch_version.starts_with("2.15."), "{}", dev.environment.torch_version);
-    assert!(compat.environment.torch_version.starts_with("2.12."), "{}", compat.environment.torch_version);
+    assert!(
+        dev.environment.torch_version.starts_with("2.15."),
+        "{}",
+        dev.environment.torch_version
+    );
+    assert!(
+        compat.environment.torch_version.starts_with("2.12."),
+        "{}",
+        compat.environment.torch_version
+    );
     // Cached answers are the same answers.
     let again = probe_interpreter(relative, Some(cache.path())).unwrap();
     assert_eq!(again, compat);
@@ -55,7 +93,10 @@ fn probe_of_a_missing_interpreter_names_it() {
     let err = probe_interpreter(Path::new("/nonexistent/bin/python"), None).unwrap_err();
     let msg = err.to_string();
     assert!(msg.contains("/nonexistent/bin/python"), "{msg}");
-    assert!(msg.contains("pass the path of a Python executable"), "{msg}");
+    assert!(
+        msg.contains("pass the path of a Python executable"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -68,6 +109,8 @@ fn probe_of_an_interpreter_without_torch_says_so() {
         .status()
         .unwrap();
     assert!(status.success());
-    let err = probe_interpreter(&dir.path().join("bare/bin/python"), None).unwrap_err().to_string();
+    let err = probe_interpreter(&dir.path().join("bare/bin/python"), None)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("torch is not installed"), "{err}");
 }

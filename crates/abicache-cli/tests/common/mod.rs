@@ -57,7 +57,10 @@ pub fn python_compat() -> PathBuf {
 /// developer's shell cannot change a test's outcome, except the choice of
 /// host compiler (`CXX`, `CC`), which is the developer's to make.
 fn cleared_env() -> impl Iterator<Item = &'static str> {
-    abicache::env_vars::ENV_VARS.iter().map(|v| v.name).filter(|n| !matches!(*n, "CXX" | "CC"))
+    abicache::env_vars::ENV_VARS
+        .iter()
+        .map(|v| v.name)
+        .filter(|n| !matches!(*n, "CXX" | "CC"))
 }
 
 /// A private cache directory and a way to run `abicache` against it.
