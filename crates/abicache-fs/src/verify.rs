@@ -1,0 +1,166 @@
+//! The one verification routine: size, BLAKE3, and the stamp that lets a
+//! later check skip the hash.
+
+use std::io::Read;
+use std::path::Path;
+use std::time::SystemTime;
+
+use crate::error::FsError;
+use crate::open::{open_regular, Follow};
+use crate::stamp::FileStamp;
+
+/// What a file must be.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Expected {
+    /// Its length in bytes.
+    pub size: u64,
+    /// Its BLAKE3, lower-case hex.
+    pub blake3: String,
+}
+
+/// A file that passed [`verify_file`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checked {
+    /// The stamp to remember for the next check: the given one when it still
+    /// matched, a fresh trusted one after a full hash, `None` when the file
+    /// changed too recently to be stamped (the next check hashes again).
+    pub stamp: Option<FileStamp>,
+    /// True when the file was read and hashed in this call.
+    pub rehashed: bool,
+}
+
+/// Why a file failed [`verify_file`]. Every variant means "do not use it".
+#[derive(Debug, thiserror::Error)]
+pub enum Mismatch {
+    /// The file could not be opened or read (missing, FIFO, symlink, I/O).
+    #[error(transparent)]
+    Unreadable(#[from] FsError),
+    /// The file has the wrong length.
+    #[error("size {found} instead of {expected}")]
+    Size {
+        /// The expected length.
+        expected: u64,
+        /// The length found.
+        found: u64,
+    },
+    /// The file has the wrong BLAKE3.
+    #[error("BLAKE3 {found} instead of {expected}")]
+    Hash {
+        /// The expected hash.
+        expected: String,
+        /// The hash found.
+        found: String,
+    },
+}
+
+/// Checks that `path` is a regular file of `expected` size and BLAKE3.
+///
+/// When `known` is a stamp of an earlier successful check and the file's
+/// stamp still equals it, the file is not read. Otherwise it is hashed in
+/// full; the returned [`Checked::stamp`] is then a fresh stamp, trusted only
+/// when the file has not changed within [`crate::RACY_WINDOW`] and did not
+/// change while it was read.
+pub fn verify_file(
+    path: &Path,
+    expected: &Expected,
+    known: Option<&FileStamp>,
+    follow: Follow,
+) -> Result<Checked, Mismatch> {
+    let (file, meta) = open_regular(path, follow)?;
+    if meta.len() != expected.size {
+        return Err(Mismatch::Size {
+            expected: expected.size,
+            found: meta.len(),
+        });
+    }
+    if let Some(known) = known {
+        if FileStamp::of(&meta) == *known {
+            return Ok(Checked {
+                stamp: Some(*known),
+                rehashed: false,
+            });
+        }
+    }
+    let found = hash_reader(&file).map_err(|e| FsError::io(path, e))?;
+    if found != expected.blake3 {
+        return Err(Mismatch::Hash {
+            expected: expected.blake3.clone(),
+            found,
+        });
+    }
+    let after = file.metadata().map_err(|e| FsError::io(path, e))?;
+    let stamp =
+        FileStamp::trusted(&meta, SystemTime::now()).filter(|s| *s == FileStamp::of(&after));
+    Ok(Checked {
+        stamp,
+        rehashed: true,
+    })
+}
+
+/// Hex BLAKE3 of everything `reader` yields.
+pub fn hash_reader(reader: impl Read) -> std::io::Result<String> {
+    let mut hasher = blake3::Hasher::new();
+    hasher.update_reader(reader)?;
+    Ok(hasher.finalize().to_hex().to_string())
+}
+
+/// Hex BLAKE3 of `bytes`.
+pub fn blake3_hex(bytes: &[u8]) -> String {
+    blake3::hash(bytes).to_hex().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn expected(bytes: &[u8]) -> Expected {
+        Expected {
+            size: bytes.len() as u64,
+            blake3: blake3_hex(bytes),
+        }
+    }
+
+    #[test]
+    fn a_wrong_size_or_hash_is_a_mismatch() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, b"abc").unwrap();
+        assert!(matches!(
+            verify_file(&path, &expected(b"abcd"), None, Follow::No),
+            Err(Mismatch::Size {
+                expected: 4,
+                found: 3
+            })
+        ));
+        assert!(matches!(
+            verify_file(&path, &expected(b"abd"), None, Follow::No),
+            Err(Mismatch::Hash { .. })
+        ));
+        let missing = verify_file(&dir.path().join("nope"), &expected(b"a"), None, Follow::No);
+        assert!(matches!(missing, Err(Mismatch::Unreadable(e)) if e.is_not_found()));
+    }
+
+    #[test]
+    fn a_matching_stamp_skips_the_hash_and_a_changed_file_is_rehashed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, b"abc").unwrap();
+        // Fresh file: hashed, no trusted stamp yet.
+        let first = verify_file(&path, &expected(b"abc"), None, Follow::No).unwrap();
+        assert!(first.rehashed);
+        assert_eq!(first.stamp, None);
+        // A stamp as a later, trusted check would have stored it.
+        let meta = std::fs::metadata(&path).unwrap();
+        let stamp = FileStamp::trusted(&meta, SystemTime::now() + Duration::from_secs(3)).unwrap();
+        let second = verify_file(&path, &expected(b"abc"), Some(&stamp), Follow::No).unwrap();
+        assert!(!second.rehashed);
+        // Same size, different bytes: the stamp no longer matches, the hash catches it.
+        std::thread::sleep(Duration::from_millis(20));
+        std::fs::write(&path, b"abd").unwrap();
+        assert!(matches!(
+            verify_file(&path, &expected(b"abc"), Some(&stamp), Follow::No),
+            Err(Mismatch::Hash { .. })
+        ));
+    }
+}
