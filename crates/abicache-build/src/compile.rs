@@ -5,6 +5,10 @@
 //! scheduling flags), the unit's scanned files and hashes, and the plan's ABI fields. An
 //! existing object is reused; a new one is compiled to a temporary name in `objects_dir`
 //! and renamed into place, so a reader never sees a partial object.
+//!
+//! A unit listed in a [`ReadyPch`] of [`BuildOptions::pch`] is compiled against that
+//! precompiled header (see [`crate::pch`]); when GCC rejects it, the unit is compiled
+//! again without it and the PCH is reported in [`BuildReport::pch_rejected`].
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -17,12 +21,13 @@ use serde::Serialize;
 
 use crate::error::BuildError;
 use crate::flags::{compile_command, link_argv, unit_kind, BuildPlan, CompileCommand, UnitKind};
+use crate::pch::{PCH_HEADER, PCH_REJECTED_MARKER};
 use crate::progress::Progress;
 use crate::quote::shell_join;
 use crate::toolchain::Toolchain;
 
 /// Bump when the object key's inputs change, so old objects are never misread.
-pub const OBJECT_KEY_FORMAT: u32 = 1;
+pub const OBJECT_KEY_FORMAT: u32 = 2;
 
 /// How to run a build.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -31,6 +36,19 @@ pub struct BuildOptions {
     pub jobs: Option<usize>,
     /// Seconds the previous build of this extension took, shown as an estimate.
     pub previous_seconds: Option<f64>,
+    /// Verified precompiled headers to compile the listed units against.
+    pub pch: Vec<ReadyPch>,
+}
+
+/// A published precompiled header and the units that may use it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadyPch {
+    /// The PCH's key ([`crate::PchRequest::key`]).
+    pub key: String,
+    /// The directory holding [`PCH_HEADER`] and its `.gch`.
+    pub dir: PathBuf,
+    /// Display paths of the units to compile against it.
+    pub units: Vec<String>,
 }
 
 impl BuildOptions {
@@ -43,7 +61,7 @@ impl BuildOptions {
         };
         Ok(BuildOptions {
             jobs,
-            previous_seconds: None,
+            ..BuildOptions::default()
         })
     }
 }
@@ -69,6 +87,10 @@ pub struct BuildReport {
     pub units_compiled: Vec<String>,
     /// Units whose object was reused from the object cache.
     pub units_cached: usize,
+    /// Display paths of the compiled units that were compiled against a PCH.
+    pub pch_units: Vec<String>,
+    /// Keys of PCHs the compiler rejected (their units were compiled without them).
+    pub pch_rejected: Vec<String>,
     /// Wall-clock seconds of the whole build (compile and link).
     pub seconds: f64,
     /// The toolchain, as [`Toolchain::describe`] gives it.
@@ -85,15 +107,28 @@ struct CompileCommandEntry {
 }
 
 /// A unit ready to run: its command (writing the final object path) and its key.
-struct Job {
+struct Job<'a> {
     index: usize,
     display: String,
     command: CompileCommand,
     object: PathBuf,
+    pch: Option<&'a ReadyPch>,
+}
+
+/// How a compiled unit used its PCH.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PchUse {
+    None,
+    Used,
+    Rejected,
 }
 
 enum Event {
-    Done { index: usize, seconds: f64 },
+    Done {
+        index: usize,
+        seconds: f64,
+        pch: PchUse,
+    },
     Failed(BuildError),
 }
 
@@ -128,11 +163,15 @@ pub fn build(
         let key = object_key(plan, toolchain, unit, &command);
         let object = objects_dir.join(format!("{key}.o"));
         command.output = object.clone();
+        command.dir = plan.compile_dir(&objects_dir);
+        let display = unit.display();
+        let pch = opts.pch.iter().find(|p| p.units.contains(&display));
         jobs.push(Job {
             index,
-            display: unit.display(),
+            display,
             command,
             object,
+            pch,
         });
     }
     write_compile_commands(&out_dir, &jobs)?;
@@ -157,6 +196,8 @@ pub fn build(
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
         .clamp(1, to_compile.len().max(1));
     let mut compiled = vec![false; total];
+    let mut pch_used = vec![false; total];
+    let mut pch_rejected: Vec<String> = Vec::new();
     let mut first_error = None;
     let next = AtomicUsize::new(0);
     let stop = AtomicBool::new(false);
@@ -173,10 +214,11 @@ pub fn build(
                     break;
                 };
                 let t = Instant::now();
-                let event = match compile_one(job) {
-                    Ok(()) => Event::Done {
+                let event = match compile_with_pch(job) {
+                    Ok(pch) => Event::Done {
                         index: job.index,
                         seconds: t.elapsed().as_secs_f64(),
+                        pch,
                     },
                     Err(e) => {
                         stop.store(true, Ordering::SeqCst);
@@ -192,9 +234,19 @@ pub fn build(
         let mut done = cached.len();
         for event in rx {
             match event {
-                Event::Done { index, seconds } => {
+                Event::Done {
+                    index,
+                    seconds,
+                    pch,
+                } => {
                     done += 1;
                     compiled[index] = true;
+                    pch_used[index] = pch == PchUse::Used;
+                    if let (PchUse::Rejected, Some(ready)) = (pch, jobs[index].pch) {
+                        if !pch_rejected.contains(&ready.key) {
+                            pch_rejected.push(ready.key.clone());
+                        }
+                    }
                     if first_error.is_none() {
                         let source = jobs[index].display.clone();
                         progress(Progress::UnitDone {
@@ -229,6 +281,12 @@ pub fn build(
             .map(|j| j.display.clone())
             .collect(),
         units_cached: cached.len(),
+        pch_units: jobs
+            .iter()
+            .filter(|j| pch_used[j.index])
+            .map(|j| j.display.clone())
+            .collect(),
+        pch_rejected,
         seconds,
         toolchain: toolchain.describe(),
     })
@@ -281,8 +339,30 @@ fn touch(path: &Path) {
 
 static TEMP_COUNTER: AtomicUsize = AtomicUsize::new(0);
 
-/// Compiles one job into a temporary object and renames it into place.
-fn compile_one(job: &Job) -> Result<(), BuildError> {
+/// Compiles `job` against its PCH when it has one; when the compiler rejects the PCH
+/// (the `#error` of its stub header fired), compiles it again without.
+fn compile_with_pch(job: &Job) -> Result<PchUse, BuildError> {
+    let Some(ready) = job.pch else {
+        return compile_one(job, &job.command).map(|()| PchUse::None);
+    };
+    let mut with_pch = job.command.clone();
+    with_pch.unkeyed_flags.extend([
+        "-include".to_string(),
+        ready.dir.join(PCH_HEADER).display().to_string(),
+        "-Winvalid-pch".to_string(),
+    ]);
+    match compile_one(job, &with_pch) {
+        Ok(()) => Ok(PchUse::Used),
+        Err(BuildError::Compile { output, .. }) if output.contains(PCH_REJECTED_MARKER) => {
+            compile_one(job, &job.command).map(|()| PchUse::Rejected)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Compiles `command` (one of `job`'s forms) into a temporary object and renames it into
+/// place.
+fn compile_one(job: &Job, command: &CompileCommand) -> Result<(), BuildError> {
     let dir = job.object.parent().unwrap_or(Path::new("."));
     let stem = job
         .object
@@ -294,16 +374,17 @@ fn compile_one(job: &Job) -> Result<(), BuildError> {
         std::process::id(),
         TEMP_COUNTER.fetch_add(1, Ordering::SeqCst)
     ));
-    let mut command = job.command.clone();
+    let mut command = command.clone();
     command.output = temp.clone();
     let argv = command.argv();
-    let result = run(&argv, dir);
+    let result = run(&argv, &command.dir);
     let outcome = match result {
         Ok(out) if out.status.success() => {
             fs_err::rename(&temp, &job.object).map_err(BuildError::from)
         }
         Ok(out) => Err(BuildError::Compile {
             unit: job.display.clone(),
+            dir: command.dir.clone(),
             command: shell_join(&argv),
             output: combined(&out),
             status: out.status,
@@ -365,7 +446,7 @@ fn write_compile_commands(out_dir: &Path, jobs: &[Job]) -> Result<(), BuildError
     let entries: Vec<CompileCommandEntry> = jobs
         .iter()
         .map(|j| CompileCommandEntry {
-            directory: j.object.parent().unwrap_or(out_dir).display().to_string(),
+            directory: j.command.dir.display().to_string(),
             arguments: j.command.argv(),
             file: j.command.source.display().to_string(),
             output: j.object.display().to_string(),

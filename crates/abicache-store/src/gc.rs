@@ -99,7 +99,10 @@ impl Store {
         }
         entries.sort_by(|a, b| a.last_used.cmp(&b.last_used).then(a.key.cmp(&b.key)));
         let entry_bytes: u64 = entries.iter().map(|e| e.size).sum();
-        let objects = self.objects_oldest_first();
+        let mut objects = self.objects_oldest_first();
+        // Precompiled headers are evicted like objects: rebuilt in the background on demand.
+        objects.extend(self.pch_dirs_oldest_first());
+        objects.sort_by(|a, b| a.2.cmp(&b.2).then(a.0.cmp(&b.0)));
         let object_bytes: u64 = objects.iter().map(|o| o.1).sum();
         report.bytes_before = entry_bytes + object_bytes;
         let mut total = report.bytes_before;
@@ -111,7 +114,7 @@ impl Store {
                     if total <= max_bytes {
                         break;
                     }
-                    if std::fs::remove_file(&path).is_ok() {
+                    if remove_any(&path) {
                         total -= size;
                         report.objects_evicted += 1;
                         report.object_bytes_freed += size;

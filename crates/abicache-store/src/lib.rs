@@ -16,6 +16,9 @@
 //! - **Bounded size**: [`Store::gc`] evicts least-recently-used entries;
 //!   `ABICACHE_MAX_SIZE` applies it after every publish.
 //!
+//! - **Precompiled headers** under `v1/pch/<key>/` ([`Store::pch_lookup`]): built
+//!   privately, adopted with a manifest, verified (files and the headers they were
+//!   compiled from) before use, evicted by gc with the objects.
 //! - **Shared counters** in `v1/stats.json` ([`Store::record`], [`Store::stats`]),
 //!   updated under a file lock; lookups count nothing by themselves.
 //! - A minimal [`Storage`] trait (get/put by key) implemented by [`Store`], so a
@@ -32,6 +35,7 @@ mod gc;
 mod layout;
 mod lock;
 mod manifest;
+mod pch;
 mod publish;
 mod size;
 mod stats;
@@ -49,6 +53,7 @@ pub use lock::{
     describe_holder, lock_timeout_from_env, parse_lock_timeout, FileLock, DEFAULT_LOCK_TIMEOUT,
 };
 pub use manifest::Manifest;
+pub use pch::{PchLookup, PchPaths, PCH_FAILED_RETRY};
 pub use publish::{BuildGuard, Published};
 pub use size::{max_size_from_env, parse_size};
 pub use stats::{Counters, Event, Stats};
