@@ -37,6 +37,16 @@ fn a_second_checkout_with_one_unit_edited_compiles_only_that_unit() {
     compiled.sort();
     assert_eq!(compiled, ["kernel.cpp", "ops.cpp"], "{cold}");
 
+    // The key does not depend on where the checkout lives.
+    let example = cache.json(args![
+        "key",
+        repo_path("examples/cpu_muladd/abicache.toml"),
+        "--python",
+        python,
+        "--json"
+    ]);
+    assert_eq!(example["key"], cold["key"], "{example}");
+
     let moved = cache.build(&second.join("abicache.toml"), &python, &[]);
     assert_eq!(moved["hit"], false, "the edit changes the key: {moved}");
     assert_eq!(strings(&moved["compiled"]), ["kernel.cpp"], "{moved}");
