@@ -430,29 +430,42 @@ fn gc_spares_entries_and_objects_used_within_the_grace_period() {
     assert_eq!(report.objects_evicted, 1);
 }
 
-#[test]
-fn a_path_returned_by_a_hit_stays_loadable_while_gc_runs_in_a_loop() {
+/// Lookups of entries idle for long (their `last-used` is set far back
+/// before each lookup) while another process collects the store to one
+/// byte every few milliseconds; each hit's library is read 2 ms later, as a
+/// loader would. Returns (hits, paths that had vanished, evictions).
+fn hits_under_a_gc_loop(grace: &str) -> (usize, Vec<String>, String) {
     let (t, store) = temp_store();
     let keys: Vec<String> = (0..4).map(|i| key(&format!("busy{i}"))).collect();
-    for (i, k) in keys.iter().enumerate() {
-        publish(&store, k, &format!("busy{i}"), &[i as u8; 5000]);
-        // Long unused: only the lookups below make them recent.
-        set_last_used(&store, k, 1_000_000);
-    }
     let stop = t.path().join("stop");
     let gc = child_command("gc-loop", store.root())
+        .env("ABICACHE_GC_GRACE", grace)
         .env(STOP, &stop)
         .spawn()
         .unwrap();
     let (mut hits, mut gone) = (0, Vec::new());
-    let until = Instant::now() + Duration::from_secs(3);
+    let until = Instant::now() + Duration::from_secs(2);
     while Instant::now() < until {
-        for k in &keys {
+        for (i, k) in keys.iter().enumerate() {
+            if !store.layout().entry_dir(k).exists() {
+                if let abicache_store::Claim::Build { guard, .. } = store.lookup_or_lock(k).unwrap()
+                {
+                    std::fs::write(guard.temp_dir().join("lib.so"), [i as u8; 5000]).unwrap();
+                    let manifest = abicache_store::Manifest::new(k, "busy", "payload");
+                    let _ = guard.publish("lib.so", manifest).unwrap();
+                }
+            }
+            let dir = store.layout().entry_dir(k);
+            if let Ok(f) = std::fs::File::options()
+                .append(true)
+                .open(dir.join("last-used"))
+            {
+                let _ = f.set_modified(std::time::UNIX_EPOCH + Duration::from_secs(1_000_000));
+            }
             let Some(hit) = store.lookup(k).unwrap().hit else {
                 continue;
             };
             hits += 1;
-            // The caller loads the library a little later.
             std::thread::sleep(Duration::from_millis(2));
             if let Err(e) = std::fs::read(&hit.library) {
                 gone.push(format!("{}: {e}", hit.library.display()));
@@ -460,10 +473,28 @@ fn a_path_returned_by_a_hit_stays_loadable_while_gc_runs_in_a_loop() {
         }
     }
     std::fs::write(&stop, b"").unwrap();
-    let evicted = result_lines(gc);
+    let evicted = result_lines(gc).join(" ");
+    (hits, gone, evicted)
+}
+
+#[test]
+fn a_path_returned_by_a_hit_stays_loadable_while_gc_runs_in_a_loop() {
+    // Without a grace (the old behaviour) the loop evicts entries, and hits
+    // whose path vanished before it was loaded are common.
+    let (hits, gone, evicted) = hits_under_a_gc_loop("0");
+    eprintln!(
+        "no grace: {hits} hits, {} vanished, gc child: {evicted}",
+        gone.len()
+    );
+    assert_ne!(evicted, "evicted 0", "the gc loop exerted no pressure");
+    // With the default grace, the lookup's touch protects the path.
+    let (hits, gone, evicted) = hits_under_a_gc_loop("60");
+    eprintln!(
+        "grace 60 s: {hits} hits, {} vanished, gc child: {evicted}",
+        gone.len()
+    );
     assert!(gone.is_empty(), "hits whose path vanished: {gone:?}");
     assert!(hits > 50, "too few hits to mean anything: {hits}");
-    eprintln!("{hits} hits, gc child: {evicted:?}");
 }
 
 // ---------------------------------------------------------------------------
