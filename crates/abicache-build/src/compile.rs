@@ -177,7 +177,7 @@ pub fn build(
         let (tx, rx) = mpsc::channel::<Event>();
         for _ in 0..threads {
             let tx = tx.clone();
-            let (next, stop, to_compile) = (&next, &stop, &to_compile);
+            let (next, stop, to_compile, cache) = (&next, &stop, &to_compile, &cache);
             scope.spawn(move || loop {
                 if stop.load(Ordering::SeqCst) {
                     break;
@@ -186,7 +186,7 @@ pub fn build(
                     break;
                 };
                 let t = Instant::now();
-                let event = match compile_one(&cache, job) {
+                let event = match compile_one(cache, job) {
                     Ok(()) => Event::Done {
                         index: job.index,
                         seconds: t.elapsed().as_secs_f64(),
