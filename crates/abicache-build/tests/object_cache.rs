@@ -22,6 +22,9 @@ fn torch_dir() -> Option<PathBuf> {
     dirs.pop()
 }
 
+/// Damages the object at the path, given its good bytes.
+type Damage = fn(&Path, &[u8]);
+
 const UNIT: &str = r#"
 extern "C" int abicache_object_probe(int x) { return 3 * x + 1; }
 extern "C" int abicache_object_other(int x) { return x - 7; }
@@ -86,7 +89,7 @@ fn a_corrupt_cached_object_is_recompiled_with_a_warning_never_linked() {
     let second = run("out1");
     assert_eq!((second.units_cached, second.units_compiled.len()), (1, 0));
 
-    let damages: [(&str, fn(&Path, &[u8])); 3] = [
+    let damages: [(&str, Damage); 3] = [
         ("emptied", |p, _| std::fs::write(p, b"").unwrap()),
         ("flipped", |p, good| {
             let mut bytes = good.to_vec();

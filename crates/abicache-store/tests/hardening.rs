@@ -143,6 +143,9 @@ fn a_hit_is_stamped_after_a_trusted_full_check_and_then_costs_no_rehash() {
 // ---------------------------------------------------------------------------
 // Finding 1: the object cache was trusted blindly.
 
+/// Damages the file at the path.
+type Damage = fn(&Path);
+
 fn stage(objects: &ObjectCache, bytes: &[u8]) -> PathBuf {
     let staged = objects.dir().join(format!(".staged-{}.tmp.o", bytes.len()));
     std::fs::write(&staged, bytes).unwrap();
@@ -154,7 +157,7 @@ fn emptied_flipped_or_truncated_objects_are_discarded_never_reused() {
     let (_t, store) = temp_store();
     let objects = store.objects();
     let body: Vec<u8> = (0..4096u32).map(|i| (i % 251) as u8).collect();
-    let damages: [(&str, fn(&Path)); 4] = [
+    let damages: [(&str, Damage); 4] = [
         ("emptied", |p| std::fs::write(p, b"").unwrap()),
         ("flipped", |p| {
             let mut b = std::fs::read(p).unwrap();
