@@ -222,7 +222,11 @@ struct Mount(PathBuf);
 
 impl Drop for Mount {
     fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        let _ = Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .stderr(Stdio::null())
+            .status();
     }
 }
 
