@@ -3,8 +3,13 @@
 //! Each unit's object is stored as `<objects_dir>/<key>.o`, where the key is the BLAKE3 of
 //! the compiler identity, the compile argv (without the output path, the launcher and nvcc
 //! scheduling flags), the unit's scanned files and hashes, and the plan's ABI fields. An
-//! existing object is reused; a new one is compiled to a temporary name in `objects_dir`
-//! and renamed into place, so a reader never sees a partial object.
+//! existing object is reused only once the object cache ([`abicache_store::ObjectCache`])
+//! has verified it against the size and BLAKE3 recorded when it was published (a stat
+//! stamp spares the re-hash); a corrupt one is discarded, with a warning, and compiled
+//! again. A new object is compiled to a temporary name in `objects_dir`, fsynced, recorded
+//! and renamed into place, so a reader never sees a partial object. When the link fails
+//! because an object vanished or changed meanwhile (a concurrent gc), the objects are
+//! checked again, the bad ones compiled again, and the link retried once.
 //!
 //! A unit listed in a [`ReadyPch`] of [`BuildOptions::pch`] is compiled against that
 //! precompiled header (see [`crate::pch`]); when GCC rejects it, the unit is compiled
@@ -18,6 +23,8 @@ use std::sync::mpsc;
 use std::time::Instant;
 
 use serde::Serialize;
+
+use abicache_store::{ObjectCache, ObjectCheck};
 
 use crate::error::BuildError;
 use crate::flags::{compile_command, link_argv, unit_kind, BuildPlan, CompileCommand, UnitKind};
@@ -95,6 +102,9 @@ pub struct BuildReport {
     pub seconds: f64,
     /// The toolchain, as [`Toolchain::describe`] gives it.
     pub toolchain: BTreeMap<String, String>,
+    /// Things the user should know that did not stop the build (corrupt
+    /// cached objects that were discarded and compiled again).
+    pub warnings: Vec<String>,
 }
 
 /// One entry of `compile_commands.json`.
@@ -111,6 +121,8 @@ struct Job<'a> {
     index: usize,
     display: String,
     command: CompileCommand,
+    /// The object's file name in the object cache, `<key>.o`.
+    name: String,
     object: PathBuf,
     pch: Option<&'a ReadyPch>,
 }
@@ -161,7 +173,8 @@ pub fn build(
     for (index, unit) in plan.sources.iter().enumerate() {
         let mut command = compile_command(plan, toolchain, unit, Path::new(""))?;
         let key = object_key(plan, toolchain, unit, &command);
-        let object = objects_dir.join(format!("{key}.o"));
+        let name = format!("{key}.o");
+        let object = objects_dir.join(&name);
         command.output = object.clone();
         command.dir = plan.compile_dir(&objects_dir);
         let display = unit.display();
@@ -170,19 +183,19 @@ pub fn build(
             index,
             display,
             command,
+            name,
             object,
             pch,
         });
     }
     write_compile_commands(&out_dir, &jobs)?;
 
-    let (cached, to_compile): (Vec<&Job>, Vec<&Job>) =
-        jobs.iter().partition(|j| j.object.is_file());
-    for job in &cached {
-        // A reused object is recently used: the store's gc evicts objects
-        // oldest-modified first.
-        touch(&job.object);
-    }
+    // Records are staged in the objects directory itself (same filesystem;
+    // dot-names, which gc treats as temporary files).
+    let cache = ObjectCache::new(&objects_dir, &objects_dir);
+    let mut warnings = Vec::new();
+    // Checking an object also marks it used, so gc spares it while we link.
+    let (cached, to_compile) = check_objects(&cache, jobs.iter(), &mut warnings);
     let total = jobs.len();
     progress(Progress::Started {
         name: plan.name.clone(),
@@ -205,7 +218,7 @@ pub fn build(
         let (tx, rx) = mpsc::channel::<Event>();
         for _ in 0..threads {
             let tx = tx.clone();
-            let (next, stop, to_compile) = (&next, &stop, &to_compile);
+            let (next, stop, to_compile, cache) = (&next, &stop, &to_compile, &cache);
             scope.spawn(move || loop {
                 if stop.load(Ordering::SeqCst) {
                     break;
@@ -214,7 +227,7 @@ pub fn build(
                     break;
                 };
                 let t = Instant::now();
-                let event = match compile_with_pch(job) {
+                let event = match compile_with_pch(cache, job) {
                     Ok(pch) => Event::Done {
                         index: job.index,
                         seconds: t.elapsed().as_secs_f64(),
@@ -269,7 +282,18 @@ pub fn build(
 
     progress(Progress::Linking);
     let library = out_dir.join(format!("{}.so", plan.name));
-    link(plan, toolchain, &jobs, &library)?;
+    if let Err(error) = link(plan, toolchain, &jobs, &library) {
+        // An object may have been removed or damaged since it was checked.
+        let (_, bad) = check_objects(&cache, jobs.iter(), &mut warnings);
+        if bad.is_empty() {
+            return Err(error);
+        }
+        for job in bad {
+            compile_one(&cache, job, &job.command)?;
+            compiled[job.index] = true;
+        }
+        link(plan, toolchain, &jobs, &library)?;
+    }
     let seconds = started.elapsed().as_secs_f64();
     progress(Progress::Finished { seconds });
     Ok(BuildReport {
@@ -289,7 +313,29 @@ pub fn build(
         pch_rejected,
         seconds,
         toolchain: toolchain.describe(),
+        warnings,
     })
+}
+
+/// Splits `jobs` into those whose object the cache verified and those to
+/// compile; warnings about discarded objects go to `warnings`.
+fn check_objects<'a, 'p>(
+    cache: &ObjectCache,
+    jobs: impl Iterator<Item = &'a Job<'p>>,
+    warnings: &mut Vec<String>,
+) -> (Vec<&'a Job<'p>>, Vec<&'a Job<'p>>) {
+    let (mut cached, mut to_compile) = (Vec::new(), Vec::new());
+    for job in jobs {
+        match cache.check(&job.name) {
+            ObjectCheck::Verified => cached.push(job),
+            ObjectCheck::Missing => to_compile.push(job),
+            ObjectCheck::Discarded(warning) => {
+                warnings.push(warning);
+                to_compile.push(job);
+            }
+        }
+    }
+    (cached, to_compile)
 }
 
 /// The object key of `unit`: BLAKE3 over the compiler identity, the key argv, the unit's
@@ -330,20 +376,13 @@ fn object_key(
     h.finalize().to_hex().to_string()
 }
 
-/// Sets `path`'s modification time to now; best effort.
-fn touch(path: &Path) {
-    if let Ok(file) = std::fs::File::options().append(true).open(path) {
-        let _ = file.set_modified(std::time::SystemTime::now());
-    }
-}
-
 static TEMP_COUNTER: AtomicUsize = AtomicUsize::new(0);
 
 /// Compiles `job` against its PCH when it has one; when the compiler rejects the PCH
 /// (the `#error` of its stub header fired), compiles it again without.
-fn compile_with_pch(job: &Job) -> Result<PchUse, BuildError> {
+fn compile_with_pch(cache: &ObjectCache, job: &Job) -> Result<PchUse, BuildError> {
     let Some(ready) = job.pch else {
-        return compile_one(job, &job.command).map(|()| PchUse::None);
+        return compile_one(cache, job, &job.command).map(|()| PchUse::None);
     };
     let mut with_pch = job.command.clone();
     with_pch.unkeyed_flags.extend([
@@ -351,18 +390,18 @@ fn compile_with_pch(job: &Job) -> Result<PchUse, BuildError> {
         ready.dir.join(PCH_HEADER).display().to_string(),
         "-Winvalid-pch".to_string(),
     ]);
-    match compile_one(job, &with_pch) {
+    match compile_one(cache, job, &with_pch) {
         Ok(()) => Ok(PchUse::Used),
         Err(BuildError::Compile { output, .. }) if output.contains(PCH_REJECTED_MARKER) => {
-            compile_one(job, &job.command).map(|()| PchUse::Rejected)
+            compile_one(cache, job, &job.command).map(|()| PchUse::Rejected)
         }
         Err(e) => Err(e),
     }
 }
 
-/// Compiles `command` (one of `job`'s forms) into a temporary object and renames it into
-/// place.
-fn compile_one(job: &Job, command: &CompileCommand) -> Result<(), BuildError> {
+/// Compiles `command` (one of `job`'s forms) into a temporary object and publishes it
+/// into the cache.
+fn compile_one(cache: &ObjectCache, job: &Job, command: &CompileCommand) -> Result<(), BuildError> {
     let dir = job.object.parent().unwrap_or(Path::new("."));
     let stem = job
         .object
@@ -379,9 +418,10 @@ fn compile_one(job: &Job, command: &CompileCommand) -> Result<(), BuildError> {
     let argv = command.argv();
     let result = run(&argv, &command.dir);
     let outcome = match result {
-        Ok(out) if out.status.success() => {
-            fs_err::rename(&temp, &job.object).map_err(BuildError::from)
-        }
+        Ok(out) if out.status.success() => cache
+            .publish(&job.name, &temp)
+            .map(drop)
+            .map_err(BuildError::from),
         Ok(out) => Err(BuildError::Compile {
             unit: job.display.clone(),
             dir: command.dir.clone(),
