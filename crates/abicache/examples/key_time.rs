@@ -1,19 +1,29 @@
 //! Times key computation in-process, without process start:
-//! `key_time SPEC.toml ENV.toml [--extension NAME] [--runs N] [--floor]`.
+//! `key_time SPEC.toml ENV.toml [--extension NAME] [--runs N] [--floor] [--warm]`.
 //!
-//! Each run is one `Session::prepare` (scan: read, hash and lex every
-//! reachable file; then the payload and its key), exactly what `abicache key`
-//! does after parsing its arguments; nothing is memoized between runs. With
-//! `--floor` it also times the raw floor: read + BLAKE3 of the same files
-//! (the scan's unique files), on one thread and on two. Prints one JSON
-//! object (times in milliseconds, medians over the runs).
+//! Each run is one `Session::prepare` (scan, payload, key), exactly what
+//! `abicache key` does after parsing its arguments:
+//! - `median_ms` (cold): the stat cache (`v1/scan-facts.bin`) is deleted
+//!   before each run (not timed), so every file is read, hashed and lexed
+//!   and the cache is written back: a first key;
+//! - `uncached_ms`: the scan without any stat cache plus the key (what a key
+//!   cost before the stat cache existed), for "a cold key no slower";
+//! - `warm_ms` (with `--warm`): after waiting out the racy window
+//!   (`RACY_WINDOW`) so the files' stamps can be trusted, and one untimed
+//!   prepare to stamp them, each run stats the files instead of reading them.
+//!
+//! With `--floor` it also times the raw floor: read + BLAKE3 of the same
+//! files (the scan's unique files), on one thread and on two. Prints one
+//! JSON object (times in milliseconds, medians over the runs).
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use abicache::key::{Environment, SpecFile};
+use abicache::key::{compute_key, Environment, SpecFile};
+use abicache::scan::ScanConfig;
 use abicache::store::Store;
 use abicache::Session;
+use abicache_fs::RACY_WINDOW;
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
@@ -48,12 +58,13 @@ fn main() {
             .expect("usage: key_time SPEC.toml ENV.toml [--extension NAME] [--runs N] [--floor]"),
     );
     let env_path = PathBuf::from(args.next().expect("ENV.toml"));
-    let (mut extension, mut runs, mut floor) = (None, 5usize, false);
+    let (mut extension, mut runs, mut floor, mut warm) = (None, 5usize, false, false);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--extension" => extension = args.next(),
             "--runs" => runs = args.next().and_then(|n| n.parse().ok()).expect("--runs N"),
             "--floor" => floor = true,
+            "--warm" => warm = true,
             other => panic!("unknown argument `{other}`"),
         }
     }
@@ -70,14 +81,45 @@ fn main() {
     let mut prepared = session
         .prepare(spec, &file.root)
         .unwrap_or_else(|e| panic!("{e}"));
+    let facts_file = session.scan_facts_path();
     let mut times = Vec::with_capacity(runs);
     for _ in 0..runs {
+        let _ = std::fs::remove_file(&facts_file);
         let t = Instant::now();
         prepared = session
             .prepare(spec, &file.root)
             .unwrap_or_else(|e| panic!("{e}"));
         times.push(t.elapsed().as_secs_f64() * 1e3);
     }
+    // Today's path before the stat cache: the plain scan, then the key.
+    let mut config = ScanConfig::new(&file.root);
+    for dir in &spec.extra_include_paths {
+        config = config.include_path(dir);
+    }
+    for dir in prepared.env.system_include_roots() {
+        config = config.system_root(dir);
+    }
+    let uncached: Vec<f64> = (0..runs)
+        .map(|_| {
+            time_ms(|| {
+                let scan = abicache::scan::scan(&spec.sources, &config).expect("scan");
+                let keyed = compute_key(spec, &prepared.env, &scan, &file.root).expect("key");
+                assert_eq!(keyed.key, prepared.keyed.key, "uncached key differs");
+            })
+        })
+        .collect();
+    let warm_times: Option<Vec<f64>> = warm.then(|| {
+        std::thread::sleep(RACY_WINDOW + std::time::Duration::from_millis(100));
+        session.prepare(spec, &file.root).expect("stamping run");
+        (0..runs)
+            .map(|_| {
+                time_ms(|| {
+                    let again = session.prepare(spec, &file.root).expect("warm run");
+                    assert_eq!(again.keyed.key, prepared.keyed.key, "warm key differs");
+                })
+            })
+            .collect()
+    });
     let resolve = |p: &str| -> PathBuf {
         let path = Path::new(p);
         if path.is_absolute() {
@@ -103,6 +145,7 @@ fn main() {
         "runs": runs,
         "times_ms": times,
         "median_ms": median(times.clone()),
+        "uncached_ms": median(uncached),
         "files": files.len(),
         "file_visits": per_source_visits,
         "bytes": bytes,
@@ -110,6 +153,10 @@ fn main() {
         "python_markers": prepared.scan.python_markers,
         "visited": prepared.scan.unique_files().iter().map(|f| f.path.clone()).collect::<Vec<_>>(),
     });
+    if let Some(warm_times) = warm_times {
+        out["warm_times_ms"] = warm_times.clone().into();
+        out["warm_ms"] = median(warm_times).into();
+    }
     if floor {
         let one: Vec<f64> = (0..runs)
             .map(|_| {
