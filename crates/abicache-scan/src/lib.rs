@@ -18,6 +18,7 @@
 
 #![deny(missing_docs)]
 
+mod absent;
 mod error;
 pub mod lexer;
 mod report;

@@ -11,6 +11,7 @@ use std::time::SystemTime;
 
 use abicache_fs::FileStamp;
 
+use crate::absent::{AbsentLookups, AbsentMap};
 use crate::error::ScanError;
 use crate::lexer::{lex, FileFacts, IncludeKind};
 use crate::report::{
@@ -71,7 +72,7 @@ impl ScanConfig {
 /// [`ScanError::Unreadable`] when a source or a resolved header cannot be
 /// read, [`ScanError::InvalidRoot`] when `config.root` is not a directory.
 pub fn scan(sources: &[PathBuf], config: &ScanConfig) -> Result<ScanReport, ScanError> {
-    walk(sources, config, None).map(|(report, _)| report)
+    walk(sources, config, None).map(|(report, _, _)| report)
 }
 
 /// [`scan`] through a [`StatCache`]: a file whose stat stamp matches its
@@ -90,7 +91,10 @@ pub fn scan_cached(
     config: &ScanConfig,
     cache: &mut StatCache,
 ) -> Result<ScanReport, ScanError> {
-    let (report, seen) = walk(sources, config, Some(cache))?;
+    let (report, seen, absent) = walk(sources, config, Some(cache))?;
+    if let Some(absent) = absent {
+        cache.set_absent(absent);
+    }
     for origin in seen {
         match origin {
             Origin::Cached(path) => cache.touch(&path),
@@ -107,7 +111,7 @@ fn walk(
     sources: &[PathBuf],
     config: &ScanConfig,
     cache: Option<&StatCache>,
-) -> Result<(ScanReport, Vec<Origin>), ScanError> {
+) -> Result<(ScanReport, Vec<Origin>, Option<AbsentMap>), ScanError> {
     let root = std::fs::canonicalize(&config.root)
         .map_err(|e| e.to_string())
         .and_then(|r| {
@@ -121,10 +125,14 @@ fn walk(
             path: config.root.clone(),
             reason,
         })?;
+    let mut resolver = Resolver::new(config.include_paths.clone(), config.system_roots.clone());
+    if let Some(cache) = cache {
+        resolver = resolver.with_absent(AbsentLookups::new(cache.absent()));
+    }
     let mut walk = Walk {
         root,
         cache,
-        resolver: Resolver::new(config.include_paths.clone(), config.system_roots.clone()),
+        resolver,
         files: Vec::new(),
         stamp: Vec::new(),
         report: ScanReport {
@@ -158,6 +166,7 @@ fn walk(
         let report = walk.source(file, dir, n + 1)?;
         walk.report.sources.push(report);
     }
+    let absent = walk.resolver.take_absent().and_then(AbsentLookups::merged);
     let seen = walk
         .files
         .into_iter()
@@ -166,7 +175,7 @@ fn walk(
             _ => None,
         })
         .collect();
-    Ok((walk.report, seen))
+    Ok((walk.report, seen, absent))
 }
 
 /// A file's state in the walk.

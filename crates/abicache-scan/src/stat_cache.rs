@@ -31,6 +31,7 @@ use abicache_fs::{FileStamp, Follow};
 use bincode::Options;
 use serde::{Deserialize, Serialize};
 
+use crate::absent::AbsentMap;
 use crate::lexer::FileFacts;
 
 /// The fingerprint of the scanner's source code (crate version and a hash of
@@ -39,7 +40,7 @@ use crate::lexer::FileFacts;
 pub const SCANNER_FINGERPRINT: &str = env!("ABICACHE_SCAN_FINGERPRINT");
 
 /// Bumped whenever the on-disk layout of the cache file changes.
-const FORMAT: u32 = 1;
+const FORMAT: u32 = 2;
 
 /// A cache file larger than this is not read (it is then rewritten from
 /// scratch by the next scan that changes anything).
@@ -93,6 +94,8 @@ pub struct StatCache {
     /// Where it is saved; `None` for a cache that lives in memory only.
     path: Option<PathBuf>,
     entries: HashMap<PathBuf, CachedFile>,
+    /// Names known absent from directories, by directory stamp ([`crate::absent`]).
+    absent: Arc<AbsentMap>,
     /// Entries used or refreshed by scans since opening (survive a trim).
     touched: HashSet<PathBuf>,
     dirty: bool,
@@ -103,10 +106,11 @@ pub struct StatCache {
 
 /// The on-disk file: a BLAKE3 of the rest, then this (bincode).
 #[derive(Serialize, Deserialize)]
-struct Disk<E> {
+struct Disk<E, D> {
     format: u32,
     scanner: String,
     entries: Vec<E>,
+    dirs: D,
 }
 
 #[derive(Serialize)]
@@ -141,11 +145,12 @@ impl StatCache {
     /// fails: a cache that cannot be used is a cold scan, not an error.
     pub fn open(path: impl Into<PathBuf>) -> StatCache {
         let path = path.into();
-        let entries = read_entries(&path).unwrap_or_default();
+        let (entries, absent) = read_entries(&path).unwrap_or_default();
         StatCache {
             loaded: entries.len(),
             path: Some(path),
             entries,
+            absent: Arc::new(absent),
             ..StatCache::default()
         }
     }
@@ -179,6 +184,17 @@ impl StatCache {
         let entry = self.entries.get(path).filter(|e| e.stamp == *stamp)?;
         self.hits.fetch_add(1, Ordering::Relaxed);
         Some(entry)
+    }
+
+    /// The names known absent from directories (shared with a scan's resolver).
+    pub(crate) fn absent(&self) -> Arc<AbsentMap> {
+        Arc::clone(&self.absent)
+    }
+
+    /// Replaces the known absences with what a scan learnt.
+    pub(crate) fn set_absent(&mut self, absent: AbsentMap) {
+        self.absent = Arc::new(absent);
+        self.dirty = true;
     }
 
     /// Whether `path` has an entry at all (then it is worth a `stat` first).
@@ -235,6 +251,9 @@ impl StatCache {
             let touched = &self.touched;
             self.entries.retain(|p, _| touched.contains(p));
         }
+        if self.absent.len() > MAX_ENTRIES {
+            self.absent = Arc::default();
+        }
         let mut entries: Vec<DiskEntryRef<'_>> = self
             .entries
             .iter()
@@ -250,6 +269,7 @@ impl StatCache {
             format: FORMAT,
             scanner: SCANNER_FINGERPRINT.to_owned(),
             entries,
+            dirs: &*self.absent,
         };
         let body = codec().serialize(&disk).map_err(io::Error::other)?;
         let mut bytes = Vec::with_capacity(32 + body.len());
@@ -262,7 +282,7 @@ impl StatCache {
 }
 
 /// The entries of the cache file at `path`, or `None` when it cannot be used.
-fn read_entries(path: &Path) -> Option<HashMap<PathBuf, CachedFile>> {
+fn read_entries(path: &Path) -> Option<(HashMap<PathBuf, CachedFile>, AbsentMap)> {
     let bytes = abicache_fs::read_bounded(path, Follow::No, MAX_FILE_BYTES).ok()?;
     if bytes.len() < 32 {
         return None;
@@ -271,26 +291,26 @@ fn read_entries(path: &Path) -> Option<HashMap<PathBuf, CachedFile>> {
     if blake3::hash(body).as_bytes() != sum {
         return None;
     }
-    let disk: Disk<DiskEntry> = codec()
+    let disk: Disk<DiskEntry, AbsentMap> = codec()
         .with_limit(body.len() as u64 * 4 + 4096)
         .deserialize(body)
         .ok()?;
     if disk.format != FORMAT || disk.scanner != SCANNER_FINGERPRINT {
         return None;
     }
-    Some(
-        disk.entries
-            .into_iter()
-            .map(|e| {
-                let entry = CachedFile {
-                    stamp: e.stamp,
-                    blake3: e.blake3,
-                    facts: Arc::new(e.facts),
-                };
-                (e.path, entry)
-            })
-            .collect(),
-    )
+    let entries = disk
+        .entries
+        .into_iter()
+        .map(|e| {
+            let entry = CachedFile {
+                stamp: e.stamp,
+                blake3: e.blake3,
+                facts: Arc::new(e.facts),
+            };
+            (e.path, entry)
+        })
+        .collect();
+    Some((entries, disk.dirs))
 }
 
 /// Writes `bytes` to `path` through a temporary file (mode 0600) in the same
@@ -394,9 +414,10 @@ mod tests {
         }
         // A well-formed file from another scanner version.
         let (old_stamp, no_facts) = (stamp(), FileFacts::default());
-        let disk = Disk::<DiskEntryRef<'_>> {
+        let disk = Disk::<DiskEntryRef<'_>, AbsentMap> {
             format: FORMAT,
             scanner: "0.0.0-other".into(),
+            dirs: AbsentMap::new(),
             entries: vec![DiskEntryRef {
                 path: Path::new("/a.h"),
                 stamp: &old_stamp,

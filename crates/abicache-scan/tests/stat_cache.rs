@@ -219,3 +219,51 @@ fn a_saved_cache_serves_the_next_process_and_a_stale_one_is_harmless() {
     );
     assert_eq!(StatCache::open(&file).len(), 4);
 }
+
+#[test]
+fn a_header_created_where_a_lookup_failed_is_found_at_once() {
+    // Failed lookups are remembered by directory stamp: creating a header
+    // that shadows one found later in the search order, a missing one, one
+    // in a new subdirectory, or one under a system root must all be seen.
+    let p = Project::new();
+    let sys = p.path("sysroot");
+    fs::create_dir_all(sys.join("lib")).unwrap();
+    write(
+        p.dir.path(),
+        "src/c.cpp",
+        "#include \"shadow.h\"\n#include \"sub/late.h\"\n#include <lib/sys.h>\n",
+    );
+    write(p.dir.path(), "inc/shadow.h", "int from_inc;\n");
+    write(p.dir.path(), "inc/lib/sys.h", "int local_sys;\n");
+    let mut sources = p.sources.clone();
+    sources.push(p.path("src/c.cpp"));
+    let p = Project {
+        sources,
+        config: p.config.clone().system_root(&sys),
+        ..p
+    };
+    age_files();
+    let mut cache = StatCache::in_memory();
+    p.cached_equals_cold(&mut cache, "the first scan");
+    assert_eq!(p.cached_equals_cold(&mut cache, "no edit"), 0);
+
+    write(p.dir.path(), "src/shadow.h", "int from_src;\n");
+    p.cached_equals_cold(&mut cache, "a header shadowing the include path's");
+    assert!(p.cold().sources[2].files.iter().any(|f| f.path == "src/shadow.h"));
+
+    write(p.dir.path(), "src/sub/late.h", "int late;\n");
+    p.cached_equals_cold(&mut cache, "a missing header created in a new directory");
+    assert!(p.cold().sources[2].missing_includes.is_empty());
+
+    fs::write(sys.join("lib/sys.h"), "int system;\n").unwrap();
+    p.cached_equals_cold(&mut cache, "a header created under a system root");
+    assert!(!p.cold().sources[2].files.iter().any(|f| f.path.ends_with("sys.h")));
+
+    // All of it again once the new files are old enough to be remembered.
+    age_files();
+    p.cached_equals_cold(&mut cache, "re-stamping");
+    assert_eq!(p.cached_equals_cold(&mut cache, "no edit"), 0);
+    fs::remove_file(p.path("src/shadow.h")).unwrap();
+    p.cached_equals_cold(&mut cache, "removing the shadowing header");
+    assert!(p.cold().sources[2].files.iter().any(|f| f.path == "inc/shadow.h"));
+}
