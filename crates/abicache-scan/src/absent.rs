@@ -1,10 +1,14 @@
-//! Negative lookups remembered by directory stamp: "`dir/name` does not
-//! exist" is answered without a `stat` while `dir`'s own stamp is unchanged.
+//! Lookups remembered by directory stamp: "`dir/name` does not exist" and
+//! "`dir/name` is a regular file" are answered without a `stat` while
+//! `dir`'s own stamp is unchanged (the file's contents are still checked by
+//! its own stamp when it is read).
 //!
 //! Resolution tries candidates in order (`dir/name`, then each include path),
 //! so a warm key would otherwise pay one failed `stat` per include per
 //! candidate. Creating, removing or renaming an entry in a directory changes
-//! the directory's mtime and ctime, hence its [`FileStamp`]; the directory is
+//! the directory's mtime and ctime, hence its [`FileStamp`] (an entry cannot
+//! change from file to directory or symlink without being removed and
+//! created again); the directory is
 //! `stat`ed once per scan (before any lookup in it) and its remembered
 //! absent names are used only when that stamp equals the stored one. As with
 //! files, a directory stamp is stored only when trusted (the racy rule), so
@@ -28,6 +32,9 @@ pub(crate) struct KnownAbsent {
     pub(crate) stamp: Option<FileStamp>,
     /// Names looked up in it and not found.
     pub(crate) names: HashSet<OsString>,
+    /// Names looked up in it and found to be regular files (not symlinks).
+    #[serde(default)]
+    pub(crate) files: HashSet<OsString>,
 }
 
 /// Remembered absences, by directory path as looked up.
@@ -44,6 +51,8 @@ struct SeenDir {
     valid: bool,
     /// Names found absent by this scan.
     found_absent: Vec<OsString>,
+    /// Names found to be regular files by this scan.
+    found_files: Vec<OsString>,
 }
 
 /// The per-scan view: remembered absences plus what this scan learns.
@@ -81,6 +90,7 @@ impl AbsentLookups {
                 trusted,
                 valid,
                 found_absent: Vec::new(),
+                found_files: Vec::new(),
             };
             self.seen.insert(dir.to_owned(), entry);
         }
@@ -99,6 +109,29 @@ impl AbsentLookups {
         self.known.get(dir).is_some_and(|k| k.names.contains(name))
     }
 
+    /// True when `path` is known to be a regular file (not a symlink): its
+    /// directory's stamp is the one under which it was found.
+    pub(crate) fn known_file(&mut self, path: &Path) -> bool {
+        let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+            return false;
+        };
+        if !self.seen(dir).valid {
+            return false;
+        }
+        self.known.get(dir).is_some_and(|k| k.files.contains(name))
+    }
+
+    /// Records that a lookup of `path` found a regular file (not a symlink).
+    pub(crate) fn note_file(&mut self, path: &Path) {
+        let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+            return;
+        };
+        let seen = self.seen(dir);
+        if seen.now.is_some() && seen.trusted {
+            seen.found_files.push(name.to_owned());
+        }
+    }
+
     /// Records that a lookup of `path` found nothing.
     pub(crate) fn note_absent(&mut self, path: &Path) {
         let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
@@ -110,13 +143,15 @@ impl AbsentLookups {
         }
     }
 
-    /// The remembered absences after this scan: each directory seen gets its
-    /// current stamp and the names found absent under it (added to the old
-    /// ones when the stamp did not change), or is forgotten when its stamp
-    /// cannot be trusted. Returns `None` when nothing changed.
+    /// The remembered lookups after this scan: each directory seen gets its
+    /// current stamp and the names found absent or found as files under it
+    /// (added to the old ones when the stamp did not change), or is
+    /// forgotten when its stamp cannot be trusted. `None` when nothing changed.
     pub(crate) fn merged(self) -> Option<AbsentMap> {
         let changed = self.seen.iter().any(|(dir, s)| {
-            !s.found_absent.is_empty() || (!s.valid && self.known.contains_key(dir))
+            !s.found_absent.is_empty()
+                || !s.found_files.is_empty()
+                || (!s.valid && self.known.contains_key(dir))
         });
         if !changed {
             return None;
@@ -126,22 +161,19 @@ impl AbsentLookups {
             if seen.valid {
                 if let Some(entry) = map.get_mut(&dir) {
                     entry.names.extend(seen.found_absent);
+                    entry.files.extend(seen.found_files);
                 }
                 continue;
             }
-            match seen
-                .now
-                .filter(|_| seen.trusted && !seen.found_absent.is_empty())
-            {
+            let learnt = !seen.found_absent.is_empty() || !seen.found_files.is_empty();
+            match seen.now.filter(|_| seen.trusted && learnt) {
                 Some(stamp) => {
-                    let names = seen.found_absent.into_iter().collect();
-                    map.insert(
-                        dir,
-                        KnownAbsent {
-                            stamp: Some(stamp),
-                            names,
-                        },
-                    );
+                    let known = KnownAbsent {
+                        stamp: Some(stamp),
+                        names: seen.found_absent.into_iter().collect(),
+                        files: seen.found_files.into_iter().collect(),
+                    };
+                    map.insert(dir, known);
                 }
                 None => {
                     map.remove(&dir);

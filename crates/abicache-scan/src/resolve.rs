@@ -228,6 +228,13 @@ impl Resolver {
         if self.absent.as_mut().is_some_and(|a| a.known_absent(&found)) {
             return None;
         }
+        if self.absent.as_mut().is_some_and(|a| a.known_file(&found)) {
+            let parent = self.canonical_dir(found.parent()?)?;
+            let canonical = parent.join(found.file_name()?);
+            let dir = self.dir_id(&parent);
+            let file = self.file(&canonical);
+            return Some(Resolution::Local { dir, file });
+        }
         let meta = match std::fs::symlink_metadata(&found) {
             Ok(meta) => meta,
             Err(e) => {
@@ -241,6 +248,9 @@ impl Resolver {
         };
         let parent = self.canonical_dir(found.parent()?)?;
         let canonical = if meta.is_file() {
+            if let Some(absent) = self.absent.as_mut() {
+                absent.note_file(&found);
+            }
             parent.join(found.file_name()?)
         } else if meta.file_type().is_symlink() && is_file(&found) {
             std::fs::canonicalize(&found).ok()?

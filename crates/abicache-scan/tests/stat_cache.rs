@@ -249,7 +249,10 @@ fn a_header_created_where_a_lookup_failed_is_found_at_once() {
 
     write(p.dir.path(), "src/shadow.h", "int from_src;\n");
     p.cached_equals_cold(&mut cache, "a header shadowing the include path's");
-    assert!(p.cold().sources[2].files.iter().any(|f| f.path == "src/shadow.h"));
+    assert!(p.cold().sources[2]
+        .files
+        .iter()
+        .any(|f| f.path == "src/shadow.h"));
 
     write(p.dir.path(), "src/sub/late.h", "int late;\n");
     p.cached_equals_cold(&mut cache, "a missing header created in a new directory");
@@ -257,7 +260,10 @@ fn a_header_created_where_a_lookup_failed_is_found_at_once() {
 
     fs::write(sys.join("lib/sys.h"), "int system;\n").unwrap();
     p.cached_equals_cold(&mut cache, "a header created under a system root");
-    assert!(!p.cold().sources[2].files.iter().any(|f| f.path.ends_with("sys.h")));
+    assert!(!p.cold().sources[2]
+        .files
+        .iter()
+        .any(|f| f.path.ends_with("sys.h")));
 
     // All of it again once the new files are old enough to be remembered.
     age_files();
@@ -265,5 +271,21 @@ fn a_header_created_where_a_lookup_failed_is_found_at_once() {
     assert_eq!(p.cached_equals_cold(&mut cache, "no edit"), 0);
     fs::remove_file(p.path("src/shadow.h")).unwrap();
     p.cached_equals_cold(&mut cache, "removing the shadowing header");
-    assert!(p.cold().sources[2].files.iter().any(|f| f.path == "inc/shadow.h"));
+    assert!(p.cold().sources[2]
+        .files
+        .iter()
+        .any(|f| f.path == "inc/shadow.h"));
+
+    // A remembered header replaced by a symlink to another one, once aged.
+    age_files();
+    p.cached_equals_cold(&mut cache, "re-stamping");
+    write(p.dir.path(), "inc/other.h", "PyObject* other;\n");
+    let link = p.path("inc/link.tmp");
+    std::os::unix::fs::symlink(p.path("inc/other.h"), &link).unwrap();
+    fs::rename(&link, p.path("inc/shadow.h")).unwrap();
+    p.cached_equals_cold(&mut cache, "a header replaced by a symlink");
+    assert!(p.cold().sources[2]
+        .files
+        .iter()
+        .any(|f| f.path == "inc/other.h"));
 }
