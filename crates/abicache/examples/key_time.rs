@@ -12,6 +12,9 @@
 //!   (`RACY_WINDOW`) so the files' stamps can be trusted, and one untimed
 //!   prepare to stamp them, each run stats the files instead of reading them.
 //!
+//! `cpu_ms_per_run` gives the CPU time (all threads) per run of each phase,
+//! which a loaded machine does not inflate as it does wall time.
+//!
 //! With `--floor` it also times the raw floor: read + BLAKE3 of the same
 //! files (the scan's unique files), on one thread and on two. Prints one
 //! JSON object (times in milliseconds, medians over the runs).
@@ -43,6 +46,22 @@ fn read_and_hash(files: &[PathBuf]) -> u64 {
         std::hint::black_box(blake3::hash(&data));
     }
     bytes
+}
+
+/// CPU time (user + system, every thread, dead ones included) this process
+/// has used, in milliseconds, from `/proc/self/stat` (10 ms ticks: only
+/// meaningful summed over many runs). On a loaded machine wall time mostly
+/// measures waiting for a core; CPU time per run does not.
+fn cpu_ms() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after_name = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    // Fields 14 and 15 of the file (utime, stime) are 12 and 13 after the name.
+    let ticks: f64 = [11, 12]
+        .iter()
+        .filter_map(|&i| fields.get(i)?.parse::<f64>().ok())
+        .sum();
+    ticks * 10.0
 }
 
 fn time_ms(f: impl FnOnce()) -> f64 {
@@ -83,13 +102,16 @@ fn main() {
         .unwrap_or_else(|e| panic!("{e}"));
     let facts_file = session.scan_facts_path();
     let mut times = Vec::with_capacity(runs);
+    let mut cold_cpu = 0.0;
     for _ in 0..runs {
         let _ = std::fs::remove_file(&facts_file);
+        let cpu = cpu_ms();
         let t = Instant::now();
         prepared = session
             .prepare(spec, &file.root)
             .unwrap_or_else(|e| panic!("{e}"));
         times.push(t.elapsed().as_secs_f64() * 1e3);
+        cold_cpu += cpu_ms() - cpu;
     }
     // Today's path before the stat cache: the plain scan, then the key.
     let mut config = ScanConfig::new(&file.root);
@@ -99,6 +121,7 @@ fn main() {
     for dir in prepared.env.system_include_roots() {
         config = config.system_root(dir);
     }
+    let cpu = cpu_ms();
     let uncached: Vec<f64> = (0..runs)
         .map(|_| {
             time_ms(|| {
@@ -108,17 +131,22 @@ fn main() {
             })
         })
         .collect();
+    let uncached_cpu = cpu_ms() - cpu;
+    let mut warm_cpu = 0.0;
     let warm_times: Option<Vec<f64>> = warm.then(|| {
         std::thread::sleep(RACY_WINDOW + std::time::Duration::from_millis(100));
         session.prepare(spec, &file.root).expect("stamping run");
-        (0..runs)
+        let cpu = cpu_ms();
+        let times = (0..runs)
             .map(|_| {
                 time_ms(|| {
                     let again = session.prepare(spec, &file.root).expect("warm run");
                     assert_eq!(again.keyed.key, prepared.keyed.key, "warm key differs");
                 })
             })
-            .collect()
+            .collect();
+        warm_cpu = cpu_ms() - cpu;
+        times
     });
     let resolve = |p: &str| -> PathBuf {
         let path = Path::new(p);
@@ -146,6 +174,11 @@ fn main() {
         "times_ms": times,
         "median_ms": median(times.clone()),
         "uncached_ms": median(uncached),
+        "cpu_ms_per_run": {
+            "cold": cold_cpu / runs as f64,
+            "uncached": uncached_cpu / runs as f64,
+            "warm": warm_cpu / runs as f64,
+        },
         "files": files.len(),
         "file_visits": per_source_visits,
         "bytes": bytes,
