@@ -35,6 +35,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -117,6 +118,8 @@ def main() -> int:
     parser.add_argument("--breakdown", action="store_true")
     parser.add_argument("--python", default=sys.executable)
     args = parser.parse_args()
+    # A time-out (SIGTERM) still removes the 256 MiB blob and the caches.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     args.work.mkdir(parents=True, exist_ok=True)
     root = Path(tempfile.mkdtemp(prefix="abicache-bench-warm-", dir=args.work))
     env = dict(os.environ, MAX_JOBS=os.environ.get("MAX_JOBS", "2"))
