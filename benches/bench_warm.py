@@ -121,7 +121,8 @@ def main() -> int:
     # A time-out (SIGTERM) still removes the 256 MiB blob and the caches.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     args.work.mkdir(parents=True, exist_ok=True)
-    root = Path(tempfile.mkdtemp(prefix="abicache-bench-warm-", dir=args.work))
+    # Absolute: the assembler resolves `.incbin` from the compiler's directory.
+    root = Path(tempfile.mkdtemp(prefix="abicache-bench-warm-", dir=args.work)).resolve()
     env = dict(os.environ, MAX_JOBS=os.environ.get("MAX_JOBS", "2"))
     env.pop("ABICACHE_REBUILD", None)
     result: dict = {"runs": args.runs, "blob_mib": args.blob_mib, "libraries": {}}
