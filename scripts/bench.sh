@@ -54,4 +54,6 @@ scripts/install-python-package.sh .venv
 # Issue 12: a hit whose stat stamp matches costs no re-hash, whatever the size.
 echo "bench: store hit latency, hashed vs stamped (lookup_latency)" >&2
 cargo run --release --quiet -p abicache-store --example lookup_latency
+# Issue 12: warm load against the torch.ops.load_library floor, 0.5 and 256 MiB libraries.
+"$venv/bin/python" benches/bench_warm.py --work "$work" --breakdown
 python3 benches/summary.py "$work"

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use abicache_build::{BuildOptions, BuildPlan, Nvcc, Progress, Toolchain, ToolchainEnv, Unit};
 use abicache_key::{compute_key, Environment, ExtensionSpec, Keyed};
-use abicache_scan::{ScanConfig, ScanReport};
+use abicache_scan::{ScanConfig, ScanReport, StatCache};
 use abicache_store::{Claim, Event, Hit, Manifest, Store, StoreWarning};
 use serde::Serialize;
 
@@ -27,6 +27,9 @@ const ABI_FIELDS: &[&str] = &[
     "cuda_archs",
     "nvcc",
 ];
+
+/// The stat cache of scanned files' facts, under the store's `v1/`.
+const SCAN_FACTS_FILE: &str = "scan-facts.bin";
 
 /// How a session builds.
 #[derive(Debug, Clone, Copy, Default)]
@@ -143,6 +146,11 @@ impl Session {
         }
     }
 
+    /// Where the stat cache of scanned files lives (`<cache>/v1/scan-facts.bin`).
+    pub fn scan_facts_path(&self) -> PathBuf {
+        self.store.layout().version_dir().join(SCAN_FACTS_FILE)
+    }
+
     /// The cache this session uses.
     pub fn store(&self) -> &Store {
         &self.store
@@ -170,7 +178,12 @@ impl Session {
         for dir in env.system_include_roots() {
             config = config.system_root(dir);
         }
-        let scan = abicache_scan::scan(&spec.sources, &config)?;
+        // Files whose stat stamp matches the cache's are not read again;
+        // the report is the cold scan's. Saving is best effort: a read-only
+        // or full cache only loses the speed-up.
+        let mut facts = StatCache::open(self.scan_facts_path());
+        let scan = abicache_scan::scan_cached(&spec.sources, &config, &mut facts)?;
+        let _ = facts.save();
         let keyed = compute_key(spec, &env, &scan, root)?;
         Ok(Prepared { env, scan, keyed })
     }
