@@ -161,6 +161,18 @@ impl Store {
         Ok(())
     }
 
+    /// Resets every counter to zero (`abicache stats --zero`, like `ccache -z`)
+    /// by removing `stats.json` under the same lock as [`Store::record_all`]
+    /// (a missing file reads as zero); entries are untouched.
+    pub fn zero_counters(&self) -> Result<()> {
+        let layout = self.layout();
+        let _lock = FileLock::acquire(&layout.stats_lock_path(), "stats", self.lock_timeout())?;
+        match fs_err::remove_file(layout.stats_path()) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
+            _ => Ok(()),
+        }
+    }
+
     /// The counters as last written (zero when there is no or an unparseable `stats.json`).
     pub fn counters(&self) -> Result<Counters> {
         match fs_err::read(self.layout().stats_path()) {
