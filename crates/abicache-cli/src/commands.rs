@@ -107,7 +107,10 @@ fn environment_session(
     env: &EnvArgs,
 ) -> Result<(Session, Option<interpreter::Chosen>)> {
     if let Some(path) = &env.env {
-        return Ok((Session::new(store, Environment::load(path).map_err(Error::from)?), None));
+        return Ok((
+            Session::new(store, Environment::load(path).map_err(Error::from)?),
+            None,
+        ));
     }
     let chosen = interpreter::choose(env.python.as_deref())?;
     let probe_cache = store.layout().version_dir().join("interpreters");

@@ -32,7 +32,7 @@ struct Setting {
 pub fn config(cache_dir: Option<PathBuf>, remote: Option<&str>, args: JsonArgs) -> Result<()> {
     let config_file = config_path();
     let from_file = match &config_file {
-        Some(path) => config_file_settings(path).map_err(Error::from)?,
+        Some(path) => config_file_settings(path)?,
         None => Vec::new(),
     };
     let mut settings = vec![
@@ -42,8 +42,14 @@ pub fn config(cache_dir: Option<PathBuf>, remote: Option<&str>, args: JsonArgs) 
     ];
     for var in ENV_VARS {
         let file_value = from_file.iter().find(|(name, _)| *name == var.name);
-        let flag = (var.name == env_vars::ABICACHE_REMOTE).then_some(remote).flatten();
-        settings.push(variable_setting(var, flag, file_value.map(|(_, v)| v.clone())));
+        let flag = (var.name == env_vars::ABICACHE_REMOTE)
+            .then_some(remote)
+            .flatten();
+        settings.push(variable_setting(
+            var,
+            flag,
+            file_value.map(|(_, v)| v.clone()),
+        ));
     }
     if args.json {
         print_json(&settings)
@@ -54,7 +60,12 @@ pub fn config(cache_dir: Option<PathBuf>, remote: Option<&str>, args: JsonArgs) 
 
 fn cache_dir_setting(flag: Option<PathBuf>) -> Result<Setting> {
     if let Some(dir) = flag {
-        return Ok(setting("cache_dir", Some(dir.display().to_string()), "flag", "--cache-dir"));
+        return Ok(setting(
+            "cache_dir",
+            Some(dir.display().to_string()),
+            "flag",
+            "--cache-dir",
+        ));
     }
     let root = abicache::store::root_from_env().map_err(Error::from)?;
     let xdg_absolute = env_vars::var_os(env_vars::XDG_CACHE_HOME)
@@ -66,18 +77,31 @@ fn cache_dir_setting(flag: Option<PathBuf>) -> Result<Setting> {
     } else {
         ("default", "~/.cache/abicache".to_string())
     };
-    Ok(setting("cache_dir", Some(root.display().to_string()), source, &detail))
+    Ok(setting(
+        "cache_dir",
+        Some(root.display().to_string()),
+        source,
+        &detail,
+    ))
 }
 
 fn config_file_setting(path: Option<PathBuf>) -> Setting {
     let Some(path) = path else {
-        return setting("config_file", None, "default", "no HOME, XDG_CONFIG_HOME or ABICACHE_CONFIG");
+        return setting(
+            "config_file",
+            None,
+            "default",
+            "no HOME, XDG_CONFIG_HOME or ABICACHE_CONFIG",
+        );
     };
     let found = if path.is_file() { "" } else { " (not found)" };
     let (source, detail) = if env_vars::var_os(env_vars::ABICACHE_CONFIG).is_some() {
         ("env", env_vars::ABICACHE_CONFIG.to_string())
     } else if env_vars::var_os(env_vars::XDG_CONFIG_HOME).is_some() {
-        ("env", format!("{}/abicache/config.toml", env_vars::XDG_CONFIG_HOME))
+        (
+            "env",
+            format!("{}/abicache/config.toml", env_vars::XDG_CONFIG_HOME),
+        )
     } else {
         ("default", "~/.config/abicache/config.toml".to_string())
     };
@@ -95,12 +119,23 @@ fn python_setting() -> Setting {
             let value = Some(chosen.path.display().to_string());
             setting("python", value, source, &chosen.source.to_string())
         }
-        Err(_) => setting("python", None, "default", "none found: pass --python or --env"),
+        Err(_) => setting(
+            "python",
+            None,
+            "default",
+            "none found: pass --python or --env",
+        ),
     }
 }
 
 fn variable_setting(var: &EnvVar, flag: Option<&str>, file_value: Option<String>) -> Setting {
-    let shown = |value: String| if var.secret { "(set, hidden)".to_string() } else { value };
+    let shown = |value: String| {
+        if var.secret {
+            "(set, hidden)".to_string()
+        } else {
+            value
+        }
+    };
     if let Some(value) = flag {
         return setting(var.name, Some(shown(value.to_owned())), "flag", "--remote");
     }

@@ -118,11 +118,18 @@ mod tests {
         std::fs::write(venv.join("bin/python"), "").unwrap();
         let python3 = bin.join("python3");
         std::fs::write(&python3, "").unwrap();
-        std::fs::set_permissions(&python3, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-            .unwrap();
+        std::fs::set_permissions(
+            &python3,
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
         let path = Some(std::env::join_paths([dir.path().join("empty"), bin.clone()]).unwrap());
 
-        let flag = choose_with(Some(Path::new("/x/python")), Some(venv.clone()), path.clone());
+        let flag = choose_with(
+            Some(Path::new("/x/python")),
+            Some(venv.clone()),
+            path.clone(),
+        );
         assert_eq!(flag.unwrap().source, Source::Flag);
         let from_venv = choose_with(None, Some(venv.clone()), path.clone()).unwrap();
         assert_eq!(
@@ -137,8 +144,14 @@ mod tests {
     fn a_stale_virtual_env_or_no_python_says_what_to_do() {
         let dir = tempfile::tempdir().unwrap();
         let stale = choose_with(None, Some(dir.path().join("gone")), None).unwrap_err();
-        assert!(stale.to_string().contains("pass `--python PATH`"), "{stale}");
+        assert!(
+            stale.to_string().contains("pass `--python PATH`"),
+            "{stale}"
+        );
         let none = choose_with(None, None, Some(dir.path().into())).unwrap_err();
-        assert!(none.to_string().contains("no `python3` on `PATH`"), "{none}");
+        assert!(
+            none.to_string().contains("no `python3` on `PATH`"),
+            "{none}"
+        );
     }
 }

@@ -153,8 +153,14 @@ pub fn config_file_settings(path: &Path) -> Result<Vec<(&'static str, String)>> 
     let settings = [
         (ABICACHE_REMOTE, file.remote),
         (ABICACHE_REMOTE_MODE, file.remote_mode),
-        (ABICACHE_REMOTE_TIMEOUT, file.remote_timeout.map(|s| s.to_string())),
-        (ABICACHE_TRUSTED_KEYS, Some(file.trusted_keys.join(", ")).filter(|k| !k.is_empty())),
+        (
+            ABICACHE_REMOTE_TIMEOUT,
+            file.remote_timeout.map(|s| s.to_string()),
+        ),
+        (
+            ABICACHE_TRUSTED_KEYS,
+            Some(file.trusted_keys.join(", ")).filter(|k| !k.is_empty()),
+        ),
         (ABICACHE_SIGNING_KEY, file.signing_key),
     ];
     Ok(settings
