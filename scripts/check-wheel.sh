@@ -30,7 +30,7 @@ esac
 [ "$name_minor" -le "$max_glibc_minor" ] || fail "tagged manylinux_2_$name_minor, newer than manylinux_2_$max_glibc_minor"
 
 show=$(.venv/bin/python -m auditwheel show "$wheel" 2>&1) || fail "auditwheel show failed: $show"
-found_minor=$(printf '%s\n' "$show" | tr -d '\n' | sed -n 's/.*consistent with the following platform tag:[^"]*"manylinux_2_\([0-9]*\)_.*/\1/p')
+found_minor=$(printf '%s\n' "$show" | tr '\n' ' ' | sed -n 's/.*consistent with the following platform tag:[^"]*"manylinux_2_\([0-9]*\)_.*/\1/p')
 [ -n "$found_minor" ] || fail "auditwheel found no manylinux tag:"$'\n'"$show"
 [ "$found_minor" -le "$max_glibc_minor" ] || fail "its symbols need manylinux_2_$found_minor (auditwheel show):"$'\n'"$show"
 
