@@ -10,6 +10,8 @@ pub const HOME: &str = "HOME";
 pub const ABICACHE_LOCK_TIMEOUT: &str = "ABICACHE_LOCK_TIMEOUT";
 /// Size bound applied by an automatic gc after each publish.
 pub const ABICACHE_MAX_SIZE: &str = "ABICACHE_MAX_SIZE";
+/// Seconds after its last use during which gc never evicts an entry or object.
+pub const ABICACHE_GC_GRACE: &str = "ABICACHE_GC_GRACE";
 /// Compiler launcher (`ccache`, `sccache`) prepended to compile commands.
 pub const ABICACHE_COMPILER_LAUNCHER: &str = "ABICACHE_COMPILER_LAUNCHER";
 /// Forces a rebuild from the Python package (`1`).

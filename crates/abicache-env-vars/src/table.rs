@@ -157,6 +157,8 @@ pub const ENV_VARS: &[EnvVar] = &[
         .meaning("Seconds to wait for another process building the same key before giving up with an error naming its pid."),
     EnvVar::new(ABICACHE_MAX_SIZE, "unset (no bound)", ValueFormat::Size)
         .meaning("Size bound applied by an automatic least-recently-used `gc` after each publish."),
+    EnvVar::new(ABICACHE_GC_GRACE, "`60`", ValueFormat::Seconds)
+        .meaning("Seconds after its last use during which `gc` never evicts an entry or a compiled object, so a path a hit returned stays loadable and a starting build keeps the objects it counted."),
     EnvVar::new(ABICACHE_COMPILER_LAUNCHER, "unset", ValueFormat::Program)
         .meaning("Compiler launcher (`ccache`, `sccache`) put in front of every compile command."),
     EnvVar::new(ABICACHE_REBUILD, "unset", ValueFormat::Flag)
