@@ -16,6 +16,8 @@ pub const ABICACHE_GC_GRACE: &str = "ABICACHE_GC_GRACE";
 pub const ABICACHE_COMPILER_LAUNCHER: &str = "ABICACHE_COMPILER_LAUNCHER";
 /// Forces a rebuild from the Python package (`1`).
 pub const ABICACHE_REBUILD: &str = "ABICACHE_REBUILD";
+/// Precompiled headers: `0` off, `auto` (default) on.
+pub const ABICACHE_PCH: &str = "ABICACHE_PCH";
 /// Parallel compile jobs.
 pub const MAX_JOBS: &str = "MAX_JOBS";
 /// Host C++ compiler.

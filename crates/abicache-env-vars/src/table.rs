@@ -163,6 +163,8 @@ pub const ENV_VARS: &[EnvVar] = &[
         .meaning("Compiler launcher (`ccache`, `sccache`) put in front of every compile command."),
     EnvVar::new(ABICACHE_REBUILD, "unset", ValueFormat::Flag)
         .meaning("`1` makes the Python package rebuild instead of using a cached entry."),
+    EnvVar::new(ABICACHE_PCH, "`auto`", ValueFormat::Choice(&["auto", "0"]))
+        .meaning("`0` turns precompiled headers off; `auto` uses ready ones and builds a missing one in the background after the build that needed it (see \"Building\")."),
     EnvVar::new(MAX_JOBS, "number of cores", ValueFormat::Count)
         .meaning("Translation units compiled in parallel."),
     EnvVar::new(CXX, "`c++` on `PATH`", ValueFormat::Program)
