@@ -62,9 +62,9 @@ impl BuildOptions {
     /// Options with `jobs` read from `MAX_JOBS` (an error when it is set but not a
     /// positive whole number).
     pub fn from_env() -> Result<BuildOptions, BuildError> {
-        let jobs = match std::env::var("MAX_JOBS") {
-            Ok(v) if !v.trim().is_empty() => Some(parse_max_jobs(&v)?),
-            _ => None,
+        let jobs = match abicache_env_vars::var(abicache_env_vars::MAX_JOBS) {
+            Some(v) => Some(parse_max_jobs(&v)?),
+            None => None,
         };
         Ok(BuildOptions {
             jobs,

@@ -30,7 +30,7 @@ impl PchMode {
     /// Reads `ABICACHE_PCH`: unset, empty, `auto` or `1` → [`PchMode::Auto`]; `0` →
     /// [`PchMode::Off`]; anything else is an error naming the variable.
     pub fn from_env() -> Result<PchMode> {
-        let value = std::env::var(ABICACHE_PCH).unwrap_or_default();
+        let value = crate::env_vars::var(ABICACHE_PCH).unwrap_or_default();
         match value.trim() {
             "" | "auto" | "1" => Ok(PchMode::Auto),
             "0" => Ok(PchMode::Off),

@@ -107,9 +107,7 @@ impl Session {
             env,
             site_packages,
             toolchain_env: ToolchainEnv::from_process(),
-            arch_list_env: std::env::var(crate::env_vars::TORCH_CUDA_ARCH_LIST)
-                .ok()
-                .filter(|s| !s.trim().is_empty()),
+            arch_list_env: crate::env_vars::var(crate::env_vars::TORCH_CUDA_ARCH_LIST),
             options: SessionOptions::default(),
             nvcc: OnceLock::new(),
             remote: OnceLock::new(),
