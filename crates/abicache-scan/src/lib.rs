@@ -10,6 +10,8 @@
 //! The crate reads files; it knows nothing of torch versions or caches.
 //!
 //! - [`lexer`]: the C/C++ lexer ([`lex`] → [`FileFacts`]);
+//! - [`macros`]: computed includes resolved by expanding the macros of the
+//!   visited files and `-D` flags ([`MacroTable`]);
 //! - [`resolve`]: include resolution ([`Resolver`]);
 //! - [`scan()`]: the walk, producing a [`ScanReport`];
 //! - [`render_summary`]: the human summary shown by `abicache scan`.
@@ -18,6 +20,7 @@
 
 mod error;
 pub mod lexer;
+pub mod macros;
 mod report;
 pub mod resolve;
 mod scan;
@@ -25,6 +28,7 @@ mod summary;
 
 pub use error::ScanError;
 pub use lexer::{lex, FileFacts, Include, IncludeKind};
+pub use macros::{defines_in_flags, Expansion, MacroDef, MacroTable};
 pub use report::{
     ComputedInclude, Location, PythonMarker, ScanReport, ScannedFile, SourceReport, TorchInclude,
 };
