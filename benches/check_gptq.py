@@ -2,14 +2,15 @@
 
 Runs after `bench_gptq.py` (which downloads the sdist and CUTLASS and writes
 `gptq-reference.json`, the loaders' own resolved definitions and the
-reference's Python-ABI detection, and `gptq-env.toml`). For each of the 16
+reference's Python-ABI detection, and `gptq-env.toml`); or after
+`gptq_reference.py --detect-only --out gptq-detect.json` (`--reference`). For each of the 16
 `TorchOpsJitExtension`s GPTQModel's loaders define, one row:
 
 * key: `abicache key` of the loader's definition (sources, include paths,
   flags, explicit claims and stable target) with `PATH=/usr/bin:/bin`, i.e.
   with no nvcc to probe;
 * Python ABI: abicache's own detection (what auto mode would key on), with
-  its evidence (`file:line: marker`);
+  its evidence (`file:line: marker`, from `abicache explain --json`);
 * stable: the stable-ABI verdict (the key's `torch_abi`, or the refusal);
 * agreement with the reference's effective decision (the loader's explicit
   `python_abi_dependent`, else the reference's detection).
@@ -19,8 +20,7 @@ machine): one key for torch 2.15 and 2.12 of the same CUDA, refused on 2.9.
 Exits 1 when a key fails or a swordfish expectation does not hold;
 disagreements are explained in benches/README.md, not failures.
 
-    python3 benches/check_gptq.py --abicache target/release/abicache \
-        --key-time target/release/examples/key_time --work benches/.work
+    python3 benches/check_gptq.py --abicache target/release/abicache --work benches/.work
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from bench_gptq import SDIST, SHORT, write_spec  # noqa: E402
+from bench_gptq import SDIST, SHORT, write_env, write_spec  # noqa: E402
 
 NO_TOOLCHAIN = {"PATH": "/usr/bin:/bin"}
 
@@ -64,14 +64,17 @@ def evidence(markers: list[dict], work: Path, limit: int = 2) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--abicache", type=Path, required=True)
-    ap.add_argument("--key-time", type=Path, required=True)
     ap.add_argument("--work", type=Path, required=True)
+    ap.add_argument("--reference", default="gptq-reference.json", help="file in the work dir")
     args = ap.parse_args()
     work = args.work.resolve()
     sdist = work / SDIST
-    reference = json.loads((work / "gptq-reference.json").read_text())
+    reference = json.loads((work / args.reference).read_text())
     env_toml = work / "gptq-env.toml"
+    if not env_toml.is_file():
+        write_env(env_toml, reference["env"])
     abicache = str(args.abicache.resolve())
+    scratch_cache = work / "check-cache"
 
     failures = []
     rows = []
@@ -89,9 +92,10 @@ def main() -> int:
         else:
             key_ok, torch_abi = "FAILED", key.stderr.strip().removeprefix("error: ")[:120]
             failures.append(f"{short}: abicache key failed: {key.stderr.strip()}")
-        scan = json.loads(run([str(args.key_time), str(spec), str(env_toml), "--runs", "1"]).stdout or "{}")
-        detected = scan.get("python_abi_detected")
-        markers = scan.get("python_markers", [])
+        explained = run([abicache, "explain", str(spec), "--env", str(env_toml), "--json",
+                         "--cache-dir", str(scratch_cache)], NO_TOOLCHAIN)
+        markers = json.loads(explained.stdout).get("python_markers", []) if explained.returncode == 0 else []
+        detected = bool(markers)
         explicit = d["python_abi_dependent"]
         ref_effective = explicit if explicit is not None else ref.get("python_abi_detected")
         target = d["torch_stable_abi_target"]

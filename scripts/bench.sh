@@ -51,5 +51,5 @@ python3 benches/summary.py "$work"
 # releases with no toolchain on PATH), then the CPU kernels built from the
 # sdist by `abicache build`, loaded and checked against pure-torch references
 # (the slow pytest marker: three ATen compiles).
-python3 benches/check_gptq.py --abicache "$bin/abicache" --key-time "$bin/examples/key_time" --work "$work"
+python3 benches/check_gptq.py --abicache "$bin/abicache" --work "$work"
 ABICACHE_BIN=$bin/abicache "$venv/bin/python" -m pytest -m slow -q tests/python/test_gptq_cpu_kernels.py
