@@ -585,10 +585,9 @@ fn tokenize(text: &str) -> Vec<Tok> {
             i += 1;
             while i < s.len() {
                 let d = s[i];
-                if is_ident_byte(d) || d == b'.' {
-                    i += 1;
-                } else if (d == b'+' || d == b'-') && matches!(s[i - 1], b'e' | b'E' | b'p' | b'P')
-                {
+                let exponent_sign =
+                    (d == b'+' || d == b'-') && matches!(s[i - 1], b'e' | b'E' | b'p' | b'P');
+                if is_ident_byte(d) || d == b'.' || exponent_sign {
                     i += 1;
                 } else if d == b'\'' && s.get(i + 1).is_some_and(|&n| is_ident_byte(n)) {
                     i += 2;
