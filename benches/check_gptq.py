@@ -109,15 +109,16 @@ def main() -> int:
             "reference": ("dependent" if ref_effective else "agnostic")
                          + (" (explicit)" if explicit is not None else " (detected)"),
             "agree": bool(detected) == bool(ref_effective),
+            "reference_detection": {True: "dependent", False: "agnostic"}.get(ref.get("python_abi_detected"), "?"),
         })
 
     print("\nIssue 9: every GPTQModel 7.7.0 extension keyed by abicache "
           "(PATH=/usr/bin:/bin, environment from gptq-env.toml)")
     print(f"{'extension':<14}{'key':<8}{'abicache Python ABI':<22}{'stable':<18}{'reference decision':<24}"
-          f"{'agree':<7}evidence")
+          f"{'(its detection)':<17}{'agree':<7}evidence")
     for r in rows:
         print(f"{r['extension']:<14}{r['key']:<8}{r['abicache_python_abi']:<22}{r['stable'][:17]:<18}"
-              f"{r['reference']:<24}{'yes' if r['agree'] else 'NO':<7}{r['evidence']}")
+              f"{r['reference']:<24}{r['reference_detection']:<17}{'yes' if r['agree'] else 'NO':<7}{r['evidence']}")
     print("(disagreements are explained in benches/README.md, \"Every GPTQModel extension keyed\")")
 
     # Swordfish: the stable-ABI case, across described environments.
