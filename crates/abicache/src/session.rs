@@ -13,6 +13,7 @@ use serde::Serialize;
 
 use crate::audit::{audit_against_key, AuditVerdict};
 use crate::error::{Error, Result};
+use crate::pch::{default_umbrellas, PchMode, PchPlan};
 use crate::remote::{Fetch, RemoteCache, RemoteState};
 
 /// Payload fields that describe the ABI a unit is compiled for; they are
@@ -77,6 +78,9 @@ pub struct Outcome {
     pub compiled: Vec<String>,
     /// Units whose objects came from the object cache.
     pub cached_units: usize,
+    /// Compiled units that were compiled against a precompiled header.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pch_units: Vec<String>,
     /// True when the library was downloaded from the remote cache in this call.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub remote: bool,
@@ -229,6 +233,7 @@ impl Session {
                             seconds: started.elapsed().as_secs_f64(),
                             compiled: Vec::new(),
                             cached_units: 0,
+                            pch_units: Vec::new(),
                             remote: true,
                             warnings,
                         });
@@ -241,7 +246,8 @@ impl Session {
             }
             _ => guard,
         };
-        let result = self.compile_and_publish(spec, &prepared, guard, progress);
+        let result =
+            self.compile_and_publish(spec, &prepared, root, guard, progress, &mut warnings);
         let (hit, report) = match result {
             Ok(done) => done,
             Err(e) => {
@@ -266,6 +272,7 @@ impl Session {
             seconds: started.elapsed().as_secs_f64(),
             compiled: report.units_compiled,
             cached_units: report.units_cached,
+            pch_units: report.pch_units,
             remote: false,
             warnings,
         })
@@ -321,6 +328,7 @@ impl Session {
             seconds: started.elapsed().as_secs_f64(),
             compiled: Vec::new(),
             cached_units: 0,
+            pch_units: Vec::new(),
             remote: false,
             warnings,
         })
@@ -330,13 +338,24 @@ impl Session {
         &self,
         spec: &ExtensionSpec,
         prepared: &Prepared,
+        root: &Path,
         guard: abicache_store::BuildGuard,
         progress: &dyn Fn(Progress),
+        warnings: &mut Vec<String>,
     ) -> Result<(Hit, abicache_build::BuildReport)> {
         let requires_cuda = spec.requires_cuda();
+        let pch_mode = PchMode::from_env()?;
         let toolchain =
             Toolchain::discover(&self.toolchain_env, &self.site_packages, requires_cuda)?;
-        let plan = self.plan(spec, prepared)?;
+        let plan = self.plan(spec, prepared, root)?;
+        let pch_plan = match pch_mode {
+            PchMode::Auto => {
+                let requests =
+                    abicache_build::pch_requests(&plan, &toolchain, &default_umbrellas());
+                crate::pch::resolve(&self.store, requests, warnings)
+            }
+            PchMode::Off => PchPlan::default(),
+        };
         let previous_seconds = self
             .store
             .find_by_name(&spec.name)
@@ -349,6 +368,7 @@ impl Session {
         let options = BuildOptions {
             jobs,
             previous_seconds,
+            pch: pch_plan.ready,
         };
         let report = abicache_build::build(
             &plan,
@@ -358,6 +378,7 @@ impl Session {
             &options,
             progress,
         )?;
+        crate::pch::drop_rejected(&self.store, &report.pch_rejected, warnings);
         let audit = match audit_against_key(&report.library, &prepared.keyed, &prepared.scan)? {
             AuditVerdict::Refused(message) => return Err(Error::AuditRefused { message }),
             AuditVerdict::Passed(audit) => audit,
@@ -383,11 +404,18 @@ impl Session {
             })?
             .to_string();
         let published = guard.publish(&file_name, manifest)?;
+        // Only now, so the build never waited for it (see `crate::pch`).
+        crate::pch::start_missing(
+            &self.store,
+            &pch_plan.missing,
+            &report.units_compiled,
+            warnings,
+        );
         Ok((published.hit, report))
     }
 
     /// The build plan for a prepared spec.
-    fn plan(&self, spec: &ExtensionSpec, prepared: &Prepared) -> Result<BuildPlan> {
+    fn plan(&self, spec: &ExtensionSpec, prepared: &Prepared, root: &Path) -> Result<BuildPlan> {
         let env = &prepared.env;
         let torch_dir = env.torch_dir.clone().ok_or_else(|| {
             Error::Input(
@@ -443,6 +471,8 @@ impl Session {
             extra_include_paths: spec.extra_include_paths.clone(),
             gencode: prepared.keyed.gencode.clone(),
             abi_fields,
+            // Compiled relative to the fingerprint root: relocatable objects.
+            root: std::path::absolute(root).ok(),
         })
     }
 
