@@ -64,6 +64,10 @@ pub struct ScanArgs {
     /// Extra include directory, searched in order after the including file's directory.
     #[arg(short = 'I', value_name = "DIR")]
     pub include: Vec<PathBuf>,
+    /// Macro definition (`NAME`, `NAME=VALUE`) used, with those of the scanned
+    /// files, to resolve computed includes (`#include MACRO`).
+    #[arg(short = 'D', value_name = "NAME[=VALUE]")]
+    pub define: Vec<String>,
     /// Fingerprint root: paths under it are shown relative to it [default: current directory].
     #[arg(long, value_name = "DIR")]
     pub root: Option<PathBuf>,

@@ -129,6 +129,8 @@ fn scan(args: ScanArgs) -> Result<()> {
         .include
         .iter()
         .fold(ScanConfig::new(&root), |c, dir| c.include_path(dir));
+    let defines: Vec<String> = args.define.iter().map(|d| format!("-D{d}")).collect();
+    let config = config.defines_from_flags(&defines);
     let report = abicache::scan::scan(&args.sources, &config).map_err(Error::from)?;
     if args.json {
         print_json(&render::scan_json(&report))

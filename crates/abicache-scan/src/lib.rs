@@ -10,6 +10,8 @@
 //! The crate reads files; it knows nothing of torch versions or caches.
 //!
 //! - [`lexer`]: the C/C++ lexer ([`lex`] → [`FileFacts`]);
+//! - [`macros`]: computed includes resolved by expanding the macros of the
+//!   visited files and `-D` flags ([`MacroTable`]);
 //! - [`resolve`]: include resolution ([`Resolver`]);
 //! - [`scan()`]: the walk, producing a [`ScanReport`];
 //! - [`stat_cache`]: per-file facts remembered by stat stamp, so a warm
@@ -21,6 +23,7 @@
 mod absent;
 mod error;
 pub mod lexer;
+pub mod macros;
 mod report;
 pub mod resolve;
 mod scan;
@@ -29,6 +32,7 @@ mod summary;
 
 pub use error::ScanError;
 pub use lexer::{lex, FileFacts, Include, IncludeKind};
+pub use macros::{defines_in_flags, Expansion, MacroDef, MacroTable};
 pub use report::{
     ComputedInclude, Location, PythonMarker, ScanReport, ScannedFile, SourceReport, TorchInclude,
 };

@@ -13,11 +13,12 @@ use abicache_fs::FileStamp;
 
 use crate::absent::{AbsentLookups, AbsentMap};
 use crate::error::ScanError;
-use crate::lexer::{lex, FileFacts, IncludeKind};
+use crate::lexer::{lex, FileFacts, Include, IncludeKind};
+use crate::macros::{Expansion, MacroDef, MacroTable};
 use crate::report::{
     ComputedInclude, Location, PythonMarker, ScanReport, ScannedFile, SourceReport, TorchInclude,
 };
-use crate::resolve::{DirId, FileId, Resolution, Resolver};
+use crate::resolve::{DirId, FastMap, FileId, Resolution, Resolver};
 use crate::stat_cache::{FreshFile, StatCache};
 
 /// Where to look for headers and how to name files.
@@ -31,6 +32,9 @@ pub struct ScanConfig {
     /// System include roots (torch, Python, CUDA): headers found there are
     /// neither hashed, followed nor named.
     pub system_roots: Vec<PathBuf>,
+    /// Macros defined on the command line (`-D`): with those of the visited
+    /// files, what computed includes are expanded with.
+    pub defines: Vec<MacroDef>,
 }
 
 impl ScanConfig {
@@ -40,7 +44,15 @@ impl ScanConfig {
             root: root.into(),
             include_paths: Vec::new(),
             system_roots: Vec::new(),
+            defines: Vec::new(),
         }
+    }
+
+    /// Adds the `-D` definitions found in compiler `flags` (`-DNAME[=V]`,
+    /// `-D NAME[=V]`); other flags are ignored.
+    pub fn defines_from_flags(mut self, flags: &[String]) -> Self {
+        self.defines.extend(crate::macros::defines_in_flags(flags));
+        self
     }
 
     /// Appends an extra include path (tried after earlier ones).
@@ -57,6 +69,13 @@ impl ScanConfig {
 }
 
 /// Scans `sources` (in order) and every local header they reach (SPEC §2–3).
+///
+/// A computed include (`#include MACRO`) is expanded with every macro
+/// defined in the files the extension reaches and in `config.defines` (all
+/// alternatives of each name, see [`crate::macros`]); the headers it names
+/// are resolved like any other include, and it is reported in
+/// [`SourceReport::computed_includes`] (and as a Python-ABI marker) only
+/// when some alternative cannot be resolved.
 ///
 /// Guarantees: each file is read, hashed and lexed once per call; each
 /// source lists each file it reaches once, depth-first in include order
@@ -135,6 +154,7 @@ fn walk(
         resolver,
         files: Vec::new(),
         stamp: Vec::new(),
+        macros: Macros::new(&config.defines),
         report: ScanReport {
             sources: Vec::new(),
             python_markers: Vec::new(),
@@ -214,17 +234,77 @@ struct Walk<'c> {
     /// Indexed by [`FileId::index`]: the number of the last source that
     /// visited the file (0: none yet).
     stamp: Vec<usize>,
+    macros: Macros,
     report: ScanReport,
+}
+
+/// The macro table of the extension, filled from the files read so far
+/// only once a computed include needs it, and the expansions made with it.
+struct Macros {
+    table: MacroTable,
+    /// Indexed by [`FileId::index`]: whether the file's defines are in `table`.
+    added: Vec<bool>,
+    /// Whether a file was read since the table was last filled.
+    stale: bool,
+    /// Expansions by operand, valid for `generation`.
+    expansions: FastMap<String, Arc<Expansion>>,
+    generation: u64,
+}
+
+impl Macros {
+    fn new(flag_defines: &[MacroDef]) -> Self {
+        let mut table = MacroTable::default();
+        for def in flag_defines {
+            table.add(def);
+        }
+        let generation = table.generation();
+        Macros {
+            table,
+            added: Vec::new(),
+            stale: true,
+            expansions: FastMap::default(),
+            generation,
+        }
+    }
 }
 
 impl Walk<'_> {
     /// Reads, hashes and lexes every file reachable from `starts`, level
     /// by level, two files at a time. Only speeds up the walk: results are
     /// stored by file id, and read errors wait until the walk visits the file.
+    ///
+    /// It also reaches the headers of computed includes: when the frontier
+    /// is exhausted, every computed include met so far is expanded with the
+    /// macros of every file read so far, and what it names joins the walk;
+    /// this repeats until nothing new is reached, so the macro table the
+    /// walk then uses holds every definition of every reachable file.
     fn prefetch(&mut self, starts: &[(FileId, DirId)]) {
         let mut seen: HashSet<(FileId, DirId)> = starts.iter().copied().collect();
         let mut frontier: Vec<(FileId, DirId)> = starts.to_vec();
-        while !frontier.is_empty() {
+        let mut computed: Vec<(DirId, String)> = Vec::new();
+        let mut computed_seen: HashSet<(DirId, String)> = HashSet::new();
+        loop {
+            if frontier.is_empty() {
+                for (dir, text) in &computed {
+                    for (angle, name) in &self.expansion(text).headers {
+                        let kind = if *angle {
+                            IncludeKind::Angle
+                        } else {
+                            IncludeKind::Quoted
+                        };
+                        if let Resolution::Local { dir, file } =
+                            self.resolver.resolve(*dir, name, kind)
+                        {
+                            if seen.insert((file, dir)) {
+                                frontier.push((file, dir));
+                            }
+                        }
+                    }
+                }
+                if frontier.is_empty() {
+                    return;
+                }
+            }
             let mut todo: Vec<FileId> = frontier
                 .iter()
                 .map(|&(file, _)| file)
@@ -239,6 +319,7 @@ impl Walk<'_> {
             for (file, slot) in read_all(&self.root, &jobs, self.cache) {
                 self.files[file.index()] = slot;
             }
+            self.macros.stale = true;
             let mut next = Vec::new();
             for &(file, dir) in &frontier {
                 let Slot::Ready(entry) = self.slot(file) else {
@@ -246,6 +327,12 @@ impl Walk<'_> {
                 };
                 let facts = Arc::clone(&entry.facts);
                 for inc in &facts.includes {
+                    if inc.kind == IncludeKind::Computed {
+                        if computed_seen.insert((dir, inc.name.clone())) {
+                            computed.push((dir, inc.name.clone()));
+                        }
+                        continue;
+                    }
                     if let Resolution::Local { dir, file } =
                         self.resolver.resolve(dir, &inc.name, inc.kind)
                     {
@@ -257,6 +344,34 @@ impl Walk<'_> {
             }
             frontier = next;
         }
+    }
+
+    /// What `operand` expands to with the macros of every file read so far
+    /// (and the `-D` flags), cached until a new definition arrives.
+    fn expansion(&mut self, operand: &str) -> Arc<Expansion> {
+        let m = &mut self.macros;
+        if m.stale {
+            m.added.resize(self.files.len(), false);
+            for (k, slot) in self.files.iter().enumerate() {
+                if let (Slot::Ready(entry), false) = (slot, m.added[k]) {
+                    for def in &entry.facts.defines {
+                        m.table.add(def);
+                    }
+                    m.added[k] = true;
+                }
+            }
+            m.stale = false;
+        }
+        if m.table.generation() != m.generation {
+            m.expansions.clear();
+            m.generation = m.table.generation();
+        }
+        if let Some(e) = m.expansions.get(operand) {
+            return Arc::clone(e);
+        }
+        let e = Arc::new(m.table.expand(operand));
+        m.expansions.insert(operand.to_owned(), Arc::clone(&e));
+        e
     }
 
     /// The slot of `id`, growing the tables as needed.
@@ -274,6 +389,7 @@ impl Walk<'_> {
         let k = id.index();
         if matches!(self.slot(id), Slot::Empty) {
             self.files[k] = read_entry(&self.root, self.resolver.file_path(id), self.cache);
+            self.macros.stale = true;
         }
         if let Slot::Failed(_) = self.files[k] {
             let Slot::Failed(source) = std::mem::replace(&mut self.files[k], Slot::Empty) else {
@@ -323,22 +439,30 @@ impl Walk<'_> {
                 self.collect_facts(&display, &facts);
             }
             for inc in &facts.includes {
-                match self.resolver.resolve(dir, &inc.name, inc.kind) {
-                    Resolution::Local { dir, file } => children.push((file, dir)),
-                    Resolution::Missing => {
-                        let missing = format!("{display}:{}", inc.name);
-                        if !out.missing_includes.contains(&missing) {
-                            out.missing_includes.push(missing);
-                        }
+                let targets = if inc.kind == IncludeKind::Computed {
+                    let expansion = self.expansion(&inc.name);
+                    if expansion.unresolved.is_some() {
+                        out.computed_includes.push(ComputedInclude {
+                            file: display.clone(),
+                            line: inc.line,
+                            text: inc.name.clone(),
+                        });
                     }
-                    Resolution::System => {}
-                }
-                if inc.kind == IncludeKind::Computed {
-                    out.computed_includes.push(ComputedInclude {
-                        file: display.clone(),
-                        line: inc.line,
-                        text: inc.name.clone(),
-                    });
+                    resolved_includes(inc, &expansion)
+                } else {
+                    vec![inc.clone()]
+                };
+                for target in &targets {
+                    match self.resolver.resolve(dir, &target.name, target.kind) {
+                        Resolution::Local { dir, file } => children.push((file, dir)),
+                        Resolution::Missing => {
+                            let missing = format!("{display}:{}", target.name);
+                            if !out.missing_includes.contains(&missing) {
+                                out.missing_includes.push(missing);
+                            }
+                        }
+                        Resolution::System => {}
+                    }
                 }
             }
             for &(file, dir) in children.iter().rev() {
@@ -351,35 +475,77 @@ impl Walk<'_> {
         Ok(out)
     }
 
-    /// Records a file's markers, torch includes and registrations (once per file).
+    /// Records a file's markers, torch includes and registrations (once per
+    /// file). A computed include counts by the headers it resolves to (a
+    /// marker header as `#include <Python.h> (via #include MACRO)`, a torch
+    /// header by its resolved name), and is itself a marker when it cannot
+    /// be resolved.
     fn collect_facts(&mut self, display: &str, facts: &FileFacts) {
+        let mut markers: Vec<(u32, String)> = facts.python_markers.clone();
+        let mut torch = Vec::new();
+        for inc in &facts.includes {
+            if inc.kind != IncludeKind::Computed {
+                if is_torch_header(&inc.name) {
+                    torch.push((inc.line, inc.name.clone()));
+                }
+                continue;
+            }
+            let expansion = self.expansion(&inc.name);
+            if expansion.unresolved.is_some() {
+                markers.push((inc.line, inc.directive()));
+            }
+            for target in resolved_includes(inc, &expansion) {
+                if target.is_python_marker() {
+                    let via = format!("{} (via {})", target.directive(), inc.directive());
+                    markers.push((inc.line, via));
+                }
+                if is_torch_header(&target.name) {
+                    torch.push((inc.line, target.name));
+                }
+            }
+        }
+        // Lexer markers are in line order; computed ones join them there.
+        markers.sort_by_key(|(line, _)| *line);
         let r = &mut self.report;
-        r.python_markers.extend(
-            facts
-                .python_markers
-                .iter()
-                .map(|(line, marker)| PythonMarker {
-                    file: display.to_owned(),
-                    line: *line,
-                    marker: marker.clone(),
-                }),
-        );
+        r.python_markers
+            .extend(markers.into_iter().map(|(line, marker)| PythonMarker {
+                file: display.to_owned(),
+                line,
+                marker,
+            }));
         r.stable_registrations
             .extend(facts.stable_registrations.iter().map(|&line| Location {
                 file: display.to_owned(),
                 line,
             }));
-        for inc in &facts.includes {
-            if inc.kind != IncludeKind::Computed && is_torch_header(&inc.name) {
-                r.torch_includes.push(TorchInclude {
-                    file: display.to_owned(),
-                    line: inc.line,
-                    include: inc.name.clone(),
-                    stable: is_stable_header(&inc.name),
-                });
-            }
+        for (line, name) in torch {
+            r.torch_includes.push(TorchInclude {
+                file: display.to_owned(),
+                line,
+                stable: is_stable_header(&name),
+                include: name,
+            });
         }
     }
+}
+
+/// The includes a computed include `inc` resolves to: one per header name
+/// of its expansion, on the same line.
+fn resolved_includes(inc: &Include, expansion: &Expansion) -> Vec<Include> {
+    expansion
+        .headers
+        .iter()
+        .map(|(angle, name)| Include {
+            name: name.clone(),
+            kind: if *angle {
+                IncludeKind::Angle
+            } else {
+                IncludeKind::Quoted
+            },
+            line: inc.line,
+            next: inc.next,
+        })
+        .collect()
 }
 
 /// Reads, hashes and lexes one file, unless `cache` has an entry whose

@@ -169,7 +169,10 @@ impl Session {
         }
         spec.validate()?;
         let env = self.complete_env(spec)?;
-        let mut config = ScanConfig::new(root);
+        let mut config = ScanConfig::new(root).defines_from_flags(&spec.extra_cflags);
+        if spec.requires_cuda() {
+            config = config.defines_from_flags(&spec.extra_cuda_cflags);
+        }
         for dir in &spec.extra_include_paths {
             config = config.include_path(dir);
         }
@@ -492,7 +495,11 @@ impl Session {
         if !spec.requires_cuda() {
             return Ok(env);
         }
-        if env.nvcc_version.is_none() || env.cuda_include_dirs.is_empty() {
+        // What the key needs is `nvcc_version`: when the environment gives
+        // it, nothing is probed (an environment file may describe a machine
+        // with no CUDA toolchain here). Unknown CUDA include dirs then only
+        // mean that angle includes found nowhere are system headers (SPEC §2).
+        if env.nvcc_version.is_none() {
             let nvcc = self
                 .nvcc
                 .get_or_init(|| {
