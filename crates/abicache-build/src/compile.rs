@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::Instant;
@@ -19,6 +19,7 @@ use crate::error::BuildError;
 use crate::flags::{compile_command, link_argv, unit_kind, BuildPlan, CompileCommand, UnitKind};
 use crate::progress::Progress;
 use crate::quote::shell_join;
+use crate::run::{run, Cancel};
 use crate::toolchain::Toolchain;
 
 /// Bump when the object key's inputs change, so old objects are never misread.
@@ -31,6 +32,9 @@ pub struct BuildOptions {
     pub jobs: Option<usize>,
     /// Seconds the previous build of this extension took, shown as an estimate.
     pub previous_seconds: Option<f64>,
+    /// Set it to stop the build: running compilers are stopped, the build
+    /// returns [`BuildError::Cancelled`].
+    pub cancel: Cancel,
 }
 
 impl BuildOptions {
@@ -43,7 +47,7 @@ impl BuildOptions {
         };
         Ok(BuildOptions {
             jobs,
-            previous_seconds: None,
+            ..BuildOptions::default()
         })
     }
 }
@@ -165,15 +169,16 @@ pub fn build(
         for _ in 0..threads {
             let tx = tx.clone();
             let (next, stop, to_compile) = (&next, &stop, &to_compile);
+            let cancel = &opts.cancel;
             scope.spawn(move || loop {
-                if stop.load(Ordering::SeqCst) {
+                if stop.load(Ordering::SeqCst) || cancel.is_cancelled() {
                     break;
                 }
                 let Some(job) = to_compile.get(next.fetch_add(1, Ordering::SeqCst)) else {
                     break;
                 };
                 let t = Instant::now();
-                let event = match compile_one(job) {
+                let event = match compile_one(job, cancel) {
                     Ok(()) => Event::Done {
                         index: job.index,
                         seconds: t.elapsed().as_secs_f64(),
@@ -211,13 +216,16 @@ pub fn build(
             }
         }
     });
+    if opts.cancel.is_cancelled() {
+        return Err(BuildError::Cancelled);
+    }
     if let Some(e) = first_error {
         return Err(e);
     }
 
     progress(Progress::Linking);
     let library = out_dir.join(format!("{}.so", plan.name));
-    link(plan, toolchain, &jobs, &library)?;
+    link(plan, toolchain, &jobs, &library, &opts.cancel)?;
     let seconds = started.elapsed().as_secs_f64();
     progress(Progress::Finished { seconds });
     Ok(BuildReport {
@@ -282,7 +290,7 @@ fn touch(path: &Path) {
 static TEMP_COUNTER: AtomicUsize = AtomicUsize::new(0);
 
 /// Compiles one job into a temporary object and renames it into place.
-fn compile_one(job: &Job) -> Result<(), BuildError> {
+fn compile_one(job: &Job, cancel: &Cancel) -> Result<(), BuildError> {
     let dir = job.object.parent().unwrap_or(Path::new("."));
     let stem = job
         .object
@@ -297,7 +305,7 @@ fn compile_one(job: &Job) -> Result<(), BuildError> {
     let mut command = job.command.clone();
     command.output = temp.clone();
     let argv = command.argv();
-    let result = run(&argv, dir);
+    let result = run(&argv, dir, cancel);
     let outcome = match result {
         Ok(out) if out.status.success() => {
             fs_err::rename(&temp, &job.object).map_err(BuildError::from)
@@ -322,12 +330,19 @@ fn link(
     toolchain: &Toolchain,
     jobs: &[Job],
     library: &Path,
+    cancel: &Cancel,
 ) -> Result<(), BuildError> {
     let objects: Vec<PathBuf> = jobs.iter().map(|j| j.object.clone()).collect();
     let dir = library.parent().unwrap_or(Path::new("."));
     let temp = dir.join(format!(".{}.{}.tmp.so", plan.name, std::process::id()));
     let argv = link_argv(plan, toolchain, &objects, &temp);
-    let out = run(&argv, dir)?;
+    let out = match run(&argv, dir, cancel) {
+        Ok(out) => out,
+        Err(e) => {
+            let _ = std::fs::remove_file(&temp);
+            return Err(e);
+        }
+    };
     if !out.status.success() {
         let _ = std::fs::remove_file(&temp);
         return Err(BuildError::Link {
@@ -339,18 +354,6 @@ fn link(
     }
     fs_err::rename(&temp, library)?;
     Ok(())
-}
-
-fn run(argv: &[String], dir: &Path) -> Result<Output, BuildError> {
-    Command::new(&argv[0])
-        .args(&argv[1..])
-        .current_dir(dir)
-        .output()
-        .map_err(|error| BuildError::Spawn {
-            program: argv[0].clone(),
-            command: shell_join(argv),
-            error,
-        })
 }
 
 fn combined(out: &Output) -> String {

@@ -18,6 +18,7 @@ mod error;
 pub mod flags;
 mod progress;
 mod quote;
+mod run;
 mod toolchain;
 
 pub use compile::{build, parse_max_jobs, BuildOptions, BuildReport, OBJECT_KEY_FORMAT};
@@ -25,6 +26,7 @@ pub use error::BuildError;
 pub use flags::{BuildPlan, CompileCommand, Unit, UnitKind};
 pub use progress::{plain_line, progress_reporter, Progress, ProgressMode};
 pub use quote::{shell_join, shell_quote};
+pub use run::Cancel;
 pub use toolchain::{
     find_cxx, find_nvcc, parse_nvcc_release, which, Nvcc, Tool, Toolchain, ToolchainEnv,
 };

@@ -87,6 +87,7 @@ fn cpu_extension_builds_then_reuses_objects_per_unit() {
     let opts = BuildOptions {
         jobs: Some(2),
         previous_seconds: Some(1.5),
+        ..BuildOptions::default()
     };
 
     let plan = cpu_plan(
@@ -319,7 +320,7 @@ fn first_failure_stops_scheduling_and_failure_is_reported_once() {
     let count = |_e: Progress| *events.borrow_mut() += 1;
     let opts = BuildOptions {
         jobs: Some(1),
-        previous_seconds: None,
+        ..BuildOptions::default()
     };
     let err = build(
         &plan,

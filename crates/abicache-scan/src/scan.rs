@@ -312,7 +312,11 @@ impl Walk {
 
 /// Reads, hashes and lexes one file.
 fn read_entry(root: &Path, path: &Path) -> Slot {
-    match std::fs::read(path) {
+    // A FIFO, device or directory is refused, never read (no hang, no
+    // unbounded read through a symlink to `/dev/zero`).
+    match abicache_fs::read_bounded(path, abicache_fs::Follow::Yes, MAX_SOURCE_SIZE)
+        .map_err(std::io::Error::from)
+    {
         Ok(bytes) => Slot::Ready(FileEntry {
             display: display_path(root, path),
             blake3: blake3::hash(&bytes).to_hex().to_string(),
@@ -321,6 +325,9 @@ fn read_entry(root: &Path, path: &Path) -> Slot {
         Err(e) => Slot::Failed(e),
     }
 }
+
+/// The largest source or header read (generated headers reach tens of MiB).
+const MAX_SOURCE_SIZE: u64 = 1 << 30;
 
 /// [`read_entry`] for each job, on two threads when there is enough work.
 fn read_all(root: &Path, jobs: &[(FileId, &Path)]) -> Vec<(FileId, Slot)> {

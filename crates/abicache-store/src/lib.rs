@@ -30,6 +30,7 @@ pub mod env;
 mod error;
 mod gc;
 mod layout;
+mod library_name;
 mod lock;
 mod manifest;
 mod publish;
@@ -45,10 +46,11 @@ pub use layout::{
     resolve_root, root_from_env, validate_key, Layout, CACHEDIR_TAG, LAST_USED_FILE,
     LAYOUT_VERSION, MANIFEST_FILE,
 };
+pub use library_name::{LibraryName, MAX_LIBRARY_NAME_LEN};
 pub use lock::{
     describe_holder, lock_timeout_from_env, parse_lock_timeout, FileLock, DEFAULT_LOCK_TIMEOUT,
 };
-pub use manifest::Manifest;
+pub use manifest::{Manifest, MAX_MANIFEST_SIZE};
 pub use publish::{BuildGuard, Published};
 pub use size::{max_size_from_env, parse_size};
 pub use stats::{Counters, Event, Stats};

@@ -2,13 +2,16 @@
 //! without it does not exist.
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, StoreError};
 use crate::layout::LAYOUT_VERSION;
+
+/// The largest manifest read: a payload lists every file a key hashes, and
+/// even CUTLASS-sized extensions stay far below this.
+pub const MAX_MANIFEST_SIZE: u64 = 64 << 20;
 
 /// What is known about one cached library. `publish` fills in `format`,
 /// `library`, `library_blake3` and `size` from the file it publishes; the
@@ -78,10 +81,12 @@ impl Manifest {
         })
     }
 
-    /// Reads and parses `path`.
+    /// Reads and parses `path`: a regular file of at most
+    /// [`MAX_MANIFEST_SIZE`] bytes, never through a symlink and never
+    /// blocking on a FIFO (an I/O error keeps its kind: `NotFound` when absent).
     pub fn read(path: &Path) -> Result<Self> {
-        let mut bytes = Vec::new();
-        fs_err::File::open(path)?.read_to_end(&mut bytes)?;
+        let bytes = abicache_fs::read_bounded(path, abicache_fs::Follow::No, MAX_MANIFEST_SIZE)
+            .map_err(std::io::Error::from)?;
         Self::from_json(&bytes, path)
     }
 

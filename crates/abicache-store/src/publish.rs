@@ -7,9 +7,10 @@ use std::path::Path;
 use crate::error::{Result, StoreError};
 use crate::gc::GcReport;
 use crate::layout::{LAST_USED_FILE, LAYOUT_VERSION, MANIFEST_FILE};
+use crate::library_name::LibraryName;
 use crate::lock::FileLock;
 use crate::manifest::{unix_now, Manifest};
-use crate::store::{hash_reader, valid_library_name, Hit, Store};
+use crate::store::{hash_reader, Hit, Store};
 
 /// The right to build one key: holds the key's lock and a fresh private
 /// directory under `v1/tmp/`. Dropping it without [`BuildGuard::publish`]
@@ -80,11 +81,7 @@ impl BuildGuard {
             temp,
             lock,
         } = self;
-        if !valid_library_name(library_file_name) {
-            return Err(StoreError::InvalidLibraryName {
-                name: library_file_name.to_owned(),
-            });
-        }
+        LibraryName::parse(library_file_name)?;
         if manifest.key.is_empty() {
             manifest.key = key.clone();
         } else if manifest.key != key {

@@ -7,6 +7,7 @@ use crate::error::{Result, StoreError};
 use crate::layout::{
     root_from_env, validate_key, Layout, LAST_USED_FILE, LAYOUT_VERSION, MANIFEST_FILE,
 };
+use crate::library_name::LibraryName;
 use crate::lock::{lock_timeout_from_env, FileLock};
 use crate::manifest::Manifest;
 use crate::publish::BuildGuard;
@@ -223,7 +224,7 @@ impl Store {
         };
         if manifest.format != LAYOUT_VERSION
             || manifest.key != key
-            || !valid_library_name(&manifest.library)
+            || LibraryName::parse(&manifest.library).is_err()
         {
             return Verified::Corrupt(Corruption::InconsistentManifest {
                 format: manifest.format,
@@ -232,9 +233,10 @@ impl Store {
             });
         }
         let library = dir.join(&manifest.library);
-        let file = match std::fs::File::open(&library) {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+        // Never through a symlink, never blocking on a FIFO.
+        let file = match abicache_fs::open_regular(&library, abicache_fs::Follow::No) {
+            Ok((f, _)) => f,
+            Err(e) if e.is_not_found() => {
                 return Verified::Corrupt(Corruption::MissingLibrary { library })
             }
             Err(e) => {
@@ -413,17 +415,6 @@ impl Store {
             .tmp_dir()
             .join(format!("{key}.trash-{}-{nanos}-{n}", std::process::id()))
     }
-}
-
-/// A library file name must be a plain name that cannot collide with the entry's own files.
-pub(crate) fn valid_library_name(name: &str) -> bool {
-    !name.is_empty()
-        && name != "."
-        && name != ".."
-        && !name.contains('/')
-        && !name.contains('\0')
-        && name != MANIFEST_FILE
-        && name != LAST_USED_FILE
 }
 
 /// BLAKE3 of an open file, or `Err(actual size)` when its size is not `expected_size`.

@@ -22,6 +22,8 @@ pub use abicache_store::env::{
 pub const ABICACHE_COMPILER_LAUNCHER: &str = "ABICACHE_COMPILER_LAUNCHER";
 /// Forces a rebuild from the Python package (`1`).
 pub const ABICACHE_REBUILD: &str = "ABICACHE_REBUILD";
+/// Seconds an interpreter probe (`--python`) may take.
+pub const ABICACHE_PROBE_TIMEOUT: &str = "ABICACHE_PROBE_TIMEOUT";
 /// Parallel compile jobs.
 pub const MAX_JOBS: &str = "MAX_JOBS";
 /// Host C++ compiler.
@@ -36,8 +38,8 @@ pub const CUDA_PATH: &str = "CUDA_PATH";
 pub const TORCH_CUDA_ARCH_LIST: &str = "TORCH_CUDA_ARCH_LIST";
 
 pub use abicache_remote::{
-    ABICACHE_CONFIG, ABICACHE_REMOTE, ABICACHE_REMOTE_MODE, ABICACHE_REMOTE_TIMEOUT,
-    ABICACHE_SIGNING_KEY, ABICACHE_TRUSTED_KEYS,
+    ABICACHE_CONFIG, ABICACHE_REMOTE, ABICACHE_REMOTE_MAX_SIZE, ABICACHE_REMOTE_MODE,
+    ABICACHE_REMOTE_TIMEOUT, ABICACHE_SIGNING_KEY, ABICACHE_TRUSTED_KEYS,
 };
 /// Base of the default config file.
 pub const XDG_CONFIG_HOME: &str = "XDG_CONFIG_HOME";
@@ -83,6 +85,11 @@ pub const ENV_VARS: &[EnvVar] = &[
         meaning: "`1` makes the Python package rebuild instead of using a cached entry.",
     },
     EnvVar {
+        name: ABICACHE_PROBE_TIMEOUT,
+        default: "`60`",
+        meaning: "Seconds probing an interpreter (`--python`) may take before it is stopped and refused; its output is capped at 4 MiB.",
+    },
+    EnvVar {
         name: MAX_JOBS,
         default: "number of cores",
         meaning: "Translation units compiled in parallel.",
@@ -126,6 +133,11 @@ pub const ENV_VARS: &[EnvVar] = &[
         name: ABICACHE_REMOTE_TIMEOUT,
         default: "`10`",
         meaning: "Seconds one remote operation may take before it counts as a failure (a warning and a local build).",
+    },
+    EnvVar {
+        name: ABICACHE_REMOTE_MAX_SIZE,
+        default: "`4G`",
+        meaning: "Largest remote entry downloaded (`8G`, `500M`); a larger one is refused after at most that many bytes (a warning and a local build).",
     },
     EnvVar {
         name: ABICACHE_TRUSTED_KEYS,

@@ -15,13 +15,16 @@ pub mod env_vars;
 mod error;
 mod explain;
 mod probe;
+mod probe_run;
 mod remote;
 mod session;
 
 pub use audit::{audit_against_key, check as check_audit, AuditVerdict};
 pub use error::{Error, ErrorKind, Result};
 pub use explain::{explain, render_explanation, ClosestEntry, Explanation};
-pub use probe::{probe_interpreter, ProbedInterpreter};
+pub use probe::{
+    probe_interpreter, probe_timeout_from_env, ProbedInterpreter, DEFAULT_PROBE_TIMEOUT,
+};
 pub use remote::{Pulled, RemoteCache};
 pub use session::{Outcome, Prepared, Session, SessionOptions};
 
