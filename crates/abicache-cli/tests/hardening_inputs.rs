@@ -211,6 +211,25 @@ fn fifo_in_place_of_an_entrys_library_or_manifest_is_a_corrupt_entry() {
             victim.display()
         );
     }
+    // A FIFO as `last-used` blocked the hit's touch (an open for writing
+    // waits for a reader); the hit is served without it.
+    let last_used = library.with_file_name("last-used");
+    std::fs::remove_file(&last_used).unwrap();
+    mkfifo(&last_used);
+    let out = run_within(
+        cache.cmd(args![
+            "build",
+            TINY,
+            "--python",
+            python(),
+            "--json",
+            "--quiet"
+        ]),
+        Duration::from_secs(60),
+    );
+    assert_success(&out);
+    let hit: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(hit["hit"], true);
 }
 
 /// Finding 9: `--jobs 0` was accepted while `MAX_JOBS=0` was refused; both

@@ -1,5 +1,6 @@
 //! The local store: open, verified lookup, one build per key, list and remove.
 
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -439,10 +440,13 @@ pub(crate) fn hash_reader(reader: impl std::io::Read) -> std::io::Result<String>
 /// Touches `last-used` (best effort: a read-only cache still serves hits).
 fn touch_hit(hit: Hit) -> Hit {
     let path = hit.dir.join(LAST_USED_FILE);
+    // Non-blocking and no-follow: a FIFO planted as `last-used` fails the
+    // open at once (no reader) instead of blocking every hit.
     if let Ok(f) = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
         .open(&path)
     {
         let _ = f.set_modified(SystemTime::now());
