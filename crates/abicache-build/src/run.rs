@@ -97,7 +97,8 @@ fn read_all(mut pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<Vec
 }
 
 /// `SIGINT` to `child` and its descendants, `SIGKILL` to whatever is left
-/// after [`GRACE`], then reaps `child`.
+/// after [`GRACE`], waits (at most another [`GRACE`]) until they are gone,
+/// then reaps `child`.
 fn stop(child: &mut Child) {
     use rustix::process::{kill_process, Pid, Signal};
     let Some(root) = Pid::from_raw(child.id() as i32) else {
@@ -111,17 +112,24 @@ fn stop(child: &mut Child) {
     for &pid in &tree {
         let _ = kill_process(pid, Signal::INT);
     }
-    let deadline = Instant::now() + GRACE;
-    while Instant::now() < deadline {
-        if tree.iter().all(|&pid| !alive(pid)) {
-            break;
+    let all_gone = |within: Duration| {
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if tree.iter().all(|&pid| !alive(pid)) {
+                return true;
+            }
+            std::thread::sleep(POLL);
         }
-        std::thread::sleep(POLL);
-    }
-    for &pid in &tree {
-        if alive(pid) {
-            let _ = kill_process(pid, Signal::KILL);
+        false
+    };
+    if !all_gone(GRACE) {
+        // Background children of a shell ignore SIGINT; SIGKILL cannot be ignored.
+        for &pid in &tree {
+            if alive(pid) {
+                let _ = kill_process(pid, Signal::KILL);
+            }
         }
+        let _ = all_gone(GRACE);
     }
     let _ = child.wait();
 }
