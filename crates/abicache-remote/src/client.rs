@@ -167,14 +167,9 @@ impl Remote {
             size,
             cap,
         };
-        let temp = tempfile::Builder::new()
-            .prefix(".download-")
-            .tempfile_in(dir)
-            .map_err(|e| RemoteError::Io(with_path(e, dir)))?;
-        let temp_path = temp.path().to_owned();
-        let io = |e: std::io::Error| RemoteError::Io(with_path(e, &temp_path));
-        let mut library = abicache_fs::DigestWriter::new(std::io::BufWriter::new(temp));
-        let mut header: Option<(crate::object::Header, u64)> = None;
+        let io = |e: std::io::Error| RemoteError::Io(with_path(e, dir));
+        // Created once the header is in: a remote that fails first leaves nothing.
+        let mut sink: Option<(object::Header, Library)> = None;
         let mut pending = Vec::new();
         let mut bytes = 0u64;
         // Each chunk must arrive within the time-out; the size cap bounds the whole.
@@ -187,33 +182,42 @@ impl Remote {
                 if bytes > cap {
                     return Err(too_large(bytes));
                 }
-                if let Some((_, expected)) = &header {
-                    if library.size() + chunk.len() as u64 > *expected {
-                        return Err(corrupt(format!(
-                            "its library is longer than the {expected} bytes its manifest records"
-                        )));
+                let rest = match &mut sink {
+                    Some((header, library)) => {
+                        let expected = header.manifest.size;
+                        if library.size() + chunk.len() as u64 > expected {
+                            return Err(corrupt(longer_than(expected)));
+                        }
+                        library.write_all(&chunk).map_err(io)?;
+                        continue;
                     }
-                    library.write_all(&chunk).map_err(io)?;
-                    continue;
+                    None => {
+                        pending.extend_from_slice(&chunk);
+                        match object::decode_header(&pending).map_err(corrupt)? {
+                            Some(parsed) => parsed,
+                            None => continue,
+                        }
+                    }
+                };
+                let (header, used) = rest;
+                let size = header.manifest.size;
+                if used as u64 + size > cap {
+                    return Err(too_large(used as u64 + size));
                 }
-                pending.extend_from_slice(&chunk);
-                if let Some((parsed, used)) = object::decode_header(&pending).map_err(corrupt)? {
-                    let size = parsed.manifest.size;
-                    if used as u64 + size > cap {
-                        return Err(too_large(used as u64 + size));
-                    }
-                    if (pending.len() - used) as u64 > size {
-                        return Err(corrupt(format!(
-                            "its library is longer than the {size} bytes its manifest records"
-                        )));
-                    }
-                    library.write_all(&pending[used..]).map_err(io)?;
-                    pending = Vec::new();
-                    header = Some((parsed, size));
+                if (pending.len() - used) as u64 > size {
+                    return Err(corrupt(longer_than(size)));
                 }
+                let temp = tempfile::Builder::new()
+                    .prefix(".download-")
+                    .tempfile_in(dir)
+                    .map_err(io)?;
+                let mut library = abicache_fs::DigestWriter::new(std::io::BufWriter::new(temp));
+                library.write_all(&pending[used..]).map_err(io)?;
+                pending = Vec::new();
+                sink = Some((header, library));
             }
         }
-        let Some((header, _)) = header else {
+        let Some((header, library)) = sink else {
             return Err(corrupt(object::truncated(pending.len())));
         };
         let (writer, library_digest) = library.finish().map_err(io)?;
@@ -343,6 +347,13 @@ impl Remote {
             }),
         }
     }
+}
+
+/// Where a download's library goes while it streams: hashed and counted.
+type Library = abicache_fs::DigestWriter<std::io::BufWriter<tempfile::NamedTempFile>>;
+
+fn longer_than(size: u64) -> String {
+    format!("its library is longer than the {size} bytes its manifest records")
 }
 
 /// A streamed download before verification.
