@@ -379,10 +379,8 @@ fn remote_entry_naming_its_library_last_used_is_a_warning_and_a_local_build() {
     assert_success(&out);
     let got: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(got["hit"], false);
-    let warnings: Vec<&str> = stderr(&out)
-        .lines()
-        .filter(|l| l.starts_with("warning:"))
-        .collect();
+    let err = stderr(&out);
+    let warnings: Vec<&str> = err.lines().filter(|l| l.starts_with("warning:")).collect();
     assert_eq!(warnings.len(), 1, "{}", stderr(&out));
     assert!(
         warnings[0].contains("last-used") && warnings[0].ends_with("building locally"),

@@ -138,8 +138,14 @@ fn interruptible<T: Send>(
         scope.spawn(move || {
             let _ = tx.send(work());
         });
+        // A `Receiver` is not `Sync`; the mutex lets the GIL-free closures borrow it.
+        let rx = std::sync::Mutex::new(rx);
+        let recv = |timeout: Duration| match rx.lock() {
+            Ok(rx) => rx.recv_timeout(timeout),
+            Err(_) => Err(RecvTimeoutError::Disconnected),
+        };
         loop {
-            let answer = py.detach(|| rx.recv_timeout(Duration::from_millis(50)));
+            let answer = py.detach(|| recv(Duration::from_millis(50)));
             let signals = py.check_signals();
             match (answer, signals) {
                 (Ok(result), Ok(())) => return Ok(result),
@@ -147,7 +153,7 @@ fn interruptible<T: Send>(
                 (Ok(_), Err(interrupt)) => return Err(interrupt),
                 (Err(RecvTimeoutError::Timeout), Err(interrupt)) => {
                     cancel.cancel();
-                    let _ = py.detach(|| rx.recv());
+                    let _ = py.detach(|| recv(Duration::MAX));
                     return Err(interrupt);
                 }
                 (Err(RecvTimeoutError::Disconnected), _) => {
