@@ -4,13 +4,14 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use abicache_fs::{read_bounded, Follow};
+
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, StoreError};
 use crate::layout::LAYOUT_VERSION;
 
-/// The largest manifest read: a payload lists every file a key hashes, and
-/// even CUTLASS-sized extensions stay far below this.
+/// The largest manifest read (payloads of the biggest extensions are ~100 KiB).
 pub const MAX_MANIFEST_SIZE: u64 = 64 << 20;
 
 /// What is known about one cached library. `publish` fills in `format`,
@@ -81,12 +82,10 @@ impl Manifest {
         })
     }
 
-    /// Reads and parses `path`: a regular file of at most
-    /// [`MAX_MANIFEST_SIZE`] bytes, never through a symlink and never
-    /// blocking on a FIFO (an I/O error keeps its kind: `NotFound` when absent).
+    /// Reads and parses `path`: a regular file (never through a symlink,
+    /// never blocking on a FIFO) of at most [`MAX_MANIFEST_SIZE`] bytes.
     pub fn read(path: &Path) -> Result<Self> {
-        let bytes = abicache_fs::read_bounded(path, abicache_fs::Follow::No, MAX_MANIFEST_SIZE)
-            .map_err(std::io::Error::from)?;
+        let bytes = read_bounded(path, Follow::No, MAX_MANIFEST_SIZE)?;
         Self::from_json(&bytes, path)
     }
 

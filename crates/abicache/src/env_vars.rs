@@ -15,13 +15,15 @@ pub struct EnvVar {
 }
 
 pub use abicache_store::env::{
-    ABICACHE_DIR, ABICACHE_LOCK_TIMEOUT, ABICACHE_MAX_SIZE, XDG_CACHE_HOME,
+    ABICACHE_DIR, ABICACHE_GC_GRACE, ABICACHE_LOCK_TIMEOUT, ABICACHE_MAX_SIZE, XDG_CACHE_HOME,
 };
 
 /// Compiler launcher (`ccache`, `sccache`) prepended to compile commands.
 pub const ABICACHE_COMPILER_LAUNCHER: &str = "ABICACHE_COMPILER_LAUNCHER";
 /// Forces a rebuild from the Python package (`1`).
 pub const ABICACHE_REBUILD: &str = "ABICACHE_REBUILD";
+/// Precompiled headers: `0` off, `auto` (default) on.
+pub const ABICACHE_PCH: &str = "ABICACHE_PCH";
 /// Seconds an interpreter probe (`--python`) may take.
 pub const ABICACHE_PROBE_TIMEOUT: &str = "ABICACHE_PROBE_TIMEOUT";
 /// Parallel compile jobs.
@@ -75,6 +77,11 @@ pub const ENV_VARS: &[EnvVar] = &[
         meaning: "Size bound (`10G`, `500M`) applied by an automatic least-recently-used `gc` after each publish.",
     },
     EnvVar {
+        name: ABICACHE_GC_GRACE,
+        default: "`60`",
+        meaning: "Seconds after its last use during which `gc` never evicts an entry or a compiled object, so a path a hit returned stays loadable and a starting build keeps the objects it counted.",
+    },
+    EnvVar {
         name: ABICACHE_COMPILER_LAUNCHER,
         default: "unset",
         meaning: "Compiler launcher (`ccache`, `sccache`) put in front of every compile command.",
@@ -83,6 +90,11 @@ pub const ENV_VARS: &[EnvVar] = &[
         name: ABICACHE_REBUILD,
         default: "unset",
         meaning: "`1` makes the Python package rebuild instead of using a cached entry.",
+    },
+    EnvVar {
+        name: ABICACHE_PCH,
+        default: "`auto`",
+        meaning: "`0` turns precompiled headers off; `auto` uses ready ones and builds a missing one in the background after the build that needed it (see \"Building\").",
     },
     EnvVar {
         name: ABICACHE_PROBE_TIMEOUT,

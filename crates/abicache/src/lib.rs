@@ -14,6 +14,7 @@ mod audit;
 pub mod env_vars;
 mod error;
 mod explain;
+mod pch;
 mod probe;
 mod probe_run;
 mod remote;
@@ -22,6 +23,7 @@ mod session;
 pub use audit::{audit_against_key, check as check_audit, AuditVerdict};
 pub use error::{Error, ErrorKind, Result};
 pub use explain::{explain, render_explanation, ClosestEntry, Explanation};
+pub use pch::PchMode;
 pub use probe::{
     probe_interpreter, probe_timeout_from_env, ProbedInterpreter, DEFAULT_PROBE_TIMEOUT,
 };

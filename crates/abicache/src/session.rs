@@ -15,6 +15,7 @@ use serde::Serialize;
 
 use crate::audit::{audit_against_key, AuditVerdict};
 use crate::error::{Error, Result};
+use crate::pch::{default_umbrellas, PchMode, PchPlan};
 use crate::remote::{Fetch, RemoteCache, RemoteState};
 
 /// Payload fields that describe the ABI a unit is compiled for; they are
@@ -81,6 +82,9 @@ pub struct Outcome {
     pub compiled: Vec<String>,
     /// Units whose objects came from the object cache.
     pub cached_units: usize,
+    /// Compiled units that were compiled against a precompiled header.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pch_units: Vec<String>,
     /// True when the library was downloaded from the remote cache in this call.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub remote: bool,
@@ -201,12 +205,11 @@ impl Session {
         let mut warnings = Vec::new();
         if !self.options.rebuild {
             let lookup = self.store.lookup(&key)?;
-            self.note_corrupt(&lookup.warnings, &mut warnings)?;
+            self.note_corrupt(&lookup.warnings, &mut warnings);
             if let Some(hit) = lookup.hit {
                 return self.finish_hit(hit, &prepared, started, warnings);
             }
         }
-        self.store.record(Event::Miss)?;
         let remote = self.remote().unwrap_or_else(|warning| {
             warnings.push(warning.to_owned());
             None
@@ -216,15 +219,18 @@ impl Session {
         } else {
             match self.store.lookup_or_lock(&key)? {
                 Claim::Hit { hit, warnings: w } => {
-                    self.note_corrupt(&w, &mut warnings)?;
+                    // Another process built it while we waited: a hit, not a miss.
+                    self.note_corrupt(&w, &mut warnings);
                     return self.finish_hit(hit, &prepared, started, warnings);
                 }
                 Claim::Build { guard, warnings: w } => {
-                    self.note_corrupt(&w, &mut warnings)?;
+                    self.note_corrupt(&w, &mut warnings);
                     guard
                 }
             }
         };
+        // One miss per build, counted by the process that builds.
+        self.count(&[Event::Miss], &mut warnings);
         let mut remote_state = RemoteState::NotAsked;
         let guard = match remote {
             Some(remote) if !self.options.rebuild => {
@@ -238,6 +244,7 @@ impl Session {
                             seconds: started.elapsed().as_secs_f64(),
                             compiled: Vec::new(),
                             cached_units: 0,
+                            pch_units: Vec::new(),
                             remote: true,
                             warnings,
                         });
@@ -250,14 +257,22 @@ impl Session {
             }
             _ => guard,
         };
-        let result = self.compile_and_publish(spec, &prepared, guard, progress);
+        let result =
+            self.compile_and_publish(spec, &prepared, root, guard, progress, &mut warnings);
         let (hit, report) = match result {
             Ok(done) => done,
             Err(e) => {
-                let _ = self.store.record(Event::Error);
+                let _ = self.store.count(&[Event::Error]);
                 return Err(e);
             }
         };
+        warnings.extend(report.warnings.iter().cloned());
+        self.count(
+            &[Event::Build {
+                seconds: report.seconds,
+            }],
+            &mut warnings,
+        );
         if let Some(remote) = remote {
             remote.upload_after_build(&self.store, &hit, remote_state, &mut warnings);
         }
@@ -268,6 +283,7 @@ impl Session {
             seconds: started.elapsed().as_secs_f64(),
             compiled: report.units_compiled,
             cached_units: report.units_cached,
+            pch_units: report.pch_units,
             remote: false,
             warnings,
         })
@@ -275,12 +291,19 @@ impl Session {
 
     /// Counts the corrupt entries a lookup found (the store counts nothing
     /// itself) and adds their warnings to `warnings`.
-    fn note_corrupt(&self, found: &[StoreWarning], warnings: &mut Vec<String>) -> Result<()> {
-        for warning in found {
-            self.store.record(Event::Corrupt)?;
-            warnings.push(warning.to_string());
+    fn note_corrupt(&self, found: &[StoreWarning], warnings: &mut Vec<String>) {
+        if found.is_empty() {
+            return;
         }
-        Ok(())
+        warnings.extend(found.iter().map(ToString::to_string));
+        self.count(&vec![Event::Corrupt; found.len()], warnings);
+    }
+
+    /// Counts `events`, best effort: a cache whose counters cannot be
+    /// written (read-only, full) still serves and builds; the first such
+    /// failure in this process becomes a warning.
+    fn count(&self, events: &[Event], warnings: &mut Vec<String>) {
+        warnings.extend(self.store.count(events));
     }
 
     fn finish_hit(
@@ -303,9 +326,12 @@ impl Session {
                 hit.dir.display()
             ));
         }
-        self.store.record(Event::Hit {
-            compile_seconds: hit.manifest.compile_seconds,
-        })?;
+        self.count(
+            &[Event::Hit {
+                compile_seconds: hit.manifest.compile_seconds,
+            }],
+            &mut warnings,
+        );
         Ok(Outcome {
             path: hit.library,
             key: prepared.keyed.key.clone(),
@@ -313,6 +339,7 @@ impl Session {
             seconds: started.elapsed().as_secs_f64(),
             compiled: Vec::new(),
             cached_units: 0,
+            pch_units: Vec::new(),
             remote: false,
             warnings,
         })
@@ -322,13 +349,24 @@ impl Session {
         &self,
         spec: &ExtensionSpec,
         prepared: &Prepared,
+        root: &Path,
         guard: abicache_store::BuildGuard,
         progress: &dyn Fn(Progress),
+        warnings: &mut Vec<String>,
     ) -> Result<(Hit, abicache_build::BuildReport)> {
         let requires_cuda = spec.requires_cuda();
+        let pch_mode = PchMode::from_env()?;
         let toolchain =
             Toolchain::discover(&self.toolchain_env, &self.site_packages, requires_cuda)?;
-        let plan = self.plan(spec, prepared)?;
+        let plan = self.plan(spec, prepared, root)?;
+        let pch_plan = match pch_mode {
+            PchMode::Auto => {
+                let requests =
+                    abicache_build::pch_requests(&plan, &toolchain, &default_umbrellas());
+                crate::pch::resolve(&self.store, requests, warnings)
+            }
+            PchMode::Off => PchPlan::default(),
+        };
         let previous_seconds = self
             .store
             .find_by_name(&spec.name)
@@ -341,6 +379,7 @@ impl Session {
         let options = BuildOptions {
             jobs,
             previous_seconds,
+            pch: pch_plan.ready,
             cancel: self.cancel.clone(),
         };
         let report = abicache_build::build(
@@ -351,6 +390,7 @@ impl Session {
             &options,
             progress,
         )?;
+        crate::pch::drop_rejected(&self.store, &report.pch_rejected, warnings);
         let audit = match audit_against_key(&report.library, &prepared.keyed, &prepared.scan)? {
             AuditVerdict::Refused(message) => return Err(Error::AuditRefused { message }),
             AuditVerdict::Passed(audit) => audit,
@@ -376,14 +416,18 @@ impl Session {
             })?
             .to_string();
         let published = guard.publish(&file_name, manifest)?;
-        self.store.record(Event::Build {
-            seconds: report.seconds,
-        })?;
+        // Only now, so the build never waited for it (see `crate::pch`).
+        crate::pch::start_missing(
+            &self.store,
+            &pch_plan.missing,
+            &report.units_compiled,
+            warnings,
+        );
         Ok((published.hit, report))
     }
 
     /// The build plan for a prepared spec.
-    fn plan(&self, spec: &ExtensionSpec, prepared: &Prepared) -> Result<BuildPlan> {
+    fn plan(&self, spec: &ExtensionSpec, prepared: &Prepared, root: &Path) -> Result<BuildPlan> {
         let env = &prepared.env;
         let torch_dir = env.torch_dir.clone().ok_or_else(|| {
             Error::Input(
@@ -440,6 +484,8 @@ impl Session {
             extra_include_paths: spec.extra_include_paths.clone(),
             gencode: prepared.keyed.gencode.clone(),
             abi_fields,
+            // Compiled relative to the fingerprint root: relocatable objects.
+            root: std::path::absolute(root).ok(),
         })
     }
 
