@@ -17,7 +17,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::Instant;
@@ -31,6 +31,7 @@ use crate::flags::{compile_command, link_argv, unit_kind, BuildPlan, CompileComm
 use crate::pch::{PCH_HEADER, PCH_REJECTED_MARKER};
 use crate::progress::Progress;
 use crate::quote::shell_join;
+use crate::run::Cancel;
 use crate::toolchain::Toolchain;
 
 /// Bump when the object key's inputs change, so old objects are never misread.
@@ -45,6 +46,9 @@ pub struct BuildOptions {
     pub previous_seconds: Option<f64>,
     /// Verified precompiled headers to compile the listed units against.
     pub pch: Vec<ReadyPch>,
+    /// Set it to stop the build: running compilers are stopped, the build
+    /// returns [`BuildError::Cancelled`].
+    pub cancel: Cancel,
 }
 
 /// A published precompiled header and the units that may use it.
@@ -227,7 +231,7 @@ pub fn build(
                     break;
                 };
                 let t = Instant::now();
-                let event = match compile_with_pch(cache, job) {
+                let event = match compile_with_pch(cache, job, &opts.cancel) {
                     Ok(pch) => Event::Done {
                         index: job.index,
                         seconds: t.elapsed().as_secs_f64(),
@@ -282,17 +286,17 @@ pub fn build(
 
     progress(Progress::Linking);
     let library = out_dir.join(format!("{}.so", plan.name));
-    if let Err(error) = link(plan, toolchain, &jobs, &library) {
+    if let Err(error) = link(plan, toolchain, &jobs, &library, &opts.cancel) {
         // An object may have been removed or damaged since it was checked.
         let (_, bad) = check_objects(&cache, jobs.iter(), &mut warnings);
         if bad.is_empty() {
             return Err(error);
         }
         for job in bad {
-            compile_one(&cache, job, &job.command)?;
+            compile_one(&cache, job, &job.command, &opts.cancel)?;
             compiled[job.index] = true;
         }
-        link(plan, toolchain, &jobs, &library)?;
+        link(plan, toolchain, &jobs, &library, &opts.cancel)?;
     }
     let seconds = started.elapsed().as_secs_f64();
     progress(Progress::Finished { seconds });
@@ -380,9 +384,9 @@ static TEMP_COUNTER: AtomicUsize = AtomicUsize::new(0);
 
 /// Compiles `job` against its PCH when it has one; when the compiler rejects the PCH
 /// (the `#error` of its stub header fired), compiles it again without.
-fn compile_with_pch(cache: &ObjectCache, job: &Job) -> Result<PchUse, BuildError> {
+fn compile_with_pch(cache: &ObjectCache, job: &Job, cancel: &Cancel) -> Result<PchUse, BuildError> {
     let Some(ready) = job.pch else {
-        return compile_one(cache, job, &job.command).map(|()| PchUse::None);
+        return compile_one(cache, job, &job.command, cancel).map(|()| PchUse::None);
     };
     let mut with_pch = job.command.clone();
     with_pch.unkeyed_flags.extend([
@@ -390,10 +394,10 @@ fn compile_with_pch(cache: &ObjectCache, job: &Job) -> Result<PchUse, BuildError
         ready.dir.join(PCH_HEADER).display().to_string(),
         "-Winvalid-pch".to_string(),
     ]);
-    match compile_one(cache, job, &with_pch) {
+    match compile_one(cache, job, &with_pch, cancel) {
         Ok(()) => Ok(PchUse::Used),
         Err(BuildError::Compile { output, .. }) if output.contains(PCH_REJECTED_MARKER) => {
-            compile_one(cache, job, &job.command).map(|()| PchUse::Rejected)
+            compile_one(cache, job, &job.command, cancel).map(|()| PchUse::Rejected)
         }
         Err(e) => Err(e),
     }
@@ -401,7 +405,12 @@ fn compile_with_pch(cache: &ObjectCache, job: &Job) -> Result<PchUse, BuildError
 
 /// Compiles `command` (one of `job`'s forms) into a temporary object and publishes it
 /// into the cache.
-fn compile_one(cache: &ObjectCache, job: &Job, command: &CompileCommand) -> Result<(), BuildError> {
+fn compile_one(
+    cache: &ObjectCache,
+    job: &Job,
+    command: &CompileCommand,
+    cancel: &Cancel,
+) -> Result<(), BuildError> {
     let dir = job.object.parent().unwrap_or(Path::new("."));
     let stem = job
         .object
@@ -416,7 +425,7 @@ fn compile_one(cache: &ObjectCache, job: &Job, command: &CompileCommand) -> Resu
     let mut command = command.clone();
     command.output = temp.clone();
     let argv = command.argv();
-    let result = run(&argv, &command.dir);
+    let result = crate::run::run(&argv, &command.dir, cancel);
     let outcome = match result {
         Ok(out) if out.status.success() => cache
             .publish(&job.name, &temp)
@@ -443,12 +452,13 @@ fn link(
     toolchain: &Toolchain,
     jobs: &[Job],
     library: &Path,
+    cancel: &Cancel,
 ) -> Result<(), BuildError> {
     let objects: Vec<PathBuf> = jobs.iter().map(|j| j.object.clone()).collect();
     let dir = library.parent().unwrap_or(Path::new("."));
     let temp = dir.join(format!(".{}.{}.tmp.so", plan.name, std::process::id()));
     let argv = link_argv(plan, toolchain, &objects, &temp);
-    let out = run(&argv, dir)?;
+    let out = crate::run::run(&argv, dir, cancel)?;
     if !out.status.success() {
         let _ = std::fs::remove_file(&temp);
         return Err(BuildError::Link {
@@ -460,18 +470,6 @@ fn link(
     }
     fs_err::rename(&temp, library)?;
     Ok(())
-}
-
-fn run(argv: &[String], dir: &Path) -> Result<Output, BuildError> {
-    Command::new(&argv[0])
-        .args(&argv[1..])
-        .current_dir(dir)
-        .output()
-        .map_err(|error| BuildError::Spawn {
-            program: argv[0].clone(),
-            command: shell_join(argv),
-            error,
-        })
 }
 
 fn combined(out: &Output) -> String {

@@ -90,6 +90,11 @@ pub enum BuildError {
         unit: String,
     },
 
+    /// The build was cancelled ([`crate::Cancel`], e.g. Ctrl-C from Python):
+    /// its compilers were stopped and nothing was published.
+    #[error("the build was interrupted; its compilers were stopped and nothing was published")]
+    Cancelled,
+
     /// A program could not be started at all.
     #[error("could not run `{program}`: {error}\ncommand: {command}")]
     Spawn {

@@ -26,6 +26,7 @@ pub mod flags;
 pub mod pch;
 mod progress;
 mod quote;
+mod run;
 mod toolchain;
 
 pub use compile::{build, parse_max_jobs, BuildOptions, BuildReport, ReadyPch, OBJECT_KEY_FORMAT};
@@ -34,6 +35,7 @@ pub use flags::{BuildPlan, CompileCommand, Unit, UnitKind};
 pub use pch::{pch_requests, spawn_background_build, PchRequest, PchSlot};
 pub use progress::{plain_line, progress_reporter, Progress, ProgressMode};
 pub use quote::{shell_join, shell_quote};
+pub use run::Cancel;
 pub use toolchain::{
     find_cxx, find_nvcc, parse_nvcc_release, which, Nvcc, Tool, Toolchain, ToolchainEnv,
 };

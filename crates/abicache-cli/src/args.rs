@@ -117,8 +117,8 @@ pub struct BuildArgs {
     /// No progress output.
     #[arg(long, short)]
     pub quiet: bool,
-    /// Parallel compile jobs [default: `MAX_JOBS`, else the number of cores].
-    #[arg(long, short, value_name = "N")]
+    /// Parallel compile jobs, at least 1 [default: `MAX_JOBS`, else the number of cores].
+    #[arg(long, short, value_name = "N", value_parser = parse_jobs)]
     pub jobs: Option<usize>,
     /// Do not upload what this call builds to the remote cache (downloads still happen).
     #[arg(long)]
@@ -175,4 +175,11 @@ pub struct AuditArgs {
     /// Print JSON (raw mangled names).
     #[arg(long)]
     pub json: bool,
+}
+
+/// `--jobs N`: the rule of `MAX_JOBS` (a whole number of at least 1).
+fn parse_jobs(value: &str) -> Result<usize, String> {
+    abicache::build::parse_max_jobs(value).map_err(|_| {
+        format!("`{value}` is not a positive whole number; pass the number of parallel compile jobs (at least 1)")
+    })
 }

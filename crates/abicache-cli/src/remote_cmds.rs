@@ -53,7 +53,7 @@ pub struct KeygenArgs {
 struct Transfer {
     name: String,
     key: String,
-    /// `uploaded`, `already-there`, `downloaded`, `already-local` or `not-there`.
+    /// `uploaded`, `already-there`, `downloaded`, `already-local`, `not-there` or `rejected`.
     result: &'static str,
     bytes: u64,
 }
@@ -153,6 +153,11 @@ pub fn pull(store: Store, url: Option<&str>, args: PullArgs) -> Result<()> {
             Pulled::NotThere => {
                 missing.push(key.clone());
                 ("not-there", 0)
+            }
+            // A bad remote entry is a warning: the next build of it builds locally.
+            Pulled::Rejected { warning } => {
+                eprintln!("warning: {warning}");
+                ("rejected", 0)
             }
         };
         let name = match store.lookup(&key) {

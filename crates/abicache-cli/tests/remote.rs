@@ -184,6 +184,7 @@ impl RemoteEnv {
             timeout: Duration::from_secs(10),
             trusted_keys: Vec::new(),
             signing_key: None,
+            max_size: abicache::remote_crate::DEFAULT_MAX_SIZE,
         };
         Remote::open(config).unwrap()
     }
@@ -544,7 +545,7 @@ fn two_nodes_building_the_same_key_at_once_leave_one_valid_entry() {
     );
     let (header, library) =
         object::decode(&client.read_object(&key(&outcomes[0])).unwrap().unwrap())
-            .map(|(h, l)| (h, l.to_vec()))
+            .map(|(h, l)| (h, abicache::remote_crate::Digest::of(l)))
             .unwrap();
     abicache::remote_crate::verify_entry(&key(&outcomes[0]), header, &library, &[])
         .expect("the remote entry verifies");

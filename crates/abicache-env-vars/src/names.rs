@@ -18,6 +18,8 @@ pub const ABICACHE_COMPILER_LAUNCHER: &str = "ABICACHE_COMPILER_LAUNCHER";
 pub const ABICACHE_REBUILD: &str = "ABICACHE_REBUILD";
 /// Precompiled headers: `0` off, `auto` (default) on.
 pub const ABICACHE_PCH: &str = "ABICACHE_PCH";
+/// Seconds an interpreter probe (`--python`) may take.
+pub const ABICACHE_PROBE_TIMEOUT: &str = "ABICACHE_PROBE_TIMEOUT";
 /// Parallel compile jobs.
 pub const MAX_JOBS: &str = "MAX_JOBS";
 /// Host C++ compiler.
@@ -40,6 +42,8 @@ pub const ABICACHE_REMOTE: &str = "ABICACHE_REMOTE";
 pub const ABICACHE_REMOTE_MODE: &str = "ABICACHE_REMOTE_MODE";
 /// Seconds one remote operation may take.
 pub const ABICACHE_REMOTE_TIMEOUT: &str = "ABICACHE_REMOTE_TIMEOUT";
+/// Largest remote entry a download reads.
+pub const ABICACHE_REMOTE_MAX_SIZE: &str = "ABICACHE_REMOTE_MAX_SIZE";
 /// Public keys whose signatures make a remote entry trusted.
 pub const ABICACHE_TRUSTED_KEYS: &str = "ABICACHE_TRUSTED_KEYS";
 /// Secret key that uploads are signed with.

@@ -165,6 +165,8 @@ pub const ENV_VARS: &[EnvVar] = &[
         .meaning("`1` makes the Python package rebuild instead of using a cached entry."),
     EnvVar::new(ABICACHE_PCH, "`auto`", ValueFormat::Choice(&["auto", "0"]))
         .meaning("`0` turns precompiled headers off; `auto` uses ready ones and builds a missing one in the background after the build that needed it (see \"Building\")."),
+    EnvVar::new(ABICACHE_PROBE_TIMEOUT, "`60`", ValueFormat::Seconds)
+        .meaning("Seconds probing an interpreter (`--python`) may take before it is stopped and refused; its output is capped at 4 MiB."),
     EnvVar::new(MAX_JOBS, "number of cores", ValueFormat::Count)
         .meaning("Translation units compiled in parallel."),
     EnvVar::new(CXX, "`c++` on `PATH`", ValueFormat::Program)
@@ -191,6 +193,8 @@ pub const ENV_VARS: &[EnvVar] = &[
     EnvVar::new(ABICACHE_REMOTE_TIMEOUT, "`10`", ValueFormat::Seconds)
         .config_key("remote_timeout")
         .meaning("Seconds one remote operation may take before it counts as a failure (a warning and a local build)."),
+    EnvVar::new(ABICACHE_REMOTE_MAX_SIZE, "`4G`", ValueFormat::Size)
+        .meaning("Largest remote entry downloaded (`8G`, `500M`); a larger one is refused after at most that many bytes (a warning and a local build)."),
     EnvVar::new(ABICACHE_TRUSTED_KEYS, "unset (entries are not checked for a signature)", ValueFormat::PublicKeys)
         .config_key("trusted_keys")
         .meaning("ed25519 public keys (hex, or files of them; comma or space separated): only remote entries signed by one of them are used."),

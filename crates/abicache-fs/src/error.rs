@@ -57,5 +57,19 @@ impl FsError {
     }
 }
 
+/// An `io::Error` carrying the whole message (path included) and the kind
+/// of the underlying OS error (`NotFound` stays `NotFound`), for callers
+/// whose error type wraps `io::Error`. A non-regular file, a symlink and an
+/// oversized file are `InvalidInput`.
+impl From<FsError> for std::io::Error {
+    fn from(e: FsError) -> std::io::Error {
+        let kind = match &e {
+            FsError::Io { source, .. } => source.kind(),
+            _ => std::io::ErrorKind::InvalidInput,
+        };
+        std::io::Error::new(kind, e.to_string())
+    }
+}
+
 /// Result alias of this crate.
 pub type Result<T, E = FsError> = std::result::Result<T, E>;

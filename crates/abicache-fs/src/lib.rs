@@ -36,4 +36,6 @@ mod verify;
 pub use error::{FsError, Result};
 pub use open::{open_regular, read_bounded, Follow};
 pub use stamp::{FileStamp, RACY_WINDOW};
-pub use verify::{blake3_hex, hash_reader, verify_file, Checked, Expected, Mismatch};
+pub use verify::{
+    blake3_hex, hash_reader, verify_file, Checked, Digest, DigestWriter, Expected, Mismatch,
+};

@@ -18,6 +18,94 @@ pub struct Expected {
     pub blake3: String,
 }
 
+/// The size and BLAKE3 of bytes that were read: a file by [`verify_file`],
+/// or a stream as it was written ([`DigestWriter`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Digest {
+    /// Bytes seen.
+    pub size: u64,
+    /// Their BLAKE3, lower-case hex.
+    pub blake3: String,
+}
+
+impl Digest {
+    /// The digest of `bytes`.
+    pub fn of(bytes: &[u8]) -> Digest {
+        Digest {
+            size: bytes.len() as u64,
+            blake3: blake3_hex(bytes),
+        }
+    }
+}
+
+impl Expected {
+    /// The one comparison: `found` has the expected size, then the expected
+    /// BLAKE3. [`verify_file`] and streamed downloads both end here.
+    pub fn check(&self, found: &Digest) -> Result<(), Mismatch> {
+        if found.size != self.size {
+            return Err(Mismatch::Size {
+                expected: self.size,
+                found: found.size,
+            });
+        }
+        if found.blake3 != self.blake3 {
+            return Err(Mismatch::Hash {
+                expected: self.blake3.clone(),
+                found: found.blake3.clone(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// A writer that hashes and counts everything written through it, so a
+/// download is verified while it streams, without reading it back.
+#[derive(Debug)]
+pub struct DigestWriter<W> {
+    inner: W,
+    hasher: blake3::Hasher,
+    size: u64,
+}
+
+impl<W: std::io::Write> DigestWriter<W> {
+    /// Wraps `inner`.
+    pub fn new(inner: W) -> Self {
+        DigestWriter {
+            inner,
+            hasher: blake3::Hasher::new(),
+            size: 0,
+        }
+    }
+
+    /// Bytes written so far.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// Flushes `inner` and returns it with the digest of everything written.
+    pub fn finish(mut self) -> std::io::Result<(W, Digest)> {
+        self.inner.flush()?;
+        let digest = Digest {
+            size: self.size,
+            blake3: self.hasher.finalize().to_hex().to_string(),
+        };
+        Ok((self.inner, digest))
+    }
+}
+
+impl<W: std::io::Write> std::io::Write for DigestWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.hasher.update(&buf[..n]);
+        self.size += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
 /// A file that passed [`verify_file`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Checked {
@@ -82,12 +170,10 @@ pub fn verify_file(
         }
     }
     let found = hash_reader(&file).map_err(|e| FsError::io(path, e))?;
-    if found != expected.blake3 {
-        return Err(Mismatch::Hash {
-            expected: expected.blake3.clone(),
-            found,
-        });
-    }
+    expected.check(&Digest {
+        size: meta.len(),
+        blake3: found,
+    })?;
     let after = file.metadata().map_err(|e| FsError::io(path, e))?;
     let stamp =
         FileStamp::trusted(&meta, SystemTime::now()).filter(|s| *s == FileStamp::of(&after));
@@ -139,6 +225,29 @@ mod tests {
         ));
         let missing = verify_file(&dir.path().join("nope"), &expected(b"a"), None, Follow::No);
         assert!(matches!(missing, Err(Mismatch::Unreadable(e)) if e.is_not_found()));
+    }
+
+    #[test]
+    fn a_stream_written_through_a_digest_writer_checks_like_a_file() {
+        use std::io::Write;
+        let mut writer = DigestWriter::new(Vec::new());
+        writer.write_all(b"ab").unwrap();
+        writer.write_all(b"c").unwrap();
+        assert_eq!(writer.size(), 3);
+        let (bytes, digest) = writer.finish().unwrap();
+        assert_eq!(
+            (bytes.as_slice(), &digest),
+            (&b"abc"[..], &Digest::of(b"abc"))
+        );
+        expected(b"abc").check(&digest).unwrap();
+        assert!(matches!(
+            expected(b"abd").check(&digest),
+            Err(Mismatch::Hash { .. })
+        ));
+        assert!(matches!(
+            expected(b"abcd").check(&digest),
+            Err(Mismatch::Size { .. })
+        ));
     }
 
     #[test]

@@ -56,7 +56,7 @@ impl Environment {
     /// Reads an environment TOML; relative paths are resolved against the
     /// file's directory. Unknown fields are [`KeyError::EnvParse`].
     pub fn load(path: &Path) -> Result<Self, KeyError> {
-        let text = fs_err::read_to_string(path)?;
+        let text = crate::spec::read_toml_file(path)?;
         Self::parse(&text, path)
     }
 

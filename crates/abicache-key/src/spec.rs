@@ -282,7 +282,7 @@ impl SpecFile {
     /// Unknown fields, wrong types and TOML syntax errors are
     /// [`KeyError::SpecParse`] naming the file, the line and the field.
     pub fn load(path: &Path) -> Result<Self, KeyError> {
-        let text = fs_err::read_to_string(path)?;
+        let text = read_toml_file(path)?;
         Self::parse(&text, path)
     }
 
@@ -345,6 +345,23 @@ impl SpecFile {
 }
 
 /// The absolute directory of a file given by path.
+/// The largest spec or environment file read.
+pub(crate) const MAX_TOML_SIZE: u64 = 16 << 20;
+
+/// Reads a spec or environment file: a regular file (a FIFO, device or
+/// directory is refused at once instead of blocking or reading forever) of
+/// at most [`MAX_TOML_SIZE`] bytes of UTF-8. Errors name the path.
+pub(crate) fn read_toml_file(path: &Path) -> Result<String, KeyError> {
+    let bytes = abicache_fs::read_bounded(path, abicache_fs::Follow::Yes, MAX_TOML_SIZE)
+        .map_err(std::io::Error::from)?;
+    String::from_utf8(bytes).map_err(|_| {
+        KeyError::Io(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("`{}` is not UTF-8 text", path.display()),
+        ))
+    })
+}
+
 pub(crate) fn base_dir(path: &Path) -> Result<PathBuf, KeyError> {
     let parent = path
         .parent()

@@ -86,5 +86,6 @@ pub fn to_py(py: Python<'_>, e: CoreError) -> PyErr {
         ErrorKind::Abi => AbiError::new_err(message),
         ErrorKind::LockTimeout => LockTimeout::new_err(message),
         ErrorKind::Input => Error::new_err(message),
+        ErrorKind::Interrupted => pyo3::exceptions::PyKeyboardInterrupt::new_err(message),
     }
 }

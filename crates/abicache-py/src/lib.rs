@@ -18,7 +18,7 @@ mod errors;
 
 use std::path::PathBuf;
 
-use abicache::build::{plain_line, progress_reporter, Progress, ProgressMode};
+use abicache::build::{plain_line, progress_reporter, Cancel, Progress, ProgressMode};
 use abicache::key::{Environment, ExtensionSpec, StableTarget};
 use abicache::store::Store;
 use abicache::{Session, SessionOptions};
@@ -106,8 +106,9 @@ fn build<'py>(
     quiet: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
     let (spec, env) = (spec_from_json(spec)?, env_from_json(env)?);
-    let outcome = py.detach(|| {
-        let mut session = session(&spec, env, cache_dir, rebuild)?;
+    let cancel = Cancel::new();
+    let build = || {
+        let mut session = session(&spec, env, cache_dir, rebuild)?.with_cancel(cancel.clone());
         if !site_packages.is_empty() {
             session = session.with_site_packages(site_packages);
         }
@@ -122,8 +123,56 @@ fn build<'py>(
                 session.build(&spec, &root, &progress_reporter(mode))
             }
         }
-    });
+    };
+    let outcome = interruptible(py, &cancel, build)?;
     to_python(py, &outcome.map_err(|e| to_py(py, e))?)
+}
+
+/// Runs `work` on another thread while this (the calling, usually main)
+/// thread waits without the GIL and checks for signals every 50 ms. On
+/// Ctrl-C (or any signal handler that raises), `cancel` is set, `work` is
+/// waited for (it stops its compilers, removes its build directory and
+/// releases its lock), and the handler's exception (`KeyboardInterrupt`)
+/// is raised: it wins over whatever `work` returned.
+fn interruptible<T: Send>(
+    py: Python<'_>,
+    cancel: &Cancel,
+    work: impl FnOnce() -> T + Send,
+) -> PyResult<T> {
+    use std::sync::mpsc::{channel, RecvTimeoutError};
+    use std::time::Duration;
+    std::thread::scope(|scope| {
+        let (tx, rx) = channel();
+        scope.spawn(move || {
+            let _ = tx.send(work());
+        });
+        // A `Receiver` is not `Sync`; the mutex lets the GIL-free closures borrow it.
+        let rx = std::sync::Mutex::new(rx);
+        let recv = |timeout: Duration| match rx.lock() {
+            Ok(rx) => rx.recv_timeout(timeout),
+            Err(_) => Err(RecvTimeoutError::Disconnected),
+        };
+        loop {
+            let answer = py.detach(|| recv(Duration::from_millis(50)));
+            let signals = py.check_signals();
+            match (answer, signals) {
+                (Ok(result), Ok(())) => return Ok(result),
+                (Err(RecvTimeoutError::Timeout), Ok(())) => {}
+                (Ok(_), Err(interrupt)) => return Err(interrupt),
+                (Err(RecvTimeoutError::Timeout), Err(interrupt)) => {
+                    cancel.cancel();
+                    let _ = py.detach(|| recv(Duration::MAX));
+                    return Err(interrupt);
+                }
+                (Err(RecvTimeoutError::Disconnected), _) => {
+                    // `work` panicked; the scope re-raises the panic on exit.
+                    return Err(pyo3::exceptions::PyRuntimeError::new_err(
+                        "abicache: the build thread panicked",
+                    ));
+                }
+            }
+        }
+    })
 }
 
 /// Why the key is what it is and, on a miss, how the closest cached entry

@@ -10,7 +10,6 @@ use opendal::{services, ErrorKind, Operator};
 use crate::config::{Mode, RemoteConfig};
 use crate::error::{RemoteError, Result};
 use crate::object::{self, Header};
-use crate::sign::signature_message;
 use crate::verify::{verify_entry, Rejection};
 
 /// The folder of entry objects inside the remote (versioned like the local layout).
@@ -101,35 +100,133 @@ impl Remote {
 
     /// Downloads `key`'s entry, verifies it ([`crate::verify_entry`]) and
     /// writes its library into `dir` under the manifest's file name.
-    /// `Ok(None)` when the remote has no entry for the key; a corrupt or
-    /// untrusted entry is an error and nothing is written.
+    /// `Ok(None)` when the remote has no entry for the key; a corrupt,
+    /// untrusted or oversized entry is an error and nothing is left in `dir`.
+    ///
+    /// The object is streamed: its header is parsed from the first bytes,
+    /// then the library goes to a temporary file in `dir` and is hashed as
+    /// it arrives, so memory stays bounded whatever the object's size, and
+    /// at most [`RemoteConfig::max_size`] bytes are read.
     pub fn fetch(&self, key: &str, dir: &Path) -> Result<Option<Fetched>> {
-        let Some(bytes) = self.read_object(key)? else {
-            return Ok(None);
-        };
         let object = Self::object_path(key);
         let corrupt = |reason| RemoteError::Corrupt {
             url: self.config.url.clone(),
             object: object.clone(),
             reason,
         };
-        let (header, library) = object::decode(&bytes).map_err(corrupt)?;
-        let verified =
-            verify_entry(key, header, library, &self.config.trusted_keys).map_err(|r| match r {
-                Rejection::Corrupt(reason) => corrupt(reason),
-                Rejection::Untrusted(reason) => RemoteError::Untrusted {
-                    url: self.config.url.clone(),
-                    object: object.clone(),
-                    reason,
-                },
-            })?;
-        let path = dir.join(&verified.manifest.library);
-        fs_err::write(&path, library)?;
+        let Some(download) = self.download(&object, dir)? else {
+            return Ok(None);
+        };
+        let verified = verify_entry(
+            key,
+            download.header,
+            &download.library_digest,
+            &self.config.trusted_keys,
+        )
+        .map_err(|r| match r {
+            Rejection::Corrupt(reason) => corrupt(reason),
+            Rejection::Untrusted(reason) => RemoteError::Untrusted {
+                url: self.config.url.clone(),
+                object: object.clone(),
+                reason,
+            },
+        })?;
+        let path = dir.join(verified.library_name.as_str());
+        download
+            .library
+            .persist(&path)
+            .map_err(|e| RemoteError::Io(e.error))?;
         Ok(Some(Fetched {
             manifest: verified.manifest,
             library: path,
-            bytes: bytes.len() as u64,
+            bytes: download.bytes,
             signed_by: verified.signed_by,
+        }))
+    }
+
+    /// Streams `object` into a temporary file in `dir`; `None` when absent.
+    fn download(&self, object: &str, dir: &Path) -> Result<Option<Download>> {
+        use futures::TryStreamExt;
+        use std::io::Write;
+
+        let open = async { self.op.reader(object).await?.into_stream(..).await };
+        let mut stream = match self.bounded("read", object, open) {
+            Ok(stream) => stream,
+            Err(e) if is_not_found(&e) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let cap = self.config.max_size;
+        let corrupt = |reason| RemoteError::Corrupt {
+            url: self.config.url.clone(),
+            object: object.to_owned(),
+            reason,
+        };
+        let too_large = |size: u64| RemoteError::TooLarge {
+            url: self.config.url.clone(),
+            object: object.to_owned(),
+            size,
+            cap,
+        };
+        let io = |e: std::io::Error| RemoteError::Io(with_path(e, dir));
+        // Created once the header is in: a remote that fails first leaves nothing.
+        let mut sink: Option<(object::Header, Library)> = None;
+        let mut pending = Vec::new();
+        let mut bytes = 0u64;
+        // Each chunk must arrive within the time-out; the size cap bounds the whole.
+        while let Some(buffer) = match self.bounded("read", object, stream.try_next()) {
+            Err(e) if bytes == 0 && is_not_found(&e) => return Ok(None),
+            other => other?,
+        } {
+            for chunk in buffer {
+                bytes += chunk.len() as u64;
+                if bytes > cap {
+                    return Err(too_large(bytes));
+                }
+                let rest = match &mut sink {
+                    Some((header, library)) => {
+                        let expected = header.manifest.size;
+                        if library.size() + chunk.len() as u64 > expected {
+                            return Err(corrupt(longer_than(expected)));
+                        }
+                        library.write_all(&chunk).map_err(io)?;
+                        continue;
+                    }
+                    None => {
+                        pending.extend_from_slice(&chunk);
+                        match object::decode_header(&pending).map_err(corrupt)? {
+                            Some(parsed) => parsed,
+                            None => continue,
+                        }
+                    }
+                };
+                let (header, used) = rest;
+                let size = header.manifest.size;
+                if used as u64 + size > cap {
+                    return Err(too_large(used as u64 + size));
+                }
+                if (pending.len() - used) as u64 > size {
+                    return Err(corrupt(longer_than(size)));
+                }
+                let temp = tempfile::Builder::new()
+                    .prefix(".download-")
+                    .tempfile_in(dir)
+                    .map_err(io)?;
+                let mut library = abicache_fs::DigestWriter::new(std::io::BufWriter::new(temp));
+                library.write_all(&pending[used..]).map_err(io)?;
+                pending = Vec::new();
+                sink = Some((header, library));
+            }
+        }
+        let Some((header, library)) = sink else {
+            return Err(corrupt(object::truncated(pending.len())));
+        };
+        let (writer, library_digest) = library.finish().map_err(io)?;
+        let library = writer.into_inner().map_err(|e| io(e.into_error()))?;
+        Ok(Some(Download {
+            header,
+            library,
+            library_digest,
+            bytes,
         }))
     }
 
@@ -160,21 +257,8 @@ impl Remote {
             return Ok(Upload::AlreadyThere);
         }
         let library = fs_err::read(library)?;
-        let signature = self.config.signing_key.as_ref().map(|secret| {
-            let payload_blake3 = blake3::hash(manifest.payload.as_bytes()).to_hex();
-            secret.sign(&signature_message(
-                &manifest.key,
-                &manifest.library_blake3,
-                &payload_blake3,
-            ))
-        });
-        let bytes = object::encode(
-            &Header {
-                manifest: manifest.clone(),
-                signature,
-            },
-            &library,
-        );
+        let header = Header::new(manifest, self.config.signing_key.as_ref());
+        let bytes = object::encode(&header, &library);
         let size = bytes.len() as u64;
         self.write_object(&manifest.key, bytes)?;
         if self.op.info().full_capability().list {
@@ -214,9 +298,7 @@ impl Remote {
         let path = Self::object_path(key);
         match self.bounded("read", &path, self.op.read(&path)) {
             Ok(buffer) => Ok(Some(buffer.to_vec())),
-            Err(RemoteError::Backend { source, .. }) if source.kind() == ErrorKind::NotFound => {
-                Ok(None)
-            }
+            Err(e) if is_not_found(&e) => Ok(None),
             Err(e) => Err(e),
         }
     }
@@ -265,6 +347,30 @@ impl Remote {
             }),
         }
     }
+}
+
+/// Where a download's library goes while it streams: hashed and counted.
+type Library = abicache_fs::DigestWriter<std::io::BufWriter<tempfile::NamedTempFile>>;
+
+fn longer_than(size: u64) -> String {
+    format!("its library is longer than the {size} bytes its manifest records")
+}
+
+/// A streamed download before verification.
+struct Download {
+    header: Header,
+    library: tempfile::NamedTempFile,
+    library_digest: abicache_fs::Digest,
+    bytes: u64,
+}
+
+fn is_not_found(e: &RemoteError) -> bool {
+    matches!(e, RemoteError::Backend { source, .. } if source.kind() == ErrorKind::NotFound)
+}
+
+/// `e` with `path` in its message (`tempfile`'s errors do not name it).
+fn with_path(e: std::io::Error, path: &Path) -> std::io::Error {
+    std::io::Error::new(e.kind(), format!("`{}`: {e}", path.display()))
 }
 
 /// One TCP connection to `address` within `timeout`.
@@ -380,6 +486,7 @@ mod tests {
             timeout: std::time::Duration::from_secs(5),
             trusted_keys: Vec::new(),
             signing_key: None,
+            max_size: crate::config::DEFAULT_MAX_SIZE,
         }
     }
 

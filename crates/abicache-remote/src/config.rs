@@ -9,12 +9,15 @@ use serde::Deserialize;
 use crate::error::{RemoteError, Result};
 use crate::sign::{PublicKey, SecretKey};
 use crate::{
-    ABICACHE_CONFIG, ABICACHE_REMOTE, ABICACHE_REMOTE_MODE, ABICACHE_REMOTE_TIMEOUT,
-    ABICACHE_SIGNING_KEY, ABICACHE_TRUSTED_KEYS,
+    ABICACHE_CONFIG, ABICACHE_REMOTE, ABICACHE_REMOTE_MAX_SIZE, ABICACHE_REMOTE_MODE,
+    ABICACHE_REMOTE_TIMEOUT, ABICACHE_SIGNING_KEY, ABICACHE_TRUSTED_KEYS,
 };
 
 /// Seconds one remote operation may take when `ABICACHE_REMOTE_TIMEOUT` is unset.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The largest remote object downloaded when `ABICACHE_REMOTE_MAX_SIZE` is unset (4 GiB).
+pub const DEFAULT_MAX_SIZE: u64 = 4 << 30;
 
 /// Whether entries are uploaded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,6 +41,9 @@ pub struct RemoteConfig {
     pub trusted_keys: Vec<PublicKey>,
     /// When set, uploads are signed with it.
     pub signing_key: Option<SecretKey>,
+    /// The largest object a download reads (header and library); a larger
+    /// one is refused after at most this many bytes.
+    pub max_size: u64,
 }
 
 /// The config file's fields (`~/.config/abicache/config.toml`).
@@ -135,12 +141,25 @@ impl RemoteConfig {
             Some(value) => Some(read_secret(&value)?),
             None => None,
         };
+        let max_size = match env(ABICACHE_REMOTE_MAX_SIZE) {
+            Some(value) => abicache_store::parse_size(&value)
+                .ok()
+                .filter(|&n| n > 0)
+                .ok_or_else(|| RemoteError::InvalidSetting {
+                    name: ABICACHE_REMOTE_MAX_SIZE,
+                    value,
+                    reason: "expected a positive size such as `4G`, `500M` or a number of bytes"
+                        .into(),
+                })?,
+            None => DEFAULT_MAX_SIZE,
+        };
         Ok(Some(RemoteConfig {
             url,
             mode,
             timeout,
             trusted_keys,
             signing_key,
+            max_size,
         }))
     }
 }
@@ -169,16 +188,20 @@ pub fn config_file_settings(path: &Path) -> Result<Vec<(&'static str, String)>> 
         .collect())
 }
 
+/// The largest config file read.
+const MAX_CONFIG_SIZE: u64 = 1 << 20;
+
 fn read_config(path: &Path) -> Result<ConfigFile> {
-    let text = match fs_err::read_to_string(path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(ConfigFile::default()),
-        Err(e) => {
-            return Err(RemoteError::Config {
-                path: path.to_owned(),
-                reason: e.to_string(),
-            })
+    let config_error = |reason: String| RemoteError::Config {
+        path: path.to_owned(),
+        reason,
+    };
+    let text = match abicache_fs::read_bounded(path, abicache_fs::Follow::Yes, MAX_CONFIG_SIZE) {
+        Ok(bytes) => {
+            String::from_utf8(bytes).map_err(|_| config_error("it is not UTF-8".into()))?
         }
+        Err(e) if e.is_not_found() => return Ok(ConfigFile::default()),
+        Err(e) => return Err(config_error(e.to_string())),
     };
     toml::from_str(&text).map_err(|e| RemoteError::Config {
         path: path.to_owned(),

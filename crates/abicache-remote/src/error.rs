@@ -103,6 +103,23 @@ pub enum RemoteError {
         reason: String,
     },
 
+    /// A remote object is larger than `ABICACHE_REMOTE_MAX_SIZE`; the
+    /// download stopped there and nothing was used.
+    #[error(
+        "remote entry `{object}` on `{url}` is larger than the {cap}-byte limit (at least {size} bytes); \
+         it was not used. Set `ABICACHE_REMOTE_MAX_SIZE` (e.g. `8G`) to allow larger libraries"
+    )]
+    TooLarge {
+        /// The remote's URL.
+        url: String,
+        /// The object's path inside the remote.
+        object: String,
+        /// Bytes announced or read when the download stopped.
+        size: u64,
+        /// The limit.
+        cap: u64,
+    },
+
     /// A downloaded entry lacks a valid signature by a trusted key; it was not used.
     #[error(
         "remote entry `{object}` on `{url}` is not trusted: {reason}; it was not used. \

@@ -6,10 +6,15 @@
 //!   library in one write ([`object`]), so a reader never pairs one writer's
 //!   manifest with another writer's library.
 //! - **Verified downloads** ([`Remote::fetch`]): an entry is handed out only
-//!   when its manifest's payload hashes to the key asked for, the library has
-//!   the size and BLAKE3 the manifest records, and — with trusted keys
-//!   configured (`ABICACHE_TRUSTED_KEYS`) — it carries a valid ed25519
-//!   signature by one of them over (key, library BLAKE3, payload BLAKE3).
+//!   when its manifest's payload hashes to the key asked for, its library
+//!   name passes the local store's rule ([`abicache_store::LibraryName`]),
+//!   the library has the size and BLAKE3 the manifest records (checked by
+//!   `abicache_fs`'s one comparison), and — with trusted keys configured
+//!   (`ABICACHE_TRUSTED_KEYS`) — it carries a valid ed25519 signature by one
+//!   of them over the key and the whole manifest.
+//! - **Bounded downloads**: objects are streamed to a temporary file and
+//!   hashed as they arrive; at most `ABICACHE_REMOTE_MAX_SIZE` bytes
+//!   (default 4 GiB) are read, and memory does not grow with the library.
 //! - **Bounded waits**: every remote operation gives up after
 //!   `ABICACHE_REMOTE_TIMEOUT` seconds with [`RemoteError::Timeout`].
 //! - **Configuration in one place** ([`RemoteConfig::resolve`]): `--remote`,
@@ -28,8 +33,10 @@ pub mod object;
 mod sign;
 mod verify;
 
+/// What [`verify_entry`] compares a downloaded library against its manifest with.
+pub use abicache_fs::Digest;
 pub use client::{Fetched, Remote, Upload, OBJECT_DIR};
-pub use config::{config_file_settings, config_path, Mode, RemoteConfig};
+pub use config::{config_file_settings, config_path, Mode, RemoteConfig, DEFAULT_MAX_SIZE};
 pub use error::{RemoteError, Result};
 pub use sign::{signature_message, KeyPair, PublicKey, SecretKey, Signature};
 pub use verify::{verify_entry, Verified};
@@ -37,6 +44,6 @@ pub use verify::{verify_entry, Verified};
 /// The variables this crate reads (defined, with their defaults and the
 /// empty-value rule, in `abicache-env-vars`).
 pub use abicache_env_vars::{
-    ABICACHE_CONFIG, ABICACHE_REMOTE, ABICACHE_REMOTE_MODE, ABICACHE_REMOTE_TIMEOUT,
-    ABICACHE_SIGNING_KEY, ABICACHE_TRUSTED_KEYS,
+    ABICACHE_CONFIG, ABICACHE_REMOTE, ABICACHE_REMOTE_MAX_SIZE, ABICACHE_REMOTE_MODE,
+    ABICACHE_REMOTE_TIMEOUT, ABICACHE_SIGNING_KEY, ABICACHE_TRUSTED_KEYS,
 };

@@ -1,8 +1,9 @@
 //! ed25519 keys and the signature a remote entry carries.
 //!
-//! A signature covers [`signature_message`]: the key, the library's BLAKE3
-//! and the payload's BLAKE3, so it vouches for exactly one binary under
-//! exactly one key and cannot be moved to another entry.
+//! A signature covers [`signature_message`]: the key and the BLAKE3 of the
+//! whole manifest as uploaded (payload, library name, size and BLAKE3,
+//! toolchain, everything), so it vouches for exactly one binary under
+//! exactly one key and one manifest, and cannot be moved to another entry.
 
 use std::io::Read;
 
@@ -120,11 +121,15 @@ impl KeyPair {
     }
 }
 
-/// The bytes a signature covers: a versioned text naming the key, the
-/// library's BLAKE3 and the payload's BLAKE3 (all hex).
-pub fn signature_message(key: &str, library_blake3: &str, payload_blake3: &str) -> Vec<u8> {
-    format!("abicache-remote-signature-v1\nkey={key}\nlibrary_blake3={library_blake3}\npayload_blake3={payload_blake3}\n")
-        .into_bytes()
+/// The bytes a signature covers: a versioned text naming the key and the
+/// BLAKE3 (hex) of the manifest's exact bytes, which record the payload and
+/// the library's name, size and BLAKE3.
+pub fn signature_message(key: &str, manifest_json: &[u8]) -> Vec<u8> {
+    format!(
+        "abicache-remote-signature-v2\nkey={key}\nmanifest_blake3={}\n",
+        blake3::hash(manifest_json).to_hex()
+    )
+    .into_bytes()
 }
 
 #[cfg(test)]
@@ -135,14 +140,15 @@ mod tests {
     fn signature_verifies_only_for_its_key_and_message() {
         let a = KeyPair::generate().unwrap();
         let b = KeyPair::generate().unwrap();
-        let message = signature_message("k", "l", "p");
+        let message = signature_message("k", b"{\"library\":\"a.so\"}");
         let signature = a.secret.sign(&message);
         assert_eq!(signature.public_key, a.public.to_string());
         assert!(a.public.verifies(&message, &signature));
         assert!(!b.public.verifies(&message, &signature));
-        assert!(!a
-            .public
-            .verifies(&signature_message("k", "other", "p"), &signature));
+        assert!(!a.public.verifies(
+            &signature_message("k", b"{\"library\":\"b.so\"}"),
+            &signature
+        ));
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Verification of a downloaded entry against the key that was asked for.
 
+use abicache_fs::{Digest, Expected};
 use abicache_key::Payload;
-use abicache_store::Manifest;
+use abicache_store::{LibraryName, Manifest};
 
 use crate::object::Header;
 use crate::sign::{signature_message, PublicKey};
@@ -11,6 +12,8 @@ use crate::sign::{signature_message, PublicKey};
 pub struct Verified {
     /// Its manifest.
     pub manifest: Manifest,
+    /// The library's file name, checked by the store's one rule.
+    pub library_name: LibraryName,
     /// The trusted key that signed it (hex), when trusted keys are configured.
     pub signed_by: Option<String>,
 }
@@ -25,17 +28,24 @@ pub enum Rejection {
 }
 
 /// Checks a downloaded entry: the manifest is for `key` and its payload
-/// hashes to `key`; the library is a plain file name and has the size and
-/// BLAKE3 the manifest records; and when `trusted` is not empty, the header
-/// carries a signature by one of those keys over (key, library BLAKE3,
-/// payload BLAKE3).
+/// hashes to `key`; the library name passes the store's rule
+/// ([`LibraryName`]), so whatever the remote holds can be published locally;
+/// the library (as `library`, its size and BLAKE3 measured while it was
+/// streamed) is what the manifest records ([`Expected::check`], the same
+/// comparison as every local verification); and when `trusted` is not
+/// empty, the header carries a signature by one of those keys over the key
+/// and the whole manifest as uploaded.
 pub fn verify_entry(
     key: &str,
     header: Header,
-    library: &[u8],
+    library: &Digest,
     trusted: &[PublicKey],
 ) -> Result<Verified, Rejection> {
-    let manifest = header.manifest;
+    let Header {
+        manifest_json,
+        manifest,
+        signature,
+    } = header;
     if manifest.key != key {
         return Err(Rejection::Corrupt(format!(
             "its manifest is for key `{}`",
@@ -50,37 +60,35 @@ pub fn verify_entry(
             "its payload hashes to `{payload_key}`, not to the key"
         )));
     }
-    let name = &manifest.library;
-    if name.is_empty()
-        || name.contains('/')
-        || name.starts_with('.')
-        || name == abicache_store::MANIFEST_FILE
-    {
-        return Err(Rejection::Corrupt(format!(
-            "its library name `{name}` is not a plain file name"
-        )));
-    }
-    if library.len() as u64 != manifest.size {
-        return Err(Rejection::Corrupt(format!(
-            "the library has {} bytes but the manifest says {}",
-            library.len(),
-            manifest.size
-        )));
-    }
-    let library_blake3 = blake3::hash(library).to_hex().to_string();
-    if library_blake3 != manifest.library_blake3 {
-        return Err(Rejection::Corrupt(format!(
-            "the library's BLAKE3 is {library_blake3} but the manifest says {}",
-            manifest.library_blake3
-        )));
-    }
-    if trusted.is_empty() {
-        return Ok(Verified {
-            manifest,
-            signed_by: None,
-        });
-    }
-    let Some(signature) = header.signature else {
+    let library_name = LibraryName::parse(&manifest.library)
+        .map_err(|e| Rejection::Corrupt(format!("its manifest has an {e}")))?;
+    let expected = Expected {
+        size: manifest.size,
+        blake3: manifest.library_blake3.clone(),
+    };
+    expected.check(library).map_err(|mismatch| {
+        Rejection::Corrupt(format!("the library has {mismatch} the manifest records"))
+    })?;
+    let signed_by = match trusted {
+        [] => None,
+        _ => Some(check_signature(key, &manifest_json, signature, trusted)?),
+    };
+    Ok(Verified {
+        manifest,
+        library_name,
+        signed_by,
+    })
+}
+
+/// The trusted key (hex) whose valid signature over `key` and
+/// `manifest_json` the entry carries.
+fn check_signature(
+    key: &str,
+    manifest_json: &[u8],
+    signature: Option<crate::sign::Signature>,
+    trusted: &[PublicKey],
+) -> Result<String, Rejection> {
+    let Some(signature) = signature else {
         return Err(Rejection::Untrusted("it is not signed".to_owned()));
     };
     let Some(signer) = trusted
@@ -92,22 +100,13 @@ pub fn verify_entry(
             signature.public_key
         )));
     };
-    let payload_blake3 = blake3::hash(manifest.payload.as_bytes())
-        .to_hex()
-        .to_string();
-    if !signer.verifies(
-        &signature_message(key, &library_blake3, &payload_blake3),
-        &signature,
-    ) {
+    if !signer.verifies(&signature_message(key, manifest_json), &signature) {
         return Err(Rejection::Untrusted(format!(
             "its signature by `{}` does not match the entry",
             signature.public_key
         )));
     }
-    Ok(Verified {
-        manifest,
-        signed_by: Some(signer.to_string()),
-    })
+    Ok(signer.to_string())
 }
 
 #[cfg(test)]
@@ -117,92 +116,98 @@ mod tests {
 
     const PAYLOAD: &str = "format=1\nname=ext\n";
 
-    fn entry(library: &[u8]) -> (String, Header) {
+    fn manifest(library: &[u8]) -> (String, Manifest) {
         let key = Payload::parse(PAYLOAD).unwrap().key();
         let mut manifest = Manifest::new(&key, "ext", PAYLOAD);
         manifest.library = "libext.so".into();
         manifest.size = library.len() as u64;
         manifest.library_blake3 = blake3::hash(library).to_hex().to_string();
-        (
-            key,
-            Header {
-                manifest,
-                signature: None,
-            },
-        )
+        (key, manifest)
     }
 
-    fn sign(header: &mut Header, pair: &KeyPair) {
-        let m = &header.manifest;
-        let message = signature_message(
-            &m.key,
-            &m.library_blake3,
-            &blake3::hash(m.payload.as_bytes()).to_hex(),
-        );
-        header.signature = Some(pair.secret.sign(&message));
+    fn entry(library: &[u8]) -> (String, Header) {
+        let (key, manifest) = manifest(library);
+        (key, Header::new(&manifest, None))
+    }
+
+    fn verify(key: &str, header: Header, library: &[u8]) -> Result<Verified, Rejection> {
+        verify_entry(key, header, &Digest::of(library), &[])
     }
 
     #[test]
     fn intact_entry_verifies_without_trusted_keys() {
         let (key, header) = entry(b"lib");
-        assert!(verify_entry(&key, header, b"lib", &[])
-            .unwrap()
-            .signed_by
-            .is_none());
+        let ok = verify(&key, header, b"lib").unwrap();
+        assert!(ok.signed_by.is_none());
+        assert_eq!(ok.library_name.as_str(), "libext.so");
     }
 
     #[test]
-    fn flipped_library_byte_is_corrupt() {
+    fn flipped_or_truncated_library_is_corrupt() {
         let (key, header) = entry(b"lib");
-        let err = verify_entry(&key, header, b"lic", &[]).unwrap_err();
+        let err = verify(&key, header.clone(), b"lic").unwrap_err();
         assert!(
             matches!(&err, Rejection::Corrupt(r) if r.contains("BLAKE3")),
             "{err:?}"
         );
+        let err = verify(&key, header, b"li").unwrap_err();
+        insta::assert_snapshot!(format!("{err:?}"), @r#"Corrupt("the library has size 2 instead of 3 the manifest records")"#);
     }
 
     #[test]
     fn manifest_whose_payload_hashes_elsewhere_is_corrupt() {
         let (key, mut header) = entry(b"lib");
         header.manifest.payload.push_str("torch=2.9.0\n");
-        let err = verify_entry(&key, header, b"lib", &[]).unwrap_err();
+        let err = verify(&key, header, b"lib").unwrap_err();
         assert!(
             matches!(&err, Rejection::Corrupt(r) if r.contains("payload hashes to")),
             "{err:?}"
         );
     }
 
+    /// Finding 5 of issue 11: a library named `last-used` passed the
+    /// remote's own name rule, then failed the store's at publish (rc 2).
     #[test]
-    fn library_name_with_a_slash_is_corrupt() {
-        let (key, mut header) = entry(b"lib");
-        header.manifest.library = "../../evil.so".into();
-        assert!(matches!(
-            verify_entry(&key, header, b"lib", &[]),
-            Err(Rejection::Corrupt(_))
-        ));
+    fn library_names_the_store_refuses_are_corrupt_here_too() {
+        for name in [
+            "../../evil.so",
+            "last-used",
+            "manifest.json",
+            ".hidden.so",
+            "",
+        ] {
+            let (key, mut header) = entry(b"lib");
+            header.manifest.library = name.into();
+            let err = verify(&key, header, b"lib").unwrap_err();
+            assert!(
+                matches!(&err, Rejection::Corrupt(r) if r.contains("invalid library file name")),
+                "{name}: {err:?}"
+            );
+            assert!(LibraryName::parse(name).is_err());
+        }
     }
 
     #[test]
     fn trusted_keys_require_a_valid_signature_by_one_of_them() {
         let trusted = KeyPair::generate().unwrap();
         let stranger = KeyPair::generate().unwrap();
-        let (key, unsigned) = entry(b"lib");
+        let (key, manifest) = manifest(b"lib");
+        let lib = Digest::of(b"lib");
+        let unsigned = Header::new(&manifest, None);
         assert_eq!(
-            verify_entry(&key, unsigned.clone(), b"lib", &[trusted.public]).unwrap_err(),
+            verify_entry(&key, unsigned, &lib, &[trusted.public]).unwrap_err(),
             Rejection::Untrusted("it is not signed".into())
         );
-        let mut by_stranger = unsigned.clone();
-        sign(&mut by_stranger, &stranger);
+        let by_stranger = Header::new(&manifest, Some(&stranger.secret));
         assert!(matches!(
-            verify_entry(&key, by_stranger, b"lib", &[trusted.public]),
+            verify_entry(&key, by_stranger, &lib, &[trusted.public]),
             Err(Rejection::Untrusted(_))
         ));
-        let mut by_trusted = unsigned.clone();
-        sign(&mut by_trusted, &trusted);
+        let by_trusted = Header::new(&manifest, Some(&trusted.secret));
         let ok = verify_entry(
             &key,
             by_trusted.clone(),
-            b"lib",
+            &lib,
             &[stranger.public, trusted.public],
         )
         .unwrap();
@@ -210,7 +215,33 @@ mod tests {
         // A valid signature moved onto another library is refused.
         let (_, other) = entry(b"evil");
         let mut moved = other;
-        moved.signature = by_trusted.signature;
-        assert!(verify_entry(&key, moved, b"evil", &[trusted.public]).is_err());
+        moved.signature = by_trusted.signature.clone();
+        assert!(verify_entry(&key, moved, &Digest::of(b"evil"), &[trusted.public]).is_err());
+    }
+
+    /// The signature covers the whole manifest: renaming the library or
+    /// changing any other field (here the toolchain) invalidates it, even
+    /// with the library bytes, key and payload unchanged.
+    #[test]
+    fn a_signed_manifest_with_any_field_changed_is_untrusted() {
+        let trusted = KeyPair::generate().unwrap();
+        let (key, manifest) = manifest(b"lib");
+        let signed = Header::new(&manifest, Some(&trusted.secret));
+        for tamper in [
+            |m: &mut Manifest| m.library = "renamed.so".into(),
+            |m: &mut Manifest| {
+                m.toolchain.insert("c++".into(), "evil".into());
+            },
+        ] {
+            let mut changed = manifest.clone();
+            tamper(&mut changed);
+            let mut forged = Header::new(&changed, None);
+            forged.signature = signed.signature.clone();
+            let err = verify_entry(&key, forged, &Digest::of(b"lib"), &[trusted.public]);
+            assert!(
+                matches!(&err, Err(Rejection::Untrusted(r)) if r.contains("does not match")),
+                "{err:?}"
+            );
+        }
     }
 }

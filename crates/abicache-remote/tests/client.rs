@@ -8,7 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use abicache_key::Payload;
-use abicache_remote::{KeyPair, Mode, Remote, RemoteConfig, RemoteError, Upload};
+use abicache_remote::{object, KeyPair, Mode, Remote, RemoteConfig, RemoteError, Upload};
 use abicache_store::Manifest;
 
 fn config(url: &str) -> RemoteConfig {
@@ -18,6 +18,7 @@ fn config(url: &str) -> RemoteConfig {
         timeout: Duration::from_secs(5),
         trusted_keys: Vec::new(),
         signing_key: None,
+        max_size: abicache_remote::DEFAULT_MAX_SIZE,
     }
 }
 
@@ -238,4 +239,156 @@ fn server_that_never_answers_times_out_within_the_bound() {
     insta::assert_snapshot!(err.to_string().replace(&port.to_string(), "[PORT]").replace(&"0".repeat(32), "[KEY]"),
         @"remote cache `redis://127.0.0.1:[PORT]/0` did not answer within 700ms (while trying to read `v1/[KEY]`); is the server reachable? Set `ABICACHE_REMOTE_TIMEOUT` (seconds) to wait longer");
     drop(listener);
+}
+
+/// Writes `header` then `library_len` bytes of `chunk(i)` as `key`'s object
+/// straight into a `file://` remote rooted at `root`, never holding the
+/// library in memory.
+fn plant_object(root: &Path, key: &str, header: &object::Header, chunks: usize) {
+    use std::io::Write;
+    let dir = root.join(abicache_remote::OBJECT_DIR);
+    fs_err::create_dir_all(&dir).unwrap();
+    let mut out = std::io::BufWriter::new(fs_err::File::create(dir.join(key)).unwrap());
+    out.write_all(&header.encode()).unwrap();
+    for i in 0..chunks {
+        out.write_all(&chunk(i)).unwrap();
+    }
+    out.flush().unwrap();
+}
+
+const CHUNK: usize = 1 << 20;
+
+fn chunk(i: usize) -> Vec<u8> {
+    vec![(i % 251) as u8; CHUNK]
+}
+
+/// A manifest for a library of `chunks` MiB made of [`chunk`]s.
+fn large_manifest(name: &str, chunks: usize) -> Manifest {
+    let payload = format!("format=1\nname={name}\n");
+    let key = Payload::parse(&payload).unwrap().key();
+    let mut hasher = blake3::Hasher::new();
+    for i in 0..chunks {
+        hasher.update(&chunk(i));
+    }
+    let mut manifest = Manifest::new(key, name, payload);
+    manifest.library = format!("{name}.so");
+    manifest.size = (chunks * CHUNK) as u64;
+    manifest.library_blake3 = hasher.finalize().to_hex().to_string();
+    manifest
+}
+
+/// Peak resident memory of this process (`VmHWM`), in bytes.
+fn peak_rss() -> u64 {
+    let status = fs_err::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    let kib: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    kib * 1024
+}
+
+/// Finding 6 of issue 11: a remote object was read whole into memory (a
+/// 1 GiB object took 2.1 GB of RSS). Now it streams to a file: fetching a
+/// 192 MiB library raises the process's peak memory by far less than that.
+#[test]
+fn a_large_remote_object_is_streamed_to_disk_not_held_in_memory() {
+    let chunks = 192;
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = large_manifest("big", chunks);
+    plant_object(
+        dir.path(),
+        &manifest.key,
+        &object::Header::new(&manifest, None),
+        chunks,
+    );
+    let remote = Remote::open(config(&format!("file://{}", dir.path().display()))).unwrap();
+    let into = tempfile::tempdir().unwrap();
+    let before = peak_rss();
+    let fetched = remote
+        .fetch(&manifest.key, into.path())
+        .unwrap()
+        .expect("the planted entry verifies");
+    let grew = peak_rss().saturating_sub(before);
+    assert_eq!(
+        fs_err::metadata(&fetched.library).unwrap().len(),
+        manifest.size
+    );
+    assert!(
+        grew < 48 << 20,
+        "fetching a {chunks} MiB object raised peak memory by {} MiB",
+        grew >> 20
+    );
+}
+
+/// Finding 6 of issue 11: `ABICACHE_REMOTE_MAX_SIZE` bounds what a download
+/// reads; a larger entry is refused (a warning and a local build for the
+/// façade) and leaves nothing behind.
+#[test]
+fn an_object_over_the_size_cap_is_refused_and_nothing_is_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = large_manifest("huge", 8);
+    plant_object(
+        dir.path(),
+        &manifest.key,
+        &object::Header::new(&manifest, None),
+        8,
+    );
+    let remote = Remote::open(RemoteConfig {
+        max_size: 3 << 20,
+        ..config(&format!("file://{}", dir.path().display()))
+    })
+    .unwrap();
+    let into = tempfile::tempdir().unwrap();
+    let err = remote.fetch(&manifest.key, into.path()).unwrap_err();
+    assert!(
+        matches!(err, RemoteError::TooLarge { .. }) && !err.is_unavailable(),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("ABICACHE_REMOTE_MAX_SIZE"),
+        "{err}"
+    );
+    assert_eq!(fs_err::read_dir(into.path()).unwrap().count(), 0);
+    // A library longer than its manifest says is cut off and refused too.
+    let mut short = manifest.clone();
+    short.size = CHUNK as u64;
+    plant_object(
+        dir.path(),
+        &short.key,
+        &object::Header::new(&short, None),
+        2,
+    );
+    let remote = Remote::open(config(&format!("file://{}", dir.path().display()))).unwrap();
+    let err = remote.fetch(&short.key, into.path()).unwrap_err();
+    assert!(
+        matches!(&err, RemoteError::Corrupt { reason, .. } if reason.contains("longer than")),
+        "{err}"
+    );
+    assert_eq!(fs_err::read_dir(into.path()).unwrap().count(), 0);
+}
+
+/// Finding 5 of issue 11: a remote manifest naming its library `last-used`
+/// (or anything else the local store refuses) passed the remote's own name
+/// check and then failed the build at publish. The one rule now rejects it
+/// at download: a corrupt entry, nothing written.
+#[test]
+fn a_remote_library_named_like_an_entry_file_is_corrupt() {
+    let dir = tempfile::tempdir().unwrap();
+    let remote = Remote::open(config(&format!("file://{}", dir.path().display()))).unwrap();
+    for name in ["last-used", "manifest.json", "../up.so", ".hidden.so"] {
+        let (mut manifest, library) = entry(dir.path(), "named", b"lib");
+        manifest.library = name.into();
+        let header = object::Header::new(&manifest, None);
+        remote
+            .write_object(
+                &manifest.key,
+                object::encode(&header, &fs_err::read(&library).unwrap()),
+            )
+            .unwrap();
+        let into = tempfile::tempdir().unwrap();
+        let err = remote.fetch(&manifest.key, into.path()).unwrap_err();
+        assert!(
+            matches!(&err, RemoteError::Corrupt { reason, .. } if reason.contains("invalid library file name")),
+            "{name}: {err}"
+        );
+        assert_eq!(fs_err::read_dir(into.path()).unwrap().count(), 0);
+    }
 }

@@ -2,7 +2,6 @@
 //! local includes, reading, hashing and lexing every file once.
 
 use std::collections::HashSet;
-use std::fs::File;
 use std::io::{self, Read};
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -568,11 +567,20 @@ fn read_entry(root: &Path, path: &Path, cache: Option<&StatCache>) -> Slot {
     // trusted only when the file's last change lies a racy window before
     // the read: a later write in the same timestamp tick cannot exist.
     let now = SystemTime::now();
+    // A FIFO, device or directory is refused, never read (no hang, no
+    // unbounded read through a symlink to `/dev/zero`).
     let read = || -> io::Result<(Vec<u8>, std::fs::Metadata)> {
-        let mut file = File::open(path)?;
-        let meta = file.metadata()?;
+        let (file, meta) = abicache_fs::open_regular(path, abicache_fs::Follow::Yes)?;
+        if meta.len() > MAX_SOURCE_SIZE {
+            return Err(abicache_fs::FsError::TooLarge {
+                path: path.to_owned(),
+                size: meta.len(),
+                cap: MAX_SOURCE_SIZE,
+            }
+            .into());
+        }
         let mut bytes = Vec::with_capacity(meta.len() as usize);
-        file.read_to_end(&mut bytes)?;
+        file.take(MAX_SOURCE_SIZE + 1).read_to_end(&mut bytes)?;
         Ok((bytes, meta))
     };
     match read() {
@@ -601,6 +609,9 @@ fn read_entry(root: &Path, path: &Path, cache: Option<&StatCache>) -> Slot {
         Err(e) => Slot::Failed(e),
     }
 }
+
+/// The largest source or header read (generated headers reach tens of MiB).
+const MAX_SOURCE_SIZE: u64 = 1 << 30;
 
 /// [`read_entry`] for each job, on two threads when there is enough work.
 fn read_all(

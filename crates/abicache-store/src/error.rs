@@ -111,11 +111,17 @@ pub enum StoreError {
         key: String,
     },
 
-    /// A library file name that is not a plain file name.
-    #[error("invalid library file name `{name}`: it must be a plain file name, not a path, and not `manifest.json` or `last-used`")]
+    /// A library file name that breaks the one rule ([`crate::LibraryName`]).
+    #[error(
+        "invalid library file name `{name}`: {reason}; a library is named like `<extension>.so` \
+             (1 to 255 characters of `A-Z a-z 0-9 _ . + -`, not starting with `.`); \
+             an entry whose manifest names anything else is corrupt"
+    )]
     InvalidLibraryName {
-        /// The rejected name.
+        /// The rejected name (escaped).
         name: String,
+        /// Which part of the rule it breaks.
+        reason: &'static str,
     },
 
     /// `publish` was asked to publish a library that is not in the build directory.

@@ -47,6 +47,7 @@ pub mod env;
 mod error;
 mod gc;
 mod layout;
+mod library_name;
 mod lock;
 mod manifest;
 mod objects;
@@ -66,6 +67,7 @@ pub use layout::{
     resolve_root, root_from_env, validate_key, Layout, CACHEDIR_TAG, LAST_USED_FILE,
     LAYOUT_VERSION, MANIFEST_FILE, STAMP_FILE,
 };
+pub use library_name::{LibraryName, MAX_LIBRARY_NAME_LEN};
 pub use lock::{
     describe_holder, lock_timeout_from_env, parse_lock_timeout, FileLock, DEFAULT_LOCK_TIMEOUT,
 };

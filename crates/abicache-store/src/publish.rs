@@ -12,7 +12,7 @@ use crate::layout::{LAST_USED_FILE, LAYOUT_VERSION, MANIFEST_FILE};
 use crate::lock::FileLock;
 use crate::manifest::{unix_now, Manifest};
 use crate::private_file::{make_private_tree, FILE_MODE};
-use crate::store::{hash_reader, valid_library_name, Hit, Store};
+use crate::store::{hash_reader, Hit, Store};
 
 /// The right to build one key: holds the key's lock and a fresh private
 /// directory under `v1/tmp/`. Dropping it without [`BuildGuard::publish`]
@@ -86,11 +86,7 @@ impl BuildGuard {
             temp,
             lock,
         } = self;
-        if !valid_library_name(library_file_name) {
-            return Err(StoreError::InvalidLibraryName {
-                name: library_file_name.to_owned(),
-            });
-        }
+        crate::library_name::LibraryName::parse(library_file_name)?;
         if manifest.key.is_empty() {
             manifest.key = key.clone();
         } else if manifest.key != key {

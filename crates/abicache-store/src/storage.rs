@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::{Result, StoreError};
+use crate::library_name::LibraryName;
 use crate::manifest::Manifest;
 use crate::store::{Claim, Store};
 
@@ -58,12 +59,9 @@ impl Storage for Store {
         } else {
             manifest.library.clone()
         };
-        let target = guard.temp_dir().join(&name);
-        if !target.starts_with(guard.temp_dir()) || name.is_empty() || name.contains('/') {
-            return Err(StoreError::InvalidLibraryName { name });
-        }
-        fs_err::copy(library, &target)?;
-        let _ = guard.publish(&name, manifest)?;
+        let name = LibraryName::parse(&name)?;
+        fs_err::copy(library, guard.temp_dir().join(&name))?;
+        let _ = guard.publish(name.as_str(), manifest)?;
         Ok(())
     }
 }

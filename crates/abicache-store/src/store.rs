@@ -10,7 +10,7 @@ use crate::error::{Result, StoreError};
 use crate::gc::{entry_last_used, gc_grace_from_env};
 use crate::layout::{
     current_uid, insecurity, root_from_env, validate_key, Layout, LAST_USED_FILE, LAYOUT_VERSION,
-    MANIFEST_FILE, STAMP_FILE,
+    MANIFEST_FILE,
 };
 use crate::lock::{lock_timeout_from_env, FileLock};
 use crate::manifest::Manifest;
@@ -446,14 +446,7 @@ impl Store {
 
 /// A library file name must be a plain name that cannot collide with the entry's own files.
 pub(crate) fn valid_library_name(name: &str) -> bool {
-    !name.is_empty()
-        && name != "."
-        && name != ".."
-        && !name.contains('/')
-        && !name.contains('\0')
-        && name != MANIFEST_FILE
-        && name != LAST_USED_FILE
-        && name != STAMP_FILE
+    crate::library_name::LibraryName::parse(name).is_ok()
 }
 
 /// Hex BLAKE3 of everything `reader` yields.

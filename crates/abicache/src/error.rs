@@ -55,10 +55,13 @@ pub enum ErrorKind {
     Build,
     /// An ABI refusal (stable-header violation, runtime floor): exit 2, `abicache.AbiError`.
     Abi,
-    /// Waiting for another builder timed out: exit 2, `abicache.LockTimeout`.
+    /// Waiting for another builder timed out: exit 1 (the input was fine; try
+    /// again later), `abicache.LockTimeout`.
     LockTimeout,
     /// Bad input or environment: exit 2, `abicache.Error` (or an OS error).
     Input,
+    /// The build was cancelled (Ctrl-C): exit 130, `KeyboardInterrupt`.
+    Interrupted,
 }
 
 impl Error {
@@ -66,6 +69,7 @@ impl Error {
     pub fn kind(&self) -> ErrorKind {
         match self {
             Error::Build(BuildError::Compile { .. } | BuildError::Link { .. }) => ErrorKind::Build,
+            Error::Build(BuildError::Cancelled) => ErrorKind::Interrupted,
             Error::AuditRefused { .. } => ErrorKind::Build,
             Error::Key(k) if k.is_abi_refusal() => ErrorKind::Abi,
             Error::Store(s) if s.is_lock_timeout() => ErrorKind::LockTimeout,
@@ -73,11 +77,14 @@ impl Error {
         }
     }
 
-    /// The process exit code of the command line: 1 for a failed build, 2 otherwise.
+    /// The process exit code of the command line: 1 for a failed build or a
+    /// lock time-out (nothing wrong with the request), 2 for bad input or an
+    /// ABI refusal, 130 for an interrupted build.
     pub fn exit_code(&self) -> i32 {
         match self.kind() {
-            ErrorKind::Build => 1,
-            _ => 2,
+            ErrorKind::Build | ErrorKind::LockTimeout => 1,
+            ErrorKind::Abi | ErrorKind::Input => 2,
+            ErrorKind::Interrupted => 130,
         }
     }
 

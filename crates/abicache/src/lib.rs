@@ -16,6 +16,7 @@ mod error;
 mod explain;
 mod pch;
 mod probe;
+mod probe_run;
 mod remote;
 mod session;
 
@@ -23,7 +24,9 @@ pub use audit::{audit_against_key, check as check_audit, AuditVerdict};
 pub use error::{Error, ErrorKind, Result};
 pub use explain::{explain, render_explanation, ClosestEntry, Explanation};
 pub use pch::PchMode;
-pub use probe::{probe_interpreter, ProbedInterpreter};
+pub use probe::{
+    probe_interpreter, probe_timeout_from_env, ProbedInterpreter, DEFAULT_PROBE_TIMEOUT,
+};
 pub use remote::{Pulled, RemoteCache};
 pub use session::{Outcome, Prepared, Session, SessionOptions};
 

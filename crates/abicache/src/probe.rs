@@ -11,12 +11,19 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::UNIX_EPOCH;
+use std::time::{Duration, UNIX_EPOCH};
 
 use abicache_key::Environment;
 use serde::{Deserialize, Serialize};
 
+use crate::env_vars::ABICACHE_PROBE_TIMEOUT;
 use crate::error::{Error, Result};
+use crate::probe_run::{run_bounded, RunFailure};
+
+/// How long a probe may run when `ABICACHE_PROBE_TIMEOUT` is unset.
+pub const DEFAULT_PROBE_TIMEOUT: Duration = Duration::from_secs(60);
+/// The most a probe may print on stdout or on stderr (the answer is a few KiB).
+const PROBE_OUTPUT_CAP: u64 = 4 << 20;
 
 const PROBE_SCRIPT: &str = include_str!("probe.py");
 const PROBE_TAG: &str = "ABICACHE-PROBE ";
@@ -98,8 +105,30 @@ pub fn probe_interpreter(python: &Path, cache_dir: Option<&Path>) -> Result<Prob
     Ok(probed)
 }
 
+/// `ABICACHE_PROBE_TIMEOUT` (seconds, fractions allowed), else
+/// [`DEFAULT_PROBE_TIMEOUT`]; anything but a positive number is an error.
+pub fn probe_timeout_from_env() -> Result<Duration> {
+    let Some(value) = crate::env_vars::var(ABICACHE_PROBE_TIMEOUT) else {
+        return Ok(DEFAULT_PROBE_TIMEOUT);
+    };
+    value
+        .trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .map(Duration::from_secs_f64)
+        .ok_or_else(|| {
+            Error::Input(format!(
+                "`{ABICACHE_PROBE_TIMEOUT}={value}` is not a positive number of seconds; \
+                 set it to how long an interpreter probe may take (e.g. `60`), or unset it"
+            ))
+        })
+}
+
 fn read_cached(path: &Path, ctime: [i64; 4]) -> Option<ProbedInterpreter> {
-    let record: CacheRecord = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
+    // A probe record is small; never follow a link or block on a FIFO planted there.
+    let bytes = abicache_fs::read_bounded(path, abicache_fs::Follow::No, PROBE_OUTPUT_CAP).ok()?;
+    let record: CacheRecord = serde_json::from_slice(&bytes).ok()?;
     let fresh = record.format == PROBE_FORMAT
         && record.python_ctime == ctime
         && record.version_py.as_deref().and_then(mtime_of) == record.version_py_mtime;
@@ -111,14 +140,25 @@ fn run_probe(python: &Path) -> Result<(ProbedInterpreter, Option<PathBuf>)> {
         python: python.to_path_buf(),
         message,
     };
-    let output = Command::new(python)
-        .args(["-I", "-B", "-c", PROBE_SCRIPT])
-        .output()
-        .map_err(|e| {
-            fail(format!(
-                "{e}; pass the path of a Python executable, e.g. `.venv/bin/python`"
-            ))
-        })?;
+    let timeout = probe_timeout_from_env()?;
+    let mut command = Command::new(python);
+    command.args(["-I", "-B", "-c", PROBE_SCRIPT]);
+    let output = run_bounded(&mut command, timeout, PROBE_OUTPUT_CAP).map_err(|e| match e {
+        RunFailure::Spawn(e) => fail(format!(
+            "{e}; pass the path of a Python executable, e.g. `.venv/bin/python`"
+        )),
+        RunFailure::TimedOut => fail(format!(
+            "it did not answer within {} s, so it was stopped; pass the path of a Python \
+             executable (e.g. `.venv/bin/python`), or set `{ABICACHE_PROBE_TIMEOUT}` \
+             (seconds) to wait longer",
+            timeout.as_secs_f64()
+        )),
+        RunFailure::Flooded { stream } => fail(format!(
+            "it printed more than {} MiB to {stream}, so it was stopped; pass the path of a \
+             Python executable, e.g. `.venv/bin/python`",
+            PROBE_OUTPUT_CAP >> 20
+        )),
+    })?;
     let stdout = String::from_utf8_lossy(&output.stdout);
     let Some(line) = stdout.lines().find_map(|l| l.strip_prefix(PROBE_TAG)) else {
         let stderr = String::from_utf8_lossy(&output.stderr);

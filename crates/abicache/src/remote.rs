@@ -30,6 +30,12 @@ pub enum Pulled {
     },
     /// The remote has no entry for the key.
     NotThere,
+    /// The remote's entry is corrupt, untrusted or too large: nothing was
+    /// published, and a build of the key will build it locally.
+    Rejected {
+        /// The warning to show (what was wrong with the entry).
+        warning: String,
+    },
 }
 
 /// How the remote answered a build's lookup, which decides its upload.
@@ -90,14 +96,24 @@ impl RemoteCache {
 
     /// Copies `key`'s remote entry into `store` (verified, signature checked
     /// when trusted keys are configured). Unlike a build's lookup it does not
-    /// re-audit the library: there is no spec to audit it against.
+    /// re-audit the library: there is no spec to audit it against. A bad
+    /// remote entry is [`Pulled::Rejected`], not an error; only a remote that
+    /// cannot be reached (or a local store that fails) is an error.
     pub fn pull(&self, store: &Store, key: &str) -> Result<Pulled, RemoteError> {
         let guard = match store.lookup_or_lock(key)? {
             Claim::Hit { .. } => return Ok(Pulled::AlreadyLocal),
             Claim::Build { guard, .. } => guard,
         };
-        let Some(fetched) = self.remote.fetch(key, guard.temp_dir())? else {
-            return Ok(Pulled::NotThere);
+        let fetched = match self.remote.fetch(key, guard.temp_dir()) {
+            Ok(Some(fetched)) => fetched,
+            Ok(None) => return Ok(Pulled::NotThere),
+            Err(e) if !e.is_unavailable() && !matches!(e, RemoteError::Io(_)) => {
+                let _ = store.record(Event::RemoteError);
+                return Ok(Pulled::Rejected {
+                    warning: format!("remote cache: {e}; not pulled"),
+                });
+            }
+            Err(e) => return Err(e),
         };
         let compile_seconds = fetched.manifest.compile_seconds;
         let name = fetched.manifest.library.clone();

@@ -5,7 +5,9 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::Instant;
 
-use abicache_build::{BuildOptions, BuildPlan, Nvcc, Progress, Toolchain, ToolchainEnv, Unit};
+use abicache_build::{
+    BuildOptions, BuildPlan, Cancel, Nvcc, Progress, Toolchain, ToolchainEnv, Unit,
+};
 use abicache_key::{compute_key, Environment, ExtensionSpec, Keyed};
 use abicache_scan::{ScanConfig, ScanReport, StatCache};
 use abicache_store::{Claim, Event, Hit, Manifest, Store, StoreWarning};
@@ -53,6 +55,8 @@ pub struct Session {
     /// The remote cache: set by [`Session::with_remote`], else resolved from
     /// the environment at the first build (an error is a warning per build).
     remote: OnceLock<std::result::Result<Option<RemoteCache>, String>>,
+    /// Stops a running build when set (Ctrl-C from Python).
+    cancel: Cancel,
 }
 
 /// A spec resolved against the session's environment: its scan and key.
@@ -111,6 +115,7 @@ impl Session {
             options: SessionOptions::default(),
             nvcc: OnceLock::new(),
             remote: OnceLock::new(),
+            cancel: Cancel::new(),
         }
     }
 
@@ -123,6 +128,15 @@ impl Session {
     /// Sets the build options.
     pub fn with_options(mut self, options: SessionOptions) -> Self {
         self.options = options;
+        self
+    }
+
+    /// Builds stop when `cancel` is set: compilers are stopped, the build
+    /// directory is removed, the key's lock released, and
+    /// [`Session::build`] returns an error whose kind is
+    /// [`crate::ErrorKind::Interrupted`].
+    pub fn with_cancel(mut self, cancel: Cancel) -> Self {
+        self.cancel = cancel;
         self
     }
 
@@ -380,6 +394,7 @@ impl Session {
             jobs,
             previous_seconds,
             pch: pch_plan.ready,
+            cancel: self.cancel.clone(),
         };
         let report = abicache_build::build(
             &plan,
@@ -435,6 +450,7 @@ impl Session {
                     .into(),
             )
         })?;
+        check_torch_dir(&torch_dir)?;
         let sources = spec
             .sources
             .iter()
@@ -518,6 +534,27 @@ impl Session {
         }
         Ok(env)
     }
+}
+
+/// Refuses a `torch_dir` without torch's headers as bad input (exit 2),
+/// before any compiler runs and fails on it (which would read as a failed
+/// build, exit 1).
+fn check_torch_dir(torch_dir: &Path) -> Result<()> {
+    let include = torch_dir.join("include");
+    if include.join("torch").is_dir() {
+        return Ok(());
+    }
+    let what = if torch_dir.is_dir() {
+        format!("has no `{}`", include.join("torch").display())
+    } else {
+        "does not exist or is not a directory".to_owned()
+    };
+    Err(Error::Input(format!(
+        "`torch_dir` `{}` {what}, so there is nothing to build against: point `torch_dir` \
+         in the environment file at an installed torch package (its `site-packages/torch`), \
+         or use `--python PATH` for an interpreter with torch",
+        torch_dir.display()
+    )))
 }
 
 /// The compute capabilities of the visible GPUs as an arch list (`9.0 8.6`),
