@@ -6,7 +6,8 @@ key that reflects what each binary really depends on.
     ext.load()          # a cache hit, or one build shared by every process and venv that can use it
     torch.ops.muladd_example.muladd(a, b, 1.0)
 
-``abicache.load`` has the signature of ``torch.utils.cpp_extension.load``.
+``abicache.load`` and ``abicache.load_inline`` have the signatures of
+``torch.utils.cpp_extension.load`` and ``load_inline``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any, Dict, Optional
 from . import _native
 from ._env import environment, visible_cuda_archs
 from ._extension import TorchOpsExtension
+from ._inline import load_inline
 from ._load import load
 from ._native import AbiError, BuildError, Error, LockTimeout
 
@@ -28,6 +30,7 @@ __all__ = [
     "default_cache_dir",
     "environment",
     "load",
+    "load_inline",
     "stats",
     "torch_stable_abi_target_define",
     "visible_cuda_archs",

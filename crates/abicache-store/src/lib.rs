@@ -18,6 +18,9 @@
 //!
 //! - **Shared counters** in `v1/stats.json` ([`Store::record`], [`Store::stats`]),
 //!   updated under a file lock; lookups count nothing by themselves.
+//! - **Generated sources** (`load_inline`) stored by content under
+//!   `v1/sources/<digest>/` ([`Store::store_generated_sources`]): written
+//!   atomically, never rewritten when intact, replaced when corrupt.
 //! - A minimal [`Storage`] trait (get/put by key) implemented by [`Store`], so a
 //!   remote backend can later sit behind the local one.
 //!
@@ -34,6 +37,7 @@ mod lock;
 mod manifest;
 mod publish;
 mod size;
+mod sources;
 mod stats;
 mod storage;
 mod store;
@@ -51,6 +55,7 @@ pub use lock::{
 pub use manifest::Manifest;
 pub use publish::{BuildGuard, Published};
 pub use size::{max_size_from_env, parse_size};
+pub use sources::{sources_dir_for, GeneratedFile, SOURCES_DIR};
 pub use stats::{Counters, Event, Stats};
 pub use storage::{Storage, StoredEntry};
 pub use store::{Claim, EntryInfo, Hit, Lookup, Store};
