@@ -46,4 +46,7 @@ python3 benches/bench_tree.py --key-time "$bin/examples/key_time" \
 # Issue 4: warm load beyond `import torch` (needs the package in .venv).
 scripts/install-python-package.sh .venv
 "$venv/bin/python" benches/bench_load.py --work "$work"
+# Issue 10: PyTorch's JIT-extension tests, cold and warm, torch's vs abicache's load/load_inline.
+"$venv/bin/python" -m pip install --quiet -r tests/torch_jit/requirements.txt
+"$venv/bin/python" benches/bench_torch_jit.py --work "$work/torch_jit"
 python3 benches/summary.py "$work"

@@ -67,6 +67,7 @@ def test_reload_under_one_name_returns_new_code_and_build_directory_holds_each_v
     for impl, fns in _implementations(cache_dir).items():
         name = f"reload_{impl}"
         build_dir = tmp_path / f"build_{impl}"
+        build_dir.mkdir()  # torch's load_inline writes main.cpp there before creating it
 
         def compile(value: int) -> Any:
             return fns["load_inline"](
