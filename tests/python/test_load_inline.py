@@ -108,10 +108,10 @@ def test_reload_under_one_name_returns_new_code_and_build_directory_holds_each_v
 def test_multi_flag_entries_blank_flags_and_padded_include_paths_work_like_torch(
     cache_dir: Path, tmp_path: Path, torch_on_path: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`"-DA=7 -DB=8"` must reach the compiler as two flags (one argument
-    would define A as `7 -DB=8`); `"  inc\\n"` must find `inc/`."""
+    """`"-DFLAG_A=7 -DFLAG_B=8"` must reach the compiler as two flags (one argument
+    would define FLAG_A as `7 -DFLAG_B=8`); `"  inc\\n"` must find `inc/`."""
     (tmp_path / "inc").mkdir()
-    (tmp_path / "inc" / "answer.h").write_text("#define ANSWER (A + B)\n")
+    (tmp_path / "inc" / "answer.h").write_text("#define ANSWER (FLAG_A + FLAG_B)\n")
     monkeypatch.chdir(tmp_path)
     for impl, fns in _implementations(cache_dir).items():
         module = fns["load_inline"](
@@ -120,7 +120,7 @@ def test_multi_flag_entries_blank_flags_and_padded_include_paths_work_like_torch
             functions=["f"],
             with_pytorch_error_handling=False,
             no_implicit_headers=True,
-            extra_cflags=["-g\n\n", "-DA=7 -DB=8", "", "   "],
+            extra_cflags=["-g\n\n", "-DFLAG_A=7 -DFLAG_B=8", "", "   "],
             extra_include_paths=["   inc\n"],
         )
         assert module.f() == 15, impl
@@ -160,8 +160,10 @@ def test_build_error_starts_with_torchs_text_then_compiler_output_and_command(
         assert messages[impl].startswith(f"Error building extension 'broken_{impl}'"), messages[impl]
     err = info.value
     assert isinstance(err, abicache.BuildError)
-    assert "expected ';'" in err.output and "main.cpp" in err.command
-    assert "expected ';'" in messages["abicache"] and "command:" in messages["abicache"]
+    assert "error:" in err.output and "return 0 }" in err.output and "main.cpp" in err.command
+    # After torch's prefix: abicache's compiler output and the exact command.
+    assert "error:" in messages["abicache"] and "return 0 }" in messages["abicache"]
+    assert "command:" in messages["abicache"] and err.command in messages["abicache"]
 
 
 def test_functions_must_be_a_name_list_or_dict(cache_dir: Path) -> None:
