@@ -3,8 +3,17 @@
 //! Each unit's object is stored as `<objects_dir>/<key>.o`, where the key is the BLAKE3 of
 //! the compiler identity, the compile argv (without the output path, the launcher and nvcc
 //! scheduling flags), the unit's scanned files and hashes, and the plan's ABI fields. An
-//! existing object is reused; a new one is compiled to a temporary name in `objects_dir`
-//! and renamed into place, so a reader never sees a partial object.
+//! existing object is reused only once the object cache ([`abicache_store::ObjectCache`])
+//! has verified it against the size and BLAKE3 recorded when it was published (a stat
+//! stamp spares the re-hash); a corrupt one is discarded, with a warning, and compiled
+//! again. A new object is compiled to a temporary name in `objects_dir`, fsynced, recorded
+//! and renamed into place, so a reader never sees a partial object. When the link fails
+//! because an object vanished or changed meanwhile (a concurrent gc), the objects are
+//! checked again, the bad ones compiled again, and the link retried once.
+//!
+//! A unit listed in a [`ReadyPch`] of [`BuildOptions::pch`] is compiled against that
+//! precompiled header (see [`crate::pch`]); when GCC rejects it, the unit is compiled
+//! again without it and the PCH is reported in [`BuildReport::pch_rejected`].
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -15,14 +24,17 @@ use std::time::Instant;
 
 use serde::Serialize;
 
+use abicache_store::{ObjectCache, ObjectCheck};
+
 use crate::error::BuildError;
 use crate::flags::{compile_command, link_argv, unit_kind, BuildPlan, CompileCommand, UnitKind};
+use crate::pch::{PCH_HEADER, PCH_REJECTED_MARKER};
 use crate::progress::Progress;
 use crate::quote::shell_join;
 use crate::toolchain::Toolchain;
 
 /// Bump when the object key's inputs change, so old objects are never misread.
-pub const OBJECT_KEY_FORMAT: u32 = 1;
+pub const OBJECT_KEY_FORMAT: u32 = 2;
 
 /// How to run a build.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -31,19 +43,32 @@ pub struct BuildOptions {
     pub jobs: Option<usize>,
     /// Seconds the previous build of this extension took, shown as an estimate.
     pub previous_seconds: Option<f64>,
+    /// Verified precompiled headers to compile the listed units against.
+    pub pch: Vec<ReadyPch>,
+}
+
+/// A published precompiled header and the units that may use it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadyPch {
+    /// The PCH's key ([`crate::PchRequest::key`]).
+    pub key: String,
+    /// The directory holding [`PCH_HEADER`] and its `.gch`.
+    pub dir: PathBuf,
+    /// Display paths of the units to compile against it.
+    pub units: Vec<String>,
 }
 
 impl BuildOptions {
     /// Options with `jobs` read from `MAX_JOBS` (an error when it is set but not a
     /// positive whole number).
     pub fn from_env() -> Result<BuildOptions, BuildError> {
-        let jobs = match std::env::var("MAX_JOBS") {
-            Ok(v) if !v.trim().is_empty() => Some(parse_max_jobs(&v)?),
-            _ => None,
+        let jobs = match abicache_env_vars::var(abicache_env_vars::MAX_JOBS) {
+            Some(v) => Some(parse_max_jobs(&v)?),
+            None => None,
         };
         Ok(BuildOptions {
             jobs,
-            previous_seconds: None,
+            ..BuildOptions::default()
         })
     }
 }
@@ -69,10 +94,17 @@ pub struct BuildReport {
     pub units_compiled: Vec<String>,
     /// Units whose object was reused from the object cache.
     pub units_cached: usize,
+    /// Display paths of the compiled units that were compiled against a PCH.
+    pub pch_units: Vec<String>,
+    /// Keys of PCHs the compiler rejected (their units were compiled without them).
+    pub pch_rejected: Vec<String>,
     /// Wall-clock seconds of the whole build (compile and link).
     pub seconds: f64,
     /// The toolchain, as [`Toolchain::describe`] gives it.
     pub toolchain: BTreeMap<String, String>,
+    /// Things the user should know that did not stop the build (corrupt
+    /// cached objects that were discarded and compiled again).
+    pub warnings: Vec<String>,
 }
 
 /// One entry of `compile_commands.json`.
@@ -85,15 +117,30 @@ struct CompileCommandEntry {
 }
 
 /// A unit ready to run: its command (writing the final object path) and its key.
-struct Job {
+struct Job<'a> {
     index: usize,
     display: String,
     command: CompileCommand,
+    /// The object's file name in the object cache, `<key>.o`.
+    name: String,
     object: PathBuf,
+    pch: Option<&'a ReadyPch>,
+}
+
+/// How a compiled unit used its PCH.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PchUse {
+    None,
+    Used,
+    Rejected,
 }
 
 enum Event {
-    Done { index: usize, seconds: f64 },
+    Done {
+        index: usize,
+        seconds: f64,
+        pch: PchUse,
+    },
     Failed(BuildError),
 }
 
@@ -126,24 +173,29 @@ pub fn build(
     for (index, unit) in plan.sources.iter().enumerate() {
         let mut command = compile_command(plan, toolchain, unit, Path::new(""))?;
         let key = object_key(plan, toolchain, unit, &command);
-        let object = objects_dir.join(format!("{key}.o"));
+        let name = format!("{key}.o");
+        let object = objects_dir.join(&name);
         command.output = object.clone();
+        command.dir = plan.compile_dir(&objects_dir);
+        let display = unit.display();
+        let pch = opts.pch.iter().find(|p| p.units.contains(&display));
         jobs.push(Job {
             index,
-            display: unit.display(),
+            display,
             command,
+            name,
             object,
+            pch,
         });
     }
     write_compile_commands(&out_dir, &jobs)?;
 
-    let (cached, to_compile): (Vec<&Job>, Vec<&Job>) =
-        jobs.iter().partition(|j| j.object.is_file());
-    for job in &cached {
-        // A reused object is recently used: the store's gc evicts objects
-        // oldest-modified first.
-        touch(&job.object);
-    }
+    // Records are staged in the objects directory itself (same filesystem;
+    // dot-names, which gc treats as temporary files).
+    let cache = ObjectCache::new(&objects_dir, &objects_dir);
+    let mut warnings = Vec::new();
+    // Checking an object also marks it used, so gc spares it while we link.
+    let (cached, to_compile) = check_objects(&cache, jobs.iter(), &mut warnings);
     let total = jobs.len();
     progress(Progress::Started {
         name: plan.name.clone(),
@@ -157,6 +209,8 @@ pub fn build(
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
         .clamp(1, to_compile.len().max(1));
     let mut compiled = vec![false; total];
+    let mut pch_used = vec![false; total];
+    let mut pch_rejected: Vec<String> = Vec::new();
     let mut first_error = None;
     let next = AtomicUsize::new(0);
     let stop = AtomicBool::new(false);
@@ -164,7 +218,7 @@ pub fn build(
         let (tx, rx) = mpsc::channel::<Event>();
         for _ in 0..threads {
             let tx = tx.clone();
-            let (next, stop, to_compile) = (&next, &stop, &to_compile);
+            let (next, stop, to_compile, cache) = (&next, &stop, &to_compile, &cache);
             scope.spawn(move || loop {
                 if stop.load(Ordering::SeqCst) {
                     break;
@@ -173,10 +227,11 @@ pub fn build(
                     break;
                 };
                 let t = Instant::now();
-                let event = match compile_one(job) {
-                    Ok(()) => Event::Done {
+                let event = match compile_with_pch(cache, job) {
+                    Ok(pch) => Event::Done {
                         index: job.index,
                         seconds: t.elapsed().as_secs_f64(),
+                        pch,
                     },
                     Err(e) => {
                         stop.store(true, Ordering::SeqCst);
@@ -192,9 +247,19 @@ pub fn build(
         let mut done = cached.len();
         for event in rx {
             match event {
-                Event::Done { index, seconds } => {
+                Event::Done {
+                    index,
+                    seconds,
+                    pch,
+                } => {
                     done += 1;
                     compiled[index] = true;
+                    pch_used[index] = pch == PchUse::Used;
+                    if let (PchUse::Rejected, Some(ready)) = (pch, jobs[index].pch) {
+                        if !pch_rejected.contains(&ready.key) {
+                            pch_rejected.push(ready.key.clone());
+                        }
+                    }
                     if first_error.is_none() {
                         let source = jobs[index].display.clone();
                         progress(Progress::UnitDone {
@@ -217,7 +282,18 @@ pub fn build(
 
     progress(Progress::Linking);
     let library = out_dir.join(format!("{}.so", plan.name));
-    link(plan, toolchain, &jobs, &library)?;
+    if let Err(error) = link(plan, toolchain, &jobs, &library) {
+        // An object may have been removed or damaged since it was checked.
+        let (_, bad) = check_objects(&cache, jobs.iter(), &mut warnings);
+        if bad.is_empty() {
+            return Err(error);
+        }
+        for job in bad {
+            compile_one(&cache, job, &job.command)?;
+            compiled[job.index] = true;
+        }
+        link(plan, toolchain, &jobs, &library)?;
+    }
     let seconds = started.elapsed().as_secs_f64();
     progress(Progress::Finished { seconds });
     Ok(BuildReport {
@@ -229,9 +305,37 @@ pub fn build(
             .map(|j| j.display.clone())
             .collect(),
         units_cached: cached.len(),
+        pch_units: jobs
+            .iter()
+            .filter(|j| pch_used[j.index])
+            .map(|j| j.display.clone())
+            .collect(),
+        pch_rejected,
         seconds,
         toolchain: toolchain.describe(),
+        warnings,
     })
+}
+
+/// Splits `jobs` into those whose object the cache verified and those to
+/// compile; warnings about discarded objects go to `warnings`.
+fn check_objects<'a, 'p>(
+    cache: &ObjectCache,
+    jobs: impl Iterator<Item = &'a Job<'p>>,
+    warnings: &mut Vec<String>,
+) -> (Vec<&'a Job<'p>>, Vec<&'a Job<'p>>) {
+    let (mut cached, mut to_compile) = (Vec::new(), Vec::new());
+    for job in jobs {
+        match cache.check(&job.name) {
+            ObjectCheck::Verified => cached.push(job),
+            ObjectCheck::Missing => to_compile.push(job),
+            ObjectCheck::Discarded(warning) => {
+                warnings.push(warning);
+                to_compile.push(job);
+            }
+        }
+    }
+    (cached, to_compile)
 }
 
 /// The object key of `unit`: BLAKE3 over the compiler identity, the key argv, the unit's
@@ -272,17 +376,32 @@ fn object_key(
     h.finalize().to_hex().to_string()
 }
 
-/// Sets `path`'s modification time to now; best effort.
-fn touch(path: &Path) {
-    if let Ok(file) = std::fs::File::options().append(true).open(path) {
-        let _ = file.set_modified(std::time::SystemTime::now());
+static TEMP_COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+/// Compiles `job` against its PCH when it has one; when the compiler rejects the PCH
+/// (the `#error` of its stub header fired), compiles it again without.
+fn compile_with_pch(cache: &ObjectCache, job: &Job) -> Result<PchUse, BuildError> {
+    let Some(ready) = job.pch else {
+        return compile_one(cache, job, &job.command).map(|()| PchUse::None);
+    };
+    let mut with_pch = job.command.clone();
+    with_pch.unkeyed_flags.extend([
+        "-include".to_string(),
+        ready.dir.join(PCH_HEADER).display().to_string(),
+        "-Winvalid-pch".to_string(),
+    ]);
+    match compile_one(cache, job, &with_pch) {
+        Ok(()) => Ok(PchUse::Used),
+        Err(BuildError::Compile { output, .. }) if output.contains(PCH_REJECTED_MARKER) => {
+            compile_one(cache, job, &job.command).map(|()| PchUse::Rejected)
+        }
+        Err(e) => Err(e),
     }
 }
 
-static TEMP_COUNTER: AtomicUsize = AtomicUsize::new(0);
-
-/// Compiles one job into a temporary object and renames it into place.
-fn compile_one(job: &Job) -> Result<(), BuildError> {
+/// Compiles `command` (one of `job`'s forms) into a temporary object and publishes it
+/// into the cache.
+fn compile_one(cache: &ObjectCache, job: &Job, command: &CompileCommand) -> Result<(), BuildError> {
     let dir = job.object.parent().unwrap_or(Path::new("."));
     let stem = job
         .object
@@ -294,16 +413,18 @@ fn compile_one(job: &Job) -> Result<(), BuildError> {
         std::process::id(),
         TEMP_COUNTER.fetch_add(1, Ordering::SeqCst)
     ));
-    let mut command = job.command.clone();
+    let mut command = command.clone();
     command.output = temp.clone();
     let argv = command.argv();
-    let result = run(&argv, dir);
+    let result = run(&argv, &command.dir);
     let outcome = match result {
-        Ok(out) if out.status.success() => {
-            fs_err::rename(&temp, &job.object).map_err(BuildError::from)
-        }
+        Ok(out) if out.status.success() => cache
+            .publish(&job.name, &temp)
+            .map(drop)
+            .map_err(BuildError::from),
         Ok(out) => Err(BuildError::Compile {
             unit: job.display.clone(),
+            dir: command.dir.clone(),
             command: shell_join(&argv),
             output: combined(&out),
             status: out.status,
@@ -365,7 +486,7 @@ fn write_compile_commands(out_dir: &Path, jobs: &[Job]) -> Result<(), BuildError
     let entries: Vec<CompileCommandEntry> = jobs
         .iter()
         .map(|j| CompileCommandEntry {
-            directory: j.object.parent().unwrap_or(out_dir).display().to_string(),
+            directory: j.command.dir.display().to_string(),
             arguments: j.command.argv(),
             file: j.command.source.display().to_string(),
             output: j.object.display().to_string(),

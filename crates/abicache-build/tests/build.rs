@@ -87,6 +87,7 @@ fn cpu_extension_builds_then_reuses_objects_per_unit() {
     let opts = BuildOptions {
         jobs: Some(2),
         previous_seconds: Some(1.5),
+        ..Default::default()
     };
 
     let plan = cpu_plan(
@@ -180,8 +181,8 @@ fn cpu_extension_builds_then_reuses_objects_per_unit() {
         build(plan, &tc, &objects, &t.path().join(out), &opts, &quiet()).unwrap()
     };
 
-    // Same plan again: nothing compiles, and the reused objects are touched
-    // (the store's gc evicts objects oldest-modified first).
+    // Same plan again: nothing compiles, and the reused objects' records are
+    // touched (the store's gc evicts objects least recently used first).
     let epoch = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
     let object_files: Vec<_> = std::fs::read_dir(&objects)
         .unwrap()
@@ -193,7 +194,11 @@ fn cpu_extension_builds_then_reuses_objects_per_unit() {
     }
     let r = rebuild(&plan, "out2");
     assert_eq!((r.units_cached, r.units_compiled.len()), (2, 0));
-    for path in &object_files {
+    let records = object_files
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "json"));
+    assert_eq!(records.clone().count(), 2);
+    for path in records {
         let modified = std::fs::metadata(path).unwrap().modified().unwrap();
         assert!(
             modified > epoch,
@@ -319,7 +324,7 @@ fn first_failure_stops_scheduling_and_failure_is_reported_once() {
     let count = |_e: Progress| *events.borrow_mut() += 1;
     let opts = BuildOptions {
         jobs: Some(1),
-        previous_seconds: None,
+        ..Default::default()
     };
     let err = build(
         &plan,
@@ -648,6 +653,8 @@ fn fake_plan(cuda: bool) -> BuildPlan {
             vec![]
         },
         abi_fields: String::new(),
+        // Compiled relative to the root: `src/...`, `-Iinclude`, a prefix map.
+        root: Some("/proj".into()),
     }
 }
 
