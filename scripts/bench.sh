@@ -56,6 +56,9 @@ echo "bench: store hit latency, hashed vs stamped (lookup_latency)" >&2
 cargo run --release --quiet -p abicache-store --example lookup_latency
 # Issue 12: warm load against the torch.ops.load_library floor, 0.5 and 256 MiB libraries.
 "$venv/bin/python" benches/bench_warm.py --work "$work" --breakdown
+# Issue 10: PyTorch's JIT-extension tests, cold and warm, torch's vs abicache's load/load_inline.
+"$venv/bin/python" -m pip install --quiet -r tests/torch_jit/requirements.txt
+"$venv/bin/python" benches/bench_torch_jit.py --work "$work/torch_jit"
 python3 benches/summary.py "$work"
 # Issue 9: every GPTQModel extension keyed (16 rows, swordfish across torch
 # releases with no toolchain on PATH), then the CPU kernels built from the

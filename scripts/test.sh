@@ -13,7 +13,8 @@
 #    stub checked against the module (mypy's stubtest);
 # 3. the Rust tests (cargo nextest), which run the real compiler against the
 #    venv's torch;
-# 4. the Python tests (pytest), which load the built extensions into torch.
+# 4. the Python tests (pytest), which load the built extensions into torch;
+# 5. PyTorch's own JIT-extension tests with abicache's load/load_inline.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
@@ -46,4 +47,18 @@ fi
 if [ -d tests/python ]; then
   echo "== Python tests" >&2
   .venv/bin/python -m pytest tests/python -q
+fi
+
+# PyTorch's own test/test_cpp_extensions_jit.py, unmodified, with abicache's
+# load/load_inline swapped in (tests/torch_jit/README.md). Its imports need
+# expecttest and numpy, installed once into .venv (a stamp keyed by the file).
+if [ -d tests/torch_jit ]; then
+  echo "== PyTorch's JIT-extension tests (abicache's load/load_inline)" >&2
+  reqs=tests/torch_jit/requirements.txt
+  stamp=.venv/.abicache-torch-jit-$(sha256sum "$reqs" | cut -c1-16)
+  if [ ! -f "$stamp" ]; then
+    .venv/bin/python -m pip install --quiet -r "$reqs"
+    touch "$stamp"
+  fi
+  .venv/bin/python -m pytest tests/torch_jit -q -rs
 fi

@@ -6,7 +6,8 @@ key that reflects what each binary really depends on.
     ext.load()          # a cache hit, or one build shared by every process and venv that can use it
     torch.ops.muladd_example.muladd(a, b, 1.0)
 
-``abicache.load`` has the signature of ``torch.utils.cpp_extension.load``.
+``abicache.load`` and ``abicache.load_inline`` have the signatures of
+``torch.utils.cpp_extension.load`` and ``load_inline``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from ._extension import TorchOpsExtension
 from ._native import AbiError, BuildError, Error, LockTimeout
 
 if TYPE_CHECKING:
+    from ._inline import load_inline
     from ._load import load
 
 __all__ = [
@@ -30,6 +32,7 @@ __all__ = [
     "default_cache_dir",
     "environment",
     "load",
+    "load_inline",
     "stats",
     "torch_stable_abi_target_define",
     "visible_cuda_archs",
@@ -54,11 +57,16 @@ def stats(cache_dir: Optional[str] = None) -> Dict[str, Any]:
 
 
 def __getattr__(name: str) -> Any:
-    # `load` (the drop-in for torch's) is imported on first use: a warm
+    # `load`/`load_inline` (the drop-ins for torch's) are imported on first use: a warm
     # `TorchOpsExtension.load()` imports only what a hit needs.
     if name == "load":
         from ._load import load
 
         globals()["load"] = load
         return load
+    if name == "load_inline":
+        from ._inline import load_inline
+
+        globals()["load_inline"] = load_inline
+        return load_inline
     raise AttributeError(f"module 'abicache' has no attribute {name!r}")

@@ -88,6 +88,8 @@ class TorchOpsExtension:
 
     Paths may be relative to the current directory. ``cache_dir`` defaults to
     ``ABICACHE_DIR``, else ``$XDG_CACHE_HOME/abicache``, else ``~/.cache/abicache``.
+    ``fingerprint_root`` names the directory files are named relative to in
+    the payload (default: the common parent of the sources and include paths).
     ``progress`` (keyword-only, optional) receives one dict per build event
     (``kind``, ``line``, …); without it, build progress goes to stderr, and a
     cache hit prints nothing unless ``verbose``.
@@ -112,6 +114,7 @@ class TorchOpsExtension:
         cache_dir: Optional[StrPath] = None,
         verbose: bool = False,
         progress: Optional[ProgressCallback] = None,
+        fingerprint_root: Optional[StrPath] = None,
     ) -> None:
         if not isinstance(name, str):
             raise TypeError(f"name must be a string, got {type(name).__name__}")
@@ -143,7 +146,12 @@ class TorchOpsExtension:
             requires_cuda = any(s.endswith(".cu") for s in self.sources)
         self.requires_cuda = bool(requires_cuda)
         self._spec_json = json.dumps({k: v for k, v in self._spec.items() if v is not None})
-        self._root = _fingerprint_root(self.sources + [p + os.sep for p in self.extra_include_paths])
+        if fingerprint_root is not None:
+            self._root = os.path.abspath(os.fspath(fingerprint_root))
+        else:
+            self._root = _fingerprint_root(self.sources + [p + os.sep for p in self.extra_include_paths])
+        # The key of the last load() in this process (for abicache.load's same-name reloads).
+        self._loaded_key: Optional[str] = None
 
     def __repr__(self) -> str:
         return f"TorchOpsExtension({self.name!r}, {len(self.sources)} source(s))"
@@ -188,6 +196,7 @@ class TorchOpsExtension:
             if self.name in _loaded_names:
                 key = _native.prepare(spec, env, root, cache_dir)["key"]
                 if key in _loaded:
+                    self._loaded_key = key
                     return _loaded[key]
             outcome = _native.build(
                 spec,
@@ -199,6 +208,7 @@ class TorchOpsExtension:
                 progress=self.progress,
             )
             key, path = outcome["key"], outcome["path"]
+            self._loaded_key = key
             if key in _loaded:  # a rebuild of a library this process already holds
                 return _loaded[key]
             for warning in outcome.get("warnings", []):

@@ -1,12 +1,186 @@
-"""``abicache.load``: a drop-in for ``torch.utils.cpp_extension.load``."""
+"""``abicache.load``: a drop-in for ``torch.utils.cpp_extension.load``, and
+what it shares with ``abicache.load_inline``: torch's handling of flags and
+include paths, same-name reloads, the ``build_directory`` link and torch's
+build-error text. Keying and building stay in Rust (``TorchOpsExtension``)."""
 
 from __future__ import annotations
 
+import os
+import shlex
+import threading
 from types import ModuleType
-from typing import List, Optional, Union
+from typing import Dict, Iterable, List, Optional, Tuple, Union
 
 from . import _native
 from ._extension import StrPath, TorchOpsExtension
+
+# base name -> {key of the extension under its base name: (name it was
+# imported as, library path, module or None)}: what load/load_inline loaded
+# in this process, so that a changed extension is imported under a new name
+# (as torch does) and an unchanged one returns its first result.
+_by_name: Dict[str, Dict[str, Tuple[str, str, Optional[ModuleType]]]] = {}
+_locks: Dict[str, threading.Lock] = {}
+_locks_lock = threading.Lock()
+
+
+def split_flags(flags: Optional[Iterable[str]], what: str) -> List[str]:
+    """Flags as torch's command line sees them: each entry stripped, empty
+    ones dropped, and one entry holding several (``"-O0 -Wall"``) split as a
+    POSIX shell splits it (torch joins the flags with spaces into a ninja
+    file that ``sh`` runs)."""
+    if flags is None:
+        return []
+    if isinstance(flags, str):
+        flags = [flags]
+    out: List[str] = []
+    for flag in flags:
+        if not isinstance(flag, str):
+            raise TypeError(f"{what} must be strings, got {type(flag).__name__} ({flag!r})")
+        try:
+            out.extend(shlex.split(flag.strip()))
+        except ValueError as e:
+            raise ValueError(
+                f"{what} entry {flag!r} cannot be split into arguments the way torch's command line "
+                f"would ({e}); balance its quotes, or pass each argument as its own list entry"
+            ) from None
+    return out
+
+
+def strip_paths(paths: Union[StrPath, Iterable[StrPath], None], what: str) -> List[str]:
+    """Include paths as torch uses them: surrounding whitespace stripped,
+    then made absolute against the current directory."""
+    if paths is None:
+        return []
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    out: List[str] = []
+    for p in paths:
+        if not isinstance(p, (str, os.PathLike)):
+            raise TypeError(f"{what} must be paths (str or os.PathLike), got {type(p).__name__} ({p!r})")
+        out.append(os.path.abspath(os.fspath(p).strip()))
+    return out
+
+
+def refuse_unsupported(with_sycl: Optional[bool], sycl: object, function: str) -> None:
+    """Raises :class:`abicache.Error` for SYCL builds, which abicache does not do."""
+    if with_sycl or sycl:
+        raise _native.Error(
+            f"abicache.{function} does not build SYCL sources (`with_sycl`, `sycl_sources`, `extra_sycl_cflags`); "
+            f"use torch.utils.cpp_extension.{function} for those"
+        )
+
+
+def _name_lock(name: str) -> threading.Lock:
+    with _locks_lock:
+        return _locks.setdefault(name, threading.Lock())
+
+
+def _with_torch_prefix(name: str, error: BaseException) -> BaseException:
+    """``error`` (a build failure) re-raised with torch's ``Error building
+    extension '<name>'`` in front, keeping ``.output`` and ``.command``."""
+    wrapped = _native.BuildError(f"Error building extension '{name}': {error}")
+    wrapped.output = getattr(error, "output", None)
+    wrapped.command = getattr(error, "command", None)
+    return wrapped
+
+
+def _load_as(ext: TorchOpsExtension) -> Tuple[str, Optional[ModuleType]]:
+    try:
+        return ext._load()
+    except _native.BuildError as e:
+        raise _with_torch_prefix(ext.name, e) from e
+
+
+def link_into(build_directory: StrPath, name: str, library: str) -> str:
+    """Makes ``library`` (a verified cache entry) reachable as
+    ``<build_directory>/<name>.so``: a hard link, or a symbolic link when the
+    directory is on another file system. Replaced atomically; left alone
+    when it already is that file (so the entry's inode is not touched)."""
+    directory = os.path.abspath(os.fspath(build_directory))
+    os.makedirs(directory, exist_ok=True)
+    dest = os.path.join(directory, f"{name}.so")
+    try:
+        if os.path.samefile(dest, library):
+            return dest
+    except OSError:
+        pass
+    temp = os.path.join(directory, f".{name}.so.{os.getpid()}.{threading.get_ident()}.tmp")
+    if os.path.lexists(temp):
+        os.unlink(temp)
+    try:
+        os.link(library, temp)
+    except OSError:
+        os.symlink(library, temp)
+    os.replace(temp, dest)
+    return dest
+
+
+def load_sources(
+    name: str,
+    sources: Union[StrPath, List[StrPath]],
+    *,
+    extra_cflags: Optional[List[str]],
+    extra_cuda_cflags: Optional[List[str]],
+    extra_ldflags: Optional[List[str]],
+    extra_include_paths: Optional[List[StrPath]],
+    build_directory: Optional[StrPath],
+    verbose: bool,
+    with_cuda: Optional[bool],
+    is_python_module: bool,
+    cache_dir: Optional[StrPath],
+    fingerprint_root: Optional[StrPath] = None,
+) -> Union[ModuleType, str]:
+    """What ``load`` and ``load_inline`` do once their sources are files:
+    normalise flags and paths as torch does, load (a hit, or one build), and
+    return the module or the library path.
+
+    Same-name reloads: the first load of ``name`` in this process imports it
+    as ``name``. A later load of ``name`` whose key (under that name)
+    differs from every earlier one is a changed extension: a Python module
+    is then built and imported as ``name_v1``, ``name_v2``, … (torch's
+    scheme: pybind11 returns an already-imported module for a name it has
+    seen); a ``torch.ops`` library keeps its name (a different path loads
+    fine). A load whose key matches an earlier one returns that first result.
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a string, got {type(name).__name__}")
+    options = dict(
+        namespace=name,
+        extra_cflags=split_flags(extra_cflags, "extra_cflags"),
+        extra_cuda_cflags=split_flags(extra_cuda_cflags, "extra_cuda_cflags"),
+        extra_ldflags=split_flags(extra_ldflags, "extra_ldflags"),
+        extra_include_paths=strip_paths(extra_include_paths, "extra_include_paths"),
+        requires_cuda=with_cuda,
+        is_python_module=is_python_module,
+        cache_dir=cache_dir,
+        verbose=verbose,
+        fingerprint_root=fingerprint_root,
+    )
+
+    def extension(as_name: str) -> TorchOpsExtension:
+        return TorchOpsExtension(as_name, sources, **options)  # type: ignore[arg-type]
+
+    with _name_lock(name):
+        loaded = _by_name.setdefault(name, {})
+        ext = extension(name)
+        key = ext.key if loaded else None  # a scan only when the name was loaded before
+        if key is not None and key in loaded:
+            as_name, path, module = loaded[key]
+        else:
+            as_name = f"{name}_v{len(loaded)}" if loaded and is_python_module else name
+            if as_name != name:
+                ext = extension(as_name)
+            path, module = _load_as(ext)
+            if key is None:
+                key = ext._loaded_key
+            assert key is not None
+            loaded[key] = (as_name, path, module)
+    if build_directory is not None:
+        path = link_into(build_directory, as_name, path)
+    if is_python_module:
+        assert module is not None
+        return module
+    return path
 
 
 def load(
@@ -24,6 +198,8 @@ def load(
     is_python_module: bool = True,
     is_standalone: bool = False,
     keep_intermediates: bool = True,
+    *,
+    cache_dir: Optional[StrPath] = None,
 ) -> Union[ModuleType, str]:
     """Build (or reuse) and load a C++/CUDA extension, like
     ``torch.utils.cpp_extension.load`` with the same signature and return
@@ -31,53 +207,54 @@ def load(
     the library path after ``torch.ops.load_library``. Switching is a one-line
     change: ``from abicache import load``.
 
-    What differs from torch's ``load``:
+    Like torch's ``load``:
+
+    - flags are stripped, empty ones dropped, and an entry holding several
+      (``"-O0 -Wall"``) is split as torch's command line splits it; include
+      paths are stripped and made absolute;
+    - a changed extension loaded again under the same name in one process is
+      imported as ``<name>_v1``, ``<name>_v2``, … and returns the new code;
+      an unchanged one returns the module loaded first;
+    - with ``build_directory=D`` the library is reachable as ``D/<name>.so``
+      (``D/<name>_v1.so`` for a reload), a link to the verified cache entry;
+    - a failed build raises a ``RuntimeError`` (:class:`abicache.BuildError`,
+      with the compiler's ``.output`` and ``.command``) whose message starts
+      with ``Error building extension '<name>'``.
+
+    What differs:
 
     - The binary is cached under a key of what it depends on (sources and the
       headers they include, flags, Python ABI when used, torch release or
-      stable-ABI target, CUDA, archs), not under ``name`` in a build
-      directory: a hit costs a hash of the sources and a ``dlopen``, never a
-      ninja run, and editing a header rebuilds.
-    - ``build_directory`` is the cache root (default ``ABICACHE_DIR``, else
-      ``~/.cache/abicache``); entries live under ``v1/`` inside it, and are
-      shared safely by processes and environments.
+      stable-ABI target, CUDA, archs), in the abicache cache (``cache_dir``,
+      keyword-only, default ``ABICACHE_DIR``, else ``~/.cache/abicache``), not
+      in a build directory: a hit costs a hash of the sources and a
+      ``dlopen``, never a ninja run, and editing a header rebuilds.
     - ``verbose`` prints whether it was a hit; build progress always goes to
       stderr while a build runs.
-    - Errors are :class:`abicache.BuildError` (a ``RuntimeError``, with the
-      compiler's ``.output`` and ``.command``), :class:`abicache.AbiError` and
-      :class:`abicache.LockTimeout`; missing sources raise ``FileNotFoundError``.
     - ``keep_intermediates`` is accepted and ignored (objects are kept in the
       object cache so shared and unchanged units are not recompiled).
     - ``is_standalone`` (an executable) and SYCL (``with_sycl``,
       ``extra_sycl_cflags``) are not supported and raise :class:`abicache.Error`.
-    - Loading the same extension twice in one process returns the first
-      result; torch rebuilds and re-imports under a new name instead.
+    - Missing sources raise ``FileNotFoundError``; ABI refusals
+      :class:`abicache.AbiError`; lock time-outs :class:`abicache.LockTimeout`.
     """
     if is_standalone:
         raise _native.Error(
             "abicache.load does not build standalone executables (`is_standalone=True`); "
             "use torch.utils.cpp_extension.load for those"
         )
-    if with_sycl or extra_sycl_cflags:
-        raise _native.Error(
-            "abicache.load does not build SYCL sources (`with_sycl`, `extra_sycl_cflags`); "
-            "use torch.utils.cpp_extension.load for those"
-        )
+    refuse_unsupported(with_sycl, extra_sycl_cflags, "load")
     del keep_intermediates  # accepted for compatibility; see the docstring
-    ext = TorchOpsExtension(
+    return load_sources(
         name,
         sources,
-        extra_cflags=extra_cflags or (),
-        extra_cuda_cflags=extra_cuda_cflags or (),
-        extra_ldflags=extra_ldflags or (),
-        extra_include_paths=extra_include_paths or (),
-        requires_cuda=with_cuda,
-        is_python_module=is_python_module,
-        cache_dir=build_directory,
+        extra_cflags=extra_cflags,
+        extra_cuda_cflags=extra_cuda_cflags,
+        extra_ldflags=extra_ldflags,
+        extra_include_paths=extra_include_paths,
+        build_directory=build_directory,
         verbose=verbose,
+        with_cuda=with_cuda,
+        is_python_module=is_python_module,
+        cache_dir=cache_dir,
     )
-    path, module = ext._load()
-    if is_python_module:
-        assert module is not None
-        return module
-    return path

@@ -20,6 +20,7 @@ __all__ = [
     "prepare",
     "build",
     "explain",
+    "store_generated_sources",
 ]
 
 KEY_FORMAT: int
@@ -53,3 +54,4 @@ def build(
 def explain(
     spec: str, env: str, root: _Path, cache_dir: Optional[_Path] = None
 ) -> Tuple[str, Dict[str, Any]]: ...
+def store_generated_sources(files: Sequence[Tuple[str, str]], cache_dir: Optional[_Path] = None) -> str: ...

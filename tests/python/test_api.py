@@ -63,9 +63,9 @@ def test_pybind11_module_through_load_is_keyed_python_dependent(cache_dir: Path,
         "#include <pybind11/pybind11.h>\n"
         "PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def(\"add\", [](int a, int b) { return a + b; }); }\n"
     )
-    module = abicache.load("pybind_probe", [str(src)], build_directory=str(cache_dir))
+    module = abicache.load("pybind_probe", [str(src)], cache_dir=str(cache_dir))
     assert module.add(2, 3) == 5
-    assert abicache.load("pybind_probe", [str(src)], build_directory=str(cache_dir)) is module
+    assert abicache.load("pybind_probe", [str(src)], cache_dir=str(cache_dir)) is module
     ext = abicache.TorchOpsExtension("pybind_probe", [str(src)], is_python_module=True, cache_dir=cache_dir)
     soabi = abicache.environment(False)["python_soabi"]
     assert f"python_abi={soabi}" in ext.payload
@@ -74,7 +74,7 @@ def test_pybind11_module_through_load_is_keyed_python_dependent(cache_dir: Path,
 
 
 def test_load_without_python_module_returns_the_library_path(cache_dir: Path, tmp_path: Path) -> None:
-    path = abicache.load("plain_probe", [_tiny(tmp_path, "plain")], build_directory=cache_dir, is_python_module=False)
+    path = abicache.load("plain_probe", [_tiny(tmp_path, "plain")], cache_dir=cache_dir, is_python_module=False)
     assert isinstance(path, str) and Path(path).is_file()
 
 

@@ -15,6 +15,7 @@
 
 mod convert;
 mod errors;
+mod inline;
 
 use std::path::PathBuf;
 
@@ -307,5 +308,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(prepare, m)?)?;
     m.add_function(wrap_pyfunction!(build, m)?)?;
     m.add_function(wrap_pyfunction!(explain, m)?)?;
+    m.add_function(wrap_pyfunction!(inline::store_generated_sources, m)?)?;
     Ok(())
 }

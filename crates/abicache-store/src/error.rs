@@ -67,6 +67,23 @@ pub enum StoreError {
         path: PathBuf,
     },
 
+    /// A generated source file name (`load_inline`) that is not a plain file name.
+    #[error("invalid generated source file name `{name}`: it must be a plain file name of `[A-Za-z0-9_.-]` not starting with `.`")]
+    InvalidSourceName {
+        /// The rejected name.
+        name: String,
+    },
+
+    /// Generated sources kept being replaced or corrupted while being stored.
+    #[error(
+        "cannot store generated sources in `{p}`: the directory kept changing while it was written; \
+         is another process writing into the cache? Remove `{p}` and retry, or set `ABICACHE_DIR` to a private directory"
+    , p = .dir.display())]
+    SourcesUnstable {
+        /// The sources directory.
+        dir: PathBuf,
+    },
+
     /// The bounded wait for a key's lock ran out.
     #[error(
         "timed out after {timeout:?} waiting for the lock on cache key `{key}` (`{p}`), held by {holder}; \

@@ -34,6 +34,9 @@
 //! - **Best-effort counters** ([`Store::count`], [`Store::stats`]): one
 //!   append to `v1/stats.log` per counted call, folded into `v1/stats.json`
 //!   now and then; a read-only or full cache skips them with one warning.
+//! - **Generated sources** (`load_inline`) stored by content under
+//!   `v1/sources/<digest>/` ([`Store::store_generated_sources`]): written
+//!   atomically, never rewritten when intact, replaced when corrupt.
 //! - A minimal [`Storage`] trait (get/put by key) implemented by [`Store`], so a
 //!   remote backend can later sit behind the local one.
 //!
@@ -55,6 +58,7 @@ mod pch;
 mod private_file;
 mod publish;
 mod size;
+mod sources;
 mod stats;
 mod stats_log;
 mod storage;
@@ -76,6 +80,7 @@ pub use objects::{ObjectCache, ObjectCheck, OBJECT_RECORD_SUFFIX};
 pub use pch::{PchLookup, PchPaths, PCH_FAILED_RETRY};
 pub use publish::{BuildGuard, Published};
 pub use size::{max_size_from_env, parse_size};
+pub use sources::{sources_dir_for, GeneratedFile, SOURCES_DIR};
 pub use stats::{Counters, Event, Stats};
 pub use storage::{Storage, StoredEntry};
 pub use store::{Claim, EntryInfo, Hit, Lookup, Store};

@@ -1,0 +1,53 @@
+"""Runs PyTorch's own JIT-extension tests (``test/test_cpp_extensions_jit.py``)
+unmodified, with ``torch.utils.cpp_extension.load`` and ``load_inline``
+replaced by abicache's.
+
+The upstream file and the C++ files it compiles are PyTorch's
+(BSD-3-Clause); they are not part of this repository and are looked up in
+``tests/torch_jit/upstream/`` (git-ignored; see ``README.md`` there for how
+to get them). Without them ``test_upstream_present.py`` skips and says so.
+
+``ABICACHE_TORCH_JIT_IMPL=torch`` runs the same file with torch's own
+functions (the baseline ``benches/bench_torch_jit.py`` compares against);
+the default is ``abicache``. Builds go to a private cache (``ABICACHE_DIR``)
+and a private ``TORCH_EXTENSIONS_DIR`` for the session unless those are set,
+so a run never touches the user's caches.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+
+import pytest
+
+
+def implementation() -> str:
+    """``abicache`` (default) or ``torch``: whose ``load``/``load_inline`` run."""
+    impl = os.environ.get("ABICACHE_TORCH_JIT_IMPL", "").strip() or "abicache"
+    if impl not in ("abicache", "torch"):
+        raise pytest.UsageError(f"ABICACHE_TORCH_JIT_IMPL must be `abicache` or `torch`, got `{impl}`")
+    return impl
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # torch's builds run `ninja` from PATH: the venv's own comes first.
+    os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
+    for var, prefix in (("ABICACHE_DIR", "abicache-torch-jit-"), ("TORCH_EXTENSIONS_DIR", "torch-ext-jit-")):
+        if not os.environ.get(var):
+            os.environ[var] = tempfile.mkdtemp(prefix=prefix)
+    if implementation() == "abicache":
+        import torch.utils.cpp_extension
+
+        import abicache
+
+        torch.utils.cpp_extension.load = abicache.load
+        torch.utils.cpp_extension.load_inline = abicache.load_inline
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return (
+        f"torch_jit: load/load_inline from {implementation()}; "
+        f"ABICACHE_DIR={os.environ.get('ABICACHE_DIR')}; TORCH_EXTENSIONS_DIR={os.environ.get('TORCH_EXTENSIONS_DIR')}"
+    )
