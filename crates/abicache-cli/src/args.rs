@@ -48,6 +48,12 @@ pub enum Command {
     Pull(crate::remote_cmds::PullArgs),
     /// Create an ed25519 key pair for signing uploads and trusting downloads.
     Keygen(crate::remote_cmds::KeygenArgs),
+    /// Key a matrix of extensions × environments and build each distinct key once; print the coverage.
+    Prebuild(crate::fleet_cmds::PrebuildArgs),
+    /// Write local entries into one bundle file (zstd tar, BLAKE3 index, signed with `ABICACHE_SIGNING_KEY`).
+    Export(crate::fleet_cmds::ExportArgs),
+    /// Verify a bundle in full (and its signer against `ABICACHE_TRUSTED_KEYS`), then publish its entries.
+    Import(crate::fleet_cmds::ImportArgs),
 }
 
 /// `abicache scan`.

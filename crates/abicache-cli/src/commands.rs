@@ -35,6 +35,9 @@ pub fn run(cli: Cli) -> Result<()> {
             crate::remote_cmds::pull(open_store(cache_dir)?, remote.as_deref(), args)
         }
         Command::Keygen(args) => crate::remote_cmds::keygen(args),
+        Command::Prebuild(args) => crate::fleet_cmds::prebuild(open_store(cache_dir)?, args),
+        Command::Export(args) => crate::fleet_cmds::export(open_store(cache_dir)?, args),
+        Command::Import(args) => crate::fleet_cmds::import(open_store(cache_dir)?, args),
     }
 }
 

@@ -6,6 +6,7 @@
 
 mod args;
 mod commands;
+mod fleet_cmds;
 mod remote_cmds;
 mod render;
 

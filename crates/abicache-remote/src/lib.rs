@@ -29,7 +29,7 @@ mod sign;
 mod verify;
 
 pub use client::{Fetched, Remote, Upload, OBJECT_DIR};
-pub use config::{config_path, Mode, RemoteConfig};
+pub use config::{config_path, Keys, Mode, RemoteConfig};
 pub use error::{RemoteError, Result};
 pub use sign::{signature_message, KeyPair, PublicKey, SecretKey, Signature};
 pub use verify::{verify_entry, Verified};

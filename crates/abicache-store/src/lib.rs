@@ -18,6 +18,9 @@
 //!
 //! - **Shared counters** in `v1/stats.json` ([`Store::record`], [`Store::stats`]),
 //!   updated under a file lock; lookups count nothing by themselves.
+//! - **Bundles** ([`write_bundle`], [`UnpackedBundle`]): entries carried as one
+//!   zstd-compressed tar with an index of every file's size and BLAKE3; an
+//!   import is verified in full before anything is published.
 //! - A minimal [`Storage`] trait (get/put by key) implemented by [`Store`], so a
 //!   remote backend can later sit behind the local one.
 //!
@@ -26,6 +29,7 @@
 
 #![deny(missing_docs)]
 
+mod bundle;
 pub mod env;
 mod error;
 mod gc;
@@ -39,6 +43,10 @@ mod storage;
 mod store;
 mod warning;
 
+pub use bundle::{
+    write_bundle, BundleEntry, BundleError, BundleFile, BundleIndex, Imported, StagedEntry,
+    UnpackedBundle, BUNDLE_FORMAT,
+};
 pub use error::{Result, StoreError};
 pub use gc::{Evicted, GcReport, STALE_TEMP_AGE};
 pub use layout::{
