@@ -19,6 +19,7 @@ __all__ = [
     "prepare",
     "build",
     "explain",
+    "prebuild",
 ]
 
 KEY_FORMAT: int
@@ -51,3 +52,13 @@ def build(
 def explain(
     spec: str, env: str, root: _Path, cache_dir: Optional[_Path] = None
 ) -> Tuple[str, Dict[str, Any]]: ...
+def prebuild(
+    specs: Sequence[_Path],
+    pythons: Sequence[_Path] = ...,
+    envs: Sequence[_Path] = ...,
+    extensions: Sequence[str] = ...,
+    cache_dir: Optional[_Path] = None,
+    *,
+    jobs: Optional[int] = None,
+    quiet: bool = True,
+) -> Dict[str, Any]: ...

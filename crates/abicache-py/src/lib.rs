@@ -15,6 +15,7 @@
 
 mod convert;
 mod errors;
+mod fleet;
 
 use std::path::PathBuf;
 
@@ -142,7 +143,7 @@ fn explain<'py>(
     ))
 }
 
-fn open_store(cache_dir: Option<PathBuf>) -> abicache::Result<Store> {
+pub(crate) fn open_store(cache_dir: Option<PathBuf>) -> abicache::Result<Store> {
     Ok(match cache_dir {
         Some(dir) => Store::open(dir)?,
         None => Store::open_default()?,
@@ -249,5 +250,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(prepare, m)?)?;
     m.add_function(wrap_pyfunction!(build, m)?)?;
     m.add_function(wrap_pyfunction!(explain, m)?)?;
+    m.add_function(wrap_pyfunction!(fleet::prebuild, m)?)?;
     Ok(())
 }
