@@ -82,7 +82,13 @@ print(json.dumps({"paths": paths, "muladd": muladd, "torch": torch.__version__})
 #[test]
 fn two_venvs_by_two_extensions_compile_three_libraries_and_a_bundle_loads_without_a_compiler() {
     let builder = Cache::new();
-    let (dev, compat) = (python(), python_compat());
+    // Relative to the repository root (where `Cache` runs abicache), so the
+    // table's labels and column widths do not depend on the checkout's path.
+    let _ = (python(), python_compat()); // asserts both venvs exist
+    let (dev, compat) = (
+        PathBuf::from(".venv/bin/python"),
+        PathBuf::from(".venv-compat/bin/python"),
+    );
     let prebuild = args![
         "prebuild",
         cpu_spec(),
@@ -140,8 +146,8 @@ fn two_venvs_by_two_extensions_compile_three_libraries_and_a_bundle_loads_withou
     assert_eq!(results, ["published"; 3], "{imported}");
 
     // Both venvs load both ops from the imported entries, with no compiler.
-    let from_dev = load_without_compiler(&dev, &node.dir);
-    let from_compat = load_without_compiler(&compat, &node.dir);
+    let from_dev = load_without_compiler(&python(), &node.dir);
+    let from_compat = load_without_compiler(&python_compat(), &node.dir);
     assert_eq!(from_dev["muladd"], serde_json::json!([3.0, 3.0, 3.0]));
     assert_eq!(from_compat["muladd"], serde_json::json!([3.0, 3.0, 3.0]));
     assert_eq!(
