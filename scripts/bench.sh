@@ -46,4 +46,7 @@ python3 benches/bench_tree.py --key-time "$bin/examples/key_time" \
 # Issue 4: warm load beyond `import torch` (needs the package in .venv).
 scripts/install-python-package.sh .venv
 "$venv/bin/python" benches/bench_load.py --work "$work"
+# Issue 12: a hit whose stat stamp matches costs no re-hash, whatever the size.
+echo "bench: store hit latency, hashed vs stamped (lookup_latency)" >&2
+cargo run --release --quiet -p abicache-store --example lookup_latency
 python3 benches/summary.py "$work"

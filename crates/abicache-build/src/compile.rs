@@ -3,8 +3,13 @@
 //! Each unit's object is stored as `<objects_dir>/<key>.o`, where the key is the BLAKE3 of
 //! the compiler identity, the compile argv (without the output path, the launcher and nvcc
 //! scheduling flags), the unit's scanned files and hashes, and the plan's ABI fields. An
-//! existing object is reused; a new one is compiled to a temporary name in `objects_dir`
-//! and renamed into place, so a reader never sees a partial object.
+//! existing object is reused only once the object cache ([`abicache_store::ObjectCache`])
+//! has verified it against the size and BLAKE3 recorded when it was published (a stat
+//! stamp spares the re-hash); a corrupt one is discarded, with a warning, and compiled
+//! again. A new object is compiled to a temporary name in `objects_dir`, fsynced, recorded
+//! and renamed into place, so a reader never sees a partial object. When the link fails
+//! because an object vanished or changed meanwhile (a concurrent gc), the objects are
+//! checked again, the bad ones compiled again, and the link retried once.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -14,6 +19,8 @@ use std::sync::mpsc;
 use std::time::Instant;
 
 use serde::Serialize;
+
+use abicache_store::{ObjectCache, ObjectCheck};
 
 use crate::error::BuildError;
 use crate::flags::{compile_command, link_argv, unit_kind, BuildPlan, CompileCommand, UnitKind};
@@ -73,6 +80,9 @@ pub struct BuildReport {
     pub seconds: f64,
     /// The toolchain, as [`Toolchain::describe`] gives it.
     pub toolchain: BTreeMap<String, String>,
+    /// Things the user should know that did not stop the build (corrupt
+    /// cached objects that were discarded and compiled again).
+    pub warnings: Vec<String>,
 }
 
 /// One entry of `compile_commands.json`.
@@ -89,6 +99,8 @@ struct Job {
     index: usize,
     display: String,
     command: CompileCommand,
+    /// The object's file name in the object cache, `<key>.o`.
+    name: String,
     object: PathBuf,
 }
 
@@ -126,24 +138,25 @@ pub fn build(
     for (index, unit) in plan.sources.iter().enumerate() {
         let mut command = compile_command(plan, toolchain, unit, Path::new(""))?;
         let key = object_key(plan, toolchain, unit, &command);
-        let object = objects_dir.join(format!("{key}.o"));
+        let name = format!("{key}.o");
+        let object = objects_dir.join(&name);
         command.output = object.clone();
         jobs.push(Job {
             index,
             display: unit.display(),
             command,
+            name,
             object,
         });
     }
     write_compile_commands(&out_dir, &jobs)?;
 
-    let (cached, to_compile): (Vec<&Job>, Vec<&Job>) =
-        jobs.iter().partition(|j| j.object.is_file());
-    for job in &cached {
-        // A reused object is recently used: the store's gc evicts objects
-        // oldest-modified first.
-        touch(&job.object);
-    }
+    // Records are staged in the objects directory itself (same filesystem;
+    // dot-names, which gc treats as temporary files).
+    let cache = ObjectCache::new(&objects_dir, &objects_dir);
+    let mut warnings = Vec::new();
+    // Checking an object also marks it used, so gc spares it while we link.
+    let (cached, to_compile) = check_objects(&cache, jobs.iter(), &mut warnings);
     let total = jobs.len();
     progress(Progress::Started {
         name: plan.name.clone(),
@@ -164,7 +177,7 @@ pub fn build(
         let (tx, rx) = mpsc::channel::<Event>();
         for _ in 0..threads {
             let tx = tx.clone();
-            let (next, stop, to_compile) = (&next, &stop, &to_compile);
+            let (next, stop, to_compile, cache) = (&next, &stop, &to_compile, &cache);
             scope.spawn(move || loop {
                 if stop.load(Ordering::SeqCst) {
                     break;
@@ -173,7 +186,7 @@ pub fn build(
                     break;
                 };
                 let t = Instant::now();
-                let event = match compile_one(job) {
+                let event = match compile_one(cache, job) {
                     Ok(()) => Event::Done {
                         index: job.index,
                         seconds: t.elapsed().as_secs_f64(),
@@ -217,7 +230,18 @@ pub fn build(
 
     progress(Progress::Linking);
     let library = out_dir.join(format!("{}.so", plan.name));
-    link(plan, toolchain, &jobs, &library)?;
+    if let Err(error) = link(plan, toolchain, &jobs, &library) {
+        // An object may have been removed or damaged since it was checked.
+        let (_, bad) = check_objects(&cache, jobs.iter(), &mut warnings);
+        if bad.is_empty() {
+            return Err(error);
+        }
+        for job in bad {
+            compile_one(&cache, job)?;
+            compiled[job.index] = true;
+        }
+        link(plan, toolchain, &jobs, &library)?;
+    }
     let seconds = started.elapsed().as_secs_f64();
     progress(Progress::Finished { seconds });
     Ok(BuildReport {
@@ -231,7 +255,29 @@ pub fn build(
         units_cached: cached.len(),
         seconds,
         toolchain: toolchain.describe(),
+        warnings,
     })
+}
+
+/// Splits `jobs` into those whose object the cache verified and those to
+/// compile; warnings about discarded objects go to `warnings`.
+fn check_objects<'a>(
+    cache: &ObjectCache,
+    jobs: impl Iterator<Item = &'a Job>,
+    warnings: &mut Vec<String>,
+) -> (Vec<&'a Job>, Vec<&'a Job>) {
+    let (mut cached, mut to_compile) = (Vec::new(), Vec::new());
+    for job in jobs {
+        match cache.check(&job.name) {
+            ObjectCheck::Verified => cached.push(job),
+            ObjectCheck::Missing => to_compile.push(job),
+            ObjectCheck::Discarded(warning) => {
+                warnings.push(warning);
+                to_compile.push(job);
+            }
+        }
+    }
+    (cached, to_compile)
 }
 
 /// The object key of `unit`: BLAKE3 over the compiler identity, the key argv, the unit's
@@ -272,17 +318,10 @@ fn object_key(
     h.finalize().to_hex().to_string()
 }
 
-/// Sets `path`'s modification time to now; best effort.
-fn touch(path: &Path) {
-    if let Ok(file) = std::fs::File::options().append(true).open(path) {
-        let _ = file.set_modified(std::time::SystemTime::now());
-    }
-}
-
 static TEMP_COUNTER: AtomicUsize = AtomicUsize::new(0);
 
-/// Compiles one job into a temporary object and renames it into place.
-fn compile_one(job: &Job) -> Result<(), BuildError> {
+/// Compiles one job into a temporary object and publishes it into the cache.
+fn compile_one(cache: &ObjectCache, job: &Job) -> Result<(), BuildError> {
     let dir = job.object.parent().unwrap_or(Path::new("."));
     let stem = job
         .object
@@ -299,9 +338,10 @@ fn compile_one(job: &Job) -> Result<(), BuildError> {
     let argv = command.argv();
     let result = run(&argv, dir);
     let outcome = match result {
-        Ok(out) if out.status.success() => {
-            fs_err::rename(&temp, &job.object).map_err(BuildError::from)
-        }
+        Ok(out) if out.status.success() => cache
+            .publish(&job.name, &temp)
+            .map(drop)
+            .map_err(BuildError::from),
         Ok(out) => Err(BuildError::Compile {
             unit: job.display.clone(),
             command: shell_join(&argv),

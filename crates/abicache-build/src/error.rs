@@ -133,6 +133,10 @@ pub enum BuildError {
         status: ExitStatus,
     },
 
+    /// The object cache could not record or publish an object.
+    #[error(transparent)]
+    ObjectCache(#[from] abicache_store::StoreError),
+
     /// A file system operation failed; the message names the path (`fs-err`).
     #[error(transparent)]
     Io(#[from] std::io::Error),

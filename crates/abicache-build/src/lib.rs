@@ -9,8 +9,10 @@
 //!   flags compiles once), links `<name>.so`, writes `compile_commands.json`, and reports
 //!   [`Progress`] events; [`progress_reporter`] renders them.
 //!
-//! This crate knows nothing of keys, stores or specs: the caller fills the plain-data
-//! [`BuildPlan`]. All failures are one [`BuildError`].
+//! This crate knows nothing of keys or specs: the caller fills the plain-data
+//! [`BuildPlan`]. Of the store it uses only the object cache
+//! ([`abicache_store::ObjectCache`]), which verifies every reused object before it is
+//! linked. All failures are one [`BuildError`].
 #![deny(missing_docs)]
 
 mod compile;

@@ -148,6 +148,12 @@ pub fn gc_human(r: &GcReport) -> String {
             "  skipped {key}: being built or used by another process\n"
         ));
     }
+    if r.skipped_recent > 0 {
+        out.push_str(&format!(
+            "  kept {} entries or objects used in the last `ABICACHE_GC_GRACE` seconds\n",
+            r.skipped_recent
+        ));
+    }
     for err in &r.errors {
         out.push_str(&format!("  error: {err}\n"));
     }

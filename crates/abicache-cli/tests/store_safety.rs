@@ -92,6 +92,8 @@ fn eight_processes_building_one_uncached_key_compile_once_and_agree_on_the_path(
         7,
         "the seven waiters re-check and hit: {stats}"
     );
+    // Issue 11, finding 9: one miss per build, not one per waiter (was 8).
+    assert_eq!(u64_of(&stats, "misses"), 1, "{stats}");
     assert_eq!(u64_of(&stats, "entries"), 1, "{stats}");
     assert_eq!(cache.ls().len(), 1);
 }

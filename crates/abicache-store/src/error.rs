@@ -1,6 +1,6 @@
 //! The one error type of the crate.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Every failure of the store, with a message that says what happened and
 /// what to do about it. Paths are shown in backticks.
@@ -9,6 +9,11 @@ pub enum StoreError {
     /// An I/O operation failed; the message (from `fs-err`) names the path.
     #[error(transparent)]
     Io(#[from] std::io::Error),
+
+    /// A file of the cache could not be opened or read safely (missing, a
+    /// FIFO, a symlink, too large); the message names the path.
+    #[error(transparent)]
+    Fs(#[from] abicache_fs::FsError),
 
     /// An I/O operation failed on a path that the underlying error does not name.
     #[error("failed to {action} `{p}`: {source}", p = .path.display())]
@@ -131,6 +136,18 @@ pub enum StoreError {
         manifest_key: String,
     },
 
+    /// Something other than a regular file sits where the store keeps one of
+    /// its own files (a lock file, `stats.json`, ...): every call would fail.
+    #[error(
+        "`{p}` is a {kind} where abicache keeps a file of its own; remove it (`rm -r {p}`) and try again"
+    , p = .path.display())]
+    Squatted {
+        /// The path at fault.
+        path: PathBuf,
+        /// What is there instead ("directory", "symbolic link", ...).
+        kind: &'static str,
+    },
+
     /// A JSON document (manifest, stats) could not be written or read.
     #[error("failed to {action} `{p}`: {source}", p = .path.display())]
     Json {
@@ -151,9 +168,38 @@ pub enum StoreError {
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
 impl StoreError {
+    /// True when the error is a file that does not exist.
+    pub fn is_not_found(&self) -> bool {
+        match self {
+            StoreError::Io(e) | StoreError::IoAt { source: e, .. } => {
+                e.kind() == std::io::ErrorKind::NotFound
+            }
+            StoreError::Fs(e) => e.is_not_found(),
+            _ => false,
+        }
+    }
+
     /// True when waiting for another process's lock timed out.
     pub fn is_lock_timeout(&self) -> bool {
         matches!(self, StoreError::LockTimeout { .. })
+    }
+
+    /// The error for opening one of the store's own files at `path`, which
+    /// failed with `source`: [`StoreError::Squatted`] when a directory or a
+    /// symlink sits there, else [`StoreError::IoAt`].
+    pub(crate) fn opening(action: &'static str, path: &Path, source: std::io::Error) -> Self {
+        let kind = match source.raw_os_error() {
+            Some(libc::EISDIR) => Some("directory"),
+            Some(libc::ELOOP) => Some("symbolic link"),
+            _ => None,
+        };
+        match kind {
+            Some(kind) => StoreError::Squatted {
+                path: path.to_owned(),
+                kind,
+            },
+            None => StoreError::io_at(action, path)(source),
+        }
     }
 
     /// Wraps an I/O error from a `std` call with the action and path.

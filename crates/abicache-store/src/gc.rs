@@ -1,17 +1,36 @@
 //! Least-recently-used eviction and cleanup of leftovers from dead processes.
 
+use std::ffi::OsStr;
 use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
+use crate::env;
 use crate::error::Result;
-use crate::layout::validate_key;
+use crate::layout::{validate_key, LAST_USED_FILE, MANIFEST_FILE};
 use crate::lock::FileLock;
+use crate::objects::scan_objects;
 use crate::stats::Event;
 use crate::store::Store;
 
 /// Temporary directories whose name does not lead to a lock are removed once this old.
 pub const STALE_TEMP_AGE: Duration = Duration::from_secs(3600);
+
+/// How long after its last use an entry or object is never evicted, when
+/// `ABICACHE_GC_GRACE` is not set: long enough for a caller to load the
+/// path a hit returned, or for a build to link the objects it counted.
+pub const DEFAULT_GC_GRACE: Duration = Duration::from_secs(60);
+
+/// Parses a gc grace in seconds (`60`, `0.5`); `None` or empty gives
+/// [`DEFAULT_GC_GRACE`]; `0` spares nothing for its recency.
+pub fn parse_gc_grace(value: Option<&OsStr>) -> Result<Duration> {
+    env::parse_seconds(env::ABICACHE_GC_GRACE, value, DEFAULT_GC_GRACE)
+}
+
+/// [`parse_gc_grace`] of this process's `ABICACHE_GC_GRACE`.
+pub(crate) fn gc_grace_from_env() -> Result<Duration> {
+    parse_gc_grace(env::var_os(env::ABICACHE_GC_GRACE).as_deref())
+}
 
 /// One evicted entry.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -38,6 +57,9 @@ pub struct GcReport {
     pub objects_skipped_busy: bool,
     /// Keys that would have been evicted but whose lock was held (in use).
     pub skipped_locked: Vec<String>,
+    /// Entries and objects that would have been evicted but were used
+    /// within the grace period (`ABICACHE_GC_GRACE`).
+    pub skipped_recent: usize,
     /// Total bytes of entries and objects before.
     pub bytes_before: u64,
     /// Total bytes after (above the maximum only when entries were locked or
@@ -54,10 +76,14 @@ pub struct GcReport {
 impl Store {
     /// Shrinks the cache to at most `max_bytes` of entries and compiled
     /// objects together: first the objects under `objects/` (intermediate
-    /// build products, oldest-modified first; a build touches the objects it
-    /// reuses), and only while no build holds a key lock, since a running
+    /// build products, least recently used first; a build marks the objects
+    /// it reuses), and only while no build holds a key lock, since a running
     /// build may be about to link them; then least-recently-used entries,
-    /// skipping entries whose lock is held. Also removes leftover temporary
+    /// skipping entries whose lock is held. Nothing used within
+    /// [`Store::gc_grace`] is evicted: the last use is read again just
+    /// before each removal (for an entry, under its lock), so a path a hit
+    /// just returned stays loadable and objects a starting build counted
+    /// stay linkable. Also removes leftover temporary
     /// directories and objects, and entry directories without a manifest.
     /// Counts evictions in the stats.
     pub fn gc(&self, max_bytes: u64) -> Result<GcReport> {
@@ -100,21 +126,29 @@ impl Store {
         entries.sort_by(|a, b| a.last_used.cmp(&b.last_used).then(a.key.cmp(&b.key)));
         let entry_bytes: u64 = entries.iter().map(|e| e.size).sum();
         let objects = self.objects_oldest_first();
-        let object_bytes: u64 = objects.iter().map(|o| o.1).sum();
+        let object_bytes: u64 = objects.iter().map(|o| o.size).sum();
         report.bytes_before = entry_bytes + object_bytes;
         let mut total = report.bytes_before;
         if total > max_bytes && !objects.is_empty() {
             if self.any_build_running(spare)? {
                 report.objects_skipped_busy = true;
             } else {
-                for (path, size, _) in objects {
+                for files in objects {
                     if total <= max_bytes {
                         break;
                     }
-                    if std::fs::remove_file(&path).is_ok() {
-                        total -= size;
+                    if self.is_recent(files.last_used_now()) {
+                        report.skipped_recent += 1;
+                        continue;
+                    }
+                    // The object first: a record without its object is a
+                    // plain miss, an object without its record a corrupt one.
+                    let removed = std::fs::remove_file(&files.object).is_ok();
+                    let _ = std::fs::remove_file(&files.record);
+                    if removed {
+                        total -= files.size;
                         report.objects_evicted += 1;
-                        report.object_bytes_freed += size;
+                        report.object_bytes_freed += files.size;
                     }
                 }
             }
@@ -126,10 +160,20 @@ impl Store {
             if Some(e.key.as_str()) == spare {
                 continue;
             }
+            if self.is_recent(e.last_used) {
+                report.skipped_recent += 1;
+                continue;
+            }
             let Some(lock) = FileLock::try_acquire(&self.layout().lock_path(&e.key))? else {
                 report.skipped_locked.push(e.key);
                 continue;
             };
+            // A lookup touches `last-used` before it verifies: re-read it
+            // now that no builder can replace the entry.
+            if self.is_recent(entry_last_used(&e.dir)) {
+                report.skipped_recent += 1;
+                continue;
+            }
             match self.discard_entry(&e.key) {
                 Ok(()) => {
                     total -= e.size;
@@ -152,32 +196,32 @@ impl Store {
         Ok(report)
     }
 
-    /// The object cache's files, oldest-modified first, with their sizes.
-    /// Temporary objects (`.KEY.PID-N.tmp.o`) left by a killed compile are
-    /// removed once older than [`STALE_TEMP_AGE`] instead.
-    fn objects_oldest_first(&self) -> Vec<(std::path::PathBuf, u64, SystemTime)> {
-        let Ok(rd) = std::fs::read_dir(self.layout().objects_dir()) else {
-            return Vec::new();
-        };
-        let mut out = Vec::new();
-        for entry in rd.flatten() {
-            let Ok(meta) = entry.metadata() else { continue };
-            let modified = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+    /// The object cache's objects (with their records), least recently
+    /// used first. Temporary objects (`.KEY.PID-N.tmp.o`) left by a killed
+    /// compile are removed once older than [`STALE_TEMP_AGE`] instead.
+    fn objects_oldest_first(&self) -> Vec<crate::objects::ObjectFiles> {
+        let (mut objects, temps) = scan_objects(&self.layout().objects_dir());
+        for (path, modified) in temps {
             let age = SystemTime::now()
                 .duration_since(modified)
                 .unwrap_or_default();
-            if entry.file_name().to_string_lossy().starts_with('.') {
-                if age > STALE_TEMP_AGE {
-                    let _ = std::fs::remove_file(entry.path());
-                }
-                continue;
-            }
-            if meta.is_file() {
-                out.push((entry.path(), meta.len(), modified));
+            if age > STALE_TEMP_AGE {
+                let _ = std::fs::remove_file(path);
             }
         }
-        out.sort_by(|a, b| a.2.cmp(&b.2).then_with(|| a.0.cmp(&b.0)));
-        out
+        objects.sort_by(|a, b| {
+            a.last_used
+                .cmp(&b.last_used)
+                .then_with(|| a.object.cmp(&b.object))
+        });
+        objects
+    }
+
+    /// True when `last_used` lies within [`Store::gc_grace`] of now (or in the future).
+    fn is_recent(&self, last_used: SystemTime) -> bool {
+        SystemTime::now()
+            .duration_since(last_used)
+            .map_or(true, |age| age < self.gc_grace())
     }
 
     /// True when some process holds a key's lock, i.e. is building; the
@@ -237,6 +281,14 @@ impl Store {
         }
         removed
     }
+}
+
+/// An entry's last use: the mtime of `last-used`, else of its manifest.
+pub(crate) fn entry_last_used(dir: &std::path::Path) -> SystemTime {
+    std::fs::symlink_metadata(dir.join(LAST_USED_FILE))
+        .or_else(|_| std::fs::symlink_metadata(dir.join(MANIFEST_FILE)))
+        .and_then(|m| m.modified())
+        .unwrap_or(SystemTime::UNIX_EPOCH)
 }
 
 fn remove_any(path: &std::path::Path) -> bool {

@@ -32,6 +32,9 @@ pub const CACHEDIR_TAG: &str = "Signature: 8a477f597d28d172789f06886806bc55\n\
 pub const MANIFEST_FILE: &str = "manifest.json";
 /// File whose mtime is an entry's last-used time, touched on every hit.
 pub const LAST_USED_FILE: &str = "last-used";
+/// File holding the stat stamp of an entry's last full verification
+/// (best effort: without it, the next hit hashes the library again).
+pub const STAMP_FILE: &str = "verified.json";
 
 /// Resolves the cache root from explicit environment values (empty counts as
 /// unset): `ABICACHE_DIR`, else `$XDG_CACHE_HOME/abicache` when that is an
@@ -134,16 +137,26 @@ impl Layout {
     pub fn stats_path(&self) -> PathBuf {
         self.version_dir.join("stats.json")
     }
-    /// `<root>/v1/stats.lock`, guarding read-modify-write of `stats.json`.
+    /// `<root>/v1/stats.log`: counted events appended since `stats.json`
+    /// was last written, one JSON line each.
+    pub fn stats_log_path(&self) -> PathBuf {
+        self.version_dir.join("stats.log")
+    }
+    /// `<root>/v1/stats.lock`, guarding the fold of `stats.log` into `stats.json`.
     pub fn stats_lock_path(&self) -> PathBuf {
         self.version_dir.join("stats.lock")
     }
 
     /// Creates the layout (directories owner-only, mode 0o700) and
-    /// `CACHEDIR.TAG`, and refuses a root or `v1` directory that is owned by
-    /// another user or writable by group or others.
+    /// `CACHEDIR.TAG`, and refuses the whole root when the root, `v1` or any
+    /// directory of the layout (`entries`, `tmp`, `locks`, `objects`) is a
+    /// symlink, owned by another user, or writable by group or others.
+    /// `CACHEDIR.TAG` is best effort: a read-only or full cache still opens.
     pub fn create(&self) -> Result<()> {
-        ensure_private_dir(&self.root)?;
+        // The root itself may be reached through a symlink the user chose
+        // (`ABICACHE_DIR=~/link`); nothing under it may be one.
+        create_dir_0700(&self.root)?;
+        check_private(&self.root, &fs_err::metadata(&self.root)?)?;
         ensure_private_dir(&self.version_dir)?;
         for dir in [
             self.entries_dir(),
@@ -151,12 +164,14 @@ impl Layout {
             self.locks_dir(),
             self.objects_dir(),
         ] {
-            create_dir_0700(&dir)?;
+            ensure_private_dir(&dir)?;
         }
         let tag = self.root.join("CACHEDIR.TAG");
-        if !tag.exists() {
-            // Best effort: a concurrent writer writes the same bytes.
-            fs_err::write(&tag, CACHEDIR_TAG)?;
+        if std::fs::symlink_metadata(&tag).is_err() {
+            // Best effort: a concurrent writer writes the same bytes, and a
+            // read-only or full cache serves hits without it.
+            let _ =
+                crate::private_file::write_atomic(&tag, CACHEDIR_TAG.as_bytes(), &self.tmp_dir());
         }
         Ok(())
     }
@@ -181,27 +196,74 @@ pub(crate) fn create_dir_0700(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Creates `dir` owner-only if absent, then refuses it when owned by another
-/// uid or writable by group or others.
+/// Creates `dir` owner-only if absent, then refuses it when it is a
+/// symlink, owned by another uid or writable by group or others.
 pub(crate) fn ensure_private_dir(dir: &Path) -> Result<()> {
     create_dir_0700(dir)?;
-    let meta = fs_err::metadata(dir)?;
-    let uid = current_uid()?;
-    if meta.uid() != uid {
-        return Err(StoreError::ForeignOwner {
+    check_private(dir, &fs_err::symlink_metadata(dir)?)
+}
+
+/// Refuses `dir` (with `meta`) when it is a symlink, owned by another uid
+/// or writable by group or others, naming the fix.
+fn check_private(dir: &Path, meta: &std::fs::Metadata) -> Result<()> {
+    match insecurity(meta, current_uid()?) {
+        None => Ok(()),
+        Some(Insecurity::Symlink) => Err(StoreError::NotADirectory {
             path: dir.to_owned(),
+        }),
+        Some(Insecurity::Owner { owner, uid }) => Err(StoreError::ForeignOwner {
+            path: dir.to_owned(),
+            owner,
+            uid,
+        }),
+        Some(Insecurity::Mode(mode)) => Err(StoreError::InsecureMode {
+            path: dir.to_owned(),
+            mode,
+        }),
+    }
+}
+
+/// Why a directory (or file) of the cache cannot be trusted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Insecurity {
+    /// It is a symbolic link (it could point anywhere).
+    Symlink,
+    /// It belongs to another user.
+    Owner { owner: u32, uid: u32 },
+    /// Group or others may write it.
+    Mode(u32),
+}
+
+impl std::fmt::Display for Insecurity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Insecurity::Symlink => write!(f, "it is a symbolic link"),
+            Insecurity::Owner { owner, uid } => {
+                write!(
+                    f,
+                    "it is owned by uid {owner}, not by uid {uid} (this process)"
+                )
+            }
+            Insecurity::Mode(mode) => {
+                write!(f, "its mode {mode:04o} lets other users write it")
+            }
+        }
+    }
+}
+
+/// What makes `meta` (from `symlink_metadata`) untrustworthy for `uid`, if anything.
+pub(crate) fn insecurity(meta: &std::fs::Metadata, uid: u32) -> Option<Insecurity> {
+    if meta.file_type().is_symlink() {
+        return Some(Insecurity::Symlink);
+    }
+    if meta.uid() != uid {
+        return Some(Insecurity::Owner {
             owner: meta.uid(),
             uid,
         });
     }
     let mode = meta.mode() & 0o7777;
-    if mode & 0o022 != 0 {
-        return Err(StoreError::InsecureMode {
-            path: dir.to_owned(),
-            mode,
-        });
-    }
-    Ok(())
+    (mode & 0o022 != 0).then_some(Insecurity::Mode(mode))
 }
 
 /// The effective uid of this process, read from `/proc/self` (no `libc` needed).

@@ -8,16 +8,29 @@
 //! - **Atomic publish**: an entry is built in a private directory, fsynced,
 //!   its `manifest.json` written last, then renamed into place. An entry
 //!   without its manifest does not exist; a reader never sees a partial one.
-//! - **Verified hits**: a hit's library has the size and BLAKE3 its manifest
-//!   records; a corrupt entry is removed, reported as a warning and missed.
+//! - **Verified hits**: a hit's entry directory is private (owned by the
+//!   user, not writable by others, not a symlink) and its library has the
+//!   size and BLAKE3 its manifest records, checked in full the first time
+//!   and then through a stat stamp (`verified.json`, see
+//!   [`abicache_fs::FileStamp`]) so a hit does not cost a re-hash; a corrupt
+//!   entry is removed, reported as a warning and missed. Nothing is read
+//!   through a symlink or from a FIFO.
+//! - **Verified objects**: [`ObjectCache`] records each compiled object's
+//!   size and BLAKE3 when it is published (fsynced) and checks it the same
+//!   way before it is linked; a bad object is removed with a warning.
 //! - **One build per key**: an OS file lock the kernel releases when its
 //!   holder dies, a bounded wait (`ABICACHE_LOCK_TIMEOUT`), and a re-check
 //!   after acquiring ([`Store::lookup_or_lock`]).
-//! - **Bounded size**: [`Store::gc`] evicts least-recently-used entries;
+//! - **Bounded size, safe for readers**: [`Store::gc`] evicts
+//!   least-recently-used entries and objects, never one used in the last
+//!   `ABICACHE_GC_GRACE` seconds (60) nor one whose key lock is held;
 //!   `ABICACHE_MAX_SIZE` applies it after every publish.
-//!
-//! - **Shared counters** in `v1/stats.json` ([`Store::record`], [`Store::stats`]),
-//!   updated under a file lock; lookups count nothing by themselves.
+//! - **Owner-only**: every directory of the layout must be owned by the
+//!   user and not writable by others (else the root is refused); files are
+//!   written 0600 and libraries and directories 0700, whatever the umask.
+//! - **Best-effort counters** ([`Store::count`], [`Store::stats`]): one
+//!   append to `v1/stats.log` per counted call, folded into `v1/stats.json`
+//!   now and then; a read-only or full cache skips them with one warning.
 //! - **Bundles** ([`write_bundle`], [`UnpackedBundle`]): entries carried as one
 //!   zstd-compressed tar with an index of every file's size and BLAKE3; an
 //!   import is verified in full before anything is published.
@@ -30,15 +43,19 @@
 #![deny(missing_docs)]
 
 mod bundle;
+mod entry_stamp;
 pub mod env;
 mod error;
 mod gc;
 mod layout;
 mod lock;
 mod manifest;
+mod objects;
+mod private_file;
 mod publish;
 mod size;
 mod stats;
+mod stats_log;
 mod storage;
 mod store;
 mod warning;
@@ -48,15 +65,16 @@ pub use bundle::{
     UnpackedBundle, BUNDLE_FORMAT,
 };
 pub use error::{Result, StoreError};
-pub use gc::{Evicted, GcReport, STALE_TEMP_AGE};
+pub use gc::{parse_gc_grace, Evicted, GcReport, DEFAULT_GC_GRACE, STALE_TEMP_AGE};
 pub use layout::{
     resolve_root, root_from_env, validate_key, Layout, CACHEDIR_TAG, LAST_USED_FILE,
-    LAYOUT_VERSION, MANIFEST_FILE,
+    LAYOUT_VERSION, MANIFEST_FILE, STAMP_FILE,
 };
 pub use lock::{
     describe_holder, lock_timeout_from_env, parse_lock_timeout, FileLock, DEFAULT_LOCK_TIMEOUT,
 };
-pub use manifest::Manifest;
+pub use manifest::{Manifest, MAX_MANIFEST_SIZE};
+pub use objects::{ObjectCache, ObjectCheck, OBJECT_RECORD_SUFFIX};
 pub use publish::{BuildGuard, Published};
 pub use size::{max_size_from_env, parse_size};
 pub use stats::{Counters, Event, Stats};

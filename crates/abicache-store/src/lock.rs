@@ -10,7 +10,7 @@
 use std::ffi::OsStr;
 use std::fs::TryLockError;
 use std::io::{Seek, Write};
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -24,19 +24,7 @@ pub const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(600);
 /// Parses a lock time-out in seconds (e.g. `600`, `0.5`); `None` or empty
 /// gives [`DEFAULT_LOCK_TIMEOUT`]. `0` means "try once, never wait".
 pub fn parse_lock_timeout(value: Option<&OsStr>) -> Result<Duration> {
-    let Some(value) = value.filter(|v| !v.is_empty()) else {
-        return Ok(DEFAULT_LOCK_TIMEOUT);
-    };
-    let text = value.to_string_lossy();
-    text.trim()
-        .parse::<f64>()
-        .ok()
-        .and_then(|s| Duration::try_from_secs_f64(s).ok())
-        .ok_or_else(|| StoreError::BadEnv {
-            var: env::ABICACHE_LOCK_TIMEOUT,
-            value: text.into_owned(),
-            expected: "a non-negative number of seconds",
-        })
+    env::parse_seconds(env::ABICACHE_LOCK_TIMEOUT, value, DEFAULT_LOCK_TIMEOUT)
 }
 
 /// [`parse_lock_timeout`] of this process's `ABICACHE_LOCK_TIMEOUT`.
@@ -57,12 +45,7 @@ impl FileLock {
     /// file (in this or another process) holds it.
     pub fn try_acquire(path: &Path) -> Result<Option<FileLock>> {
         loop {
-            let file = fs_err::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(path)?;
+            let file = open_lock_file(path)?;
             match file.file().try_lock() {
                 Ok(()) => {}
                 Err(TryLockError::WouldBlock) => return Ok(None),
@@ -137,6 +120,31 @@ impl FileLock {
         let _ = self.file.rewind();
         let _ = self.file.write_all(text.as_bytes());
     }
+}
+
+/// Opens (creating owner-only) a lock file: never through a symlink, never
+/// blocking on a FIFO, and a directory or anything else squatting on the
+/// path is [`StoreError::Squatted`], naming the fix.
+fn open_lock_file(path: &Path) -> Result<fs_err::File> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| StoreError::opening("open lock file", path, e))?;
+    let meta = file
+        .metadata()
+        .map_err(StoreError::io_at("inspect lock file", path))?;
+    if !meta.is_file() {
+        return Err(StoreError::Squatted {
+            path: path.to_owned(),
+            kind: "special file",
+        });
+    }
+    Ok(fs_err::File::from_parts(file, path))
 }
 
 /// Who holds the lock at `path`, in words, from what the holder wrote into it.

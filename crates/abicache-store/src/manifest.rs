@@ -2,13 +2,17 @@
 //! without it does not exist.
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::Path;
+
+use abicache_fs::{read_bounded, Follow};
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, StoreError};
 use crate::layout::LAYOUT_VERSION;
+
+/// The largest manifest read (payloads of the biggest extensions are ~100 KiB).
+pub const MAX_MANIFEST_SIZE: u64 = 64 << 20;
 
 /// What is known about one cached library. `publish` fills in `format`,
 /// `library`, `library_blake3` and `size` from the file it publishes; the
@@ -78,10 +82,10 @@ impl Manifest {
         })
     }
 
-    /// Reads and parses `path`.
+    /// Reads and parses `path`: a regular file (never through a symlink,
+    /// never blocking on a FIFO) of at most [`MAX_MANIFEST_SIZE`] bytes.
     pub fn read(path: &Path) -> Result<Self> {
-        let mut bytes = Vec::new();
-        fs_err::File::open(path)?.read_to_end(&mut bytes)?;
+        let bytes = read_bounded(path, Follow::No, MAX_MANIFEST_SIZE)?;
         Self::from_json(&bytes, path)
     }
 

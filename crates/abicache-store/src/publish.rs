@@ -4,11 +4,14 @@ use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
+use abicache_fs::{open_regular, Follow};
+
 use crate::error::{Result, StoreError};
 use crate::gc::GcReport;
 use crate::layout::{LAST_USED_FILE, LAYOUT_VERSION, MANIFEST_FILE};
 use crate::lock::FileLock;
 use crate::manifest::{unix_now, Manifest};
+use crate::private_file::{make_private_tree, FILE_MODE};
 use crate::store::{hash_reader, valid_library_name, Hit, Store};
 
 /// The right to build one key: holds the key's lock and a fresh private
@@ -66,7 +69,10 @@ impl BuildGuard {
         self.temp.path()
     }
 
-    /// Publishes the build: hashes and fsyncs `temp_dir()/library_file_name`,
+    /// Publishes the build: makes everything in `temp_dir()` owner-only
+    /// (directories and the library 0700, other files 0600, whatever the
+    /// umask), hashes and fsyncs `temp_dir()/library_file_name` (a regular
+    /// file, not a symlink),
     /// fills `manifest`'s `format`, `library`, `library_blake3` and `size`
     /// (and `key`/`created` when empty/zero), writes `manifest.json` last and
     /// fsyncs it and the directory, then renames the directory to
@@ -94,26 +100,29 @@ impl BuildGuard {
             });
         }
         let library = temp.path().join(library_file_name);
-        let file = match fs_err::File::open(&library) {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+        let (file, meta) = match open_regular(&library, Follow::No) {
+            Ok(opened) => opened,
+            Err(e) if e.is_not_found() => {
                 return Err(StoreError::MissingLibrary { key, path: library })
             }
             Err(e) => return Err(e.into()),
         };
-        file.sync_all()?;
-        manifest.size = file.metadata()?.len();
+        make_private_tree(temp.path(), &library)
+            .map_err(StoreError::io_at("set owner-only modes under", temp.path()))?;
+        file.sync_all()
+            .map_err(StoreError::io_at("flush", &library))?;
+        manifest.size = meta.len();
         manifest.library_blake3 =
-            hash_reader(file.file()).map_err(StoreError::io_at("hash", &library))?;
+            hash_reader(&file).map_err(StoreError::io_at("hash", &library))?;
         manifest.library = library_file_name.to_owned();
         manifest.format = LAYOUT_VERSION;
         if manifest.created == 0 {
             manifest.created = unix_now();
         }
 
-        fs_err::File::create(temp.path().join(LAST_USED_FILE))?;
+        create_private(&temp.path().join(LAST_USED_FILE))?;
         let manifest_path = temp.path().join(MANIFEST_FILE);
-        let mut out = fs_err::File::create_new(&manifest_path)?;
+        let mut out = create_private(&manifest_path)?;
         out.write_all(&manifest.to_json())?;
         out.sync_all()?;
         fsync_dir(temp.path())?;
@@ -136,10 +145,23 @@ impl BuildGuard {
                 dir: entry,
                 library,
                 manifest,
+                rehashed: false,
             },
             gc,
         })
     }
+}
+
+/// Creates a new file owner-only (0600), whatever the umask.
+fn create_private(path: &Path) -> Result<fs_err::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(FILE_MODE)
+        .open(path)
+        .map_err(StoreError::io_at("create", path))?;
+    Ok(fs_err::File::from_parts(file, path))
 }
 
 /// fsyncs a directory so the names in it survive a crash.

@@ -1,19 +1,22 @@
-//! Counters shared by all processes using a cache root (`v1/stats.json`).
+//! Counters shared by all processes using a cache root.
 //!
-//! Every update is a read-modify-write under the `v1/stats.lock` file lock,
-//! written to a temporary file and renamed over `stats.json`, so readers
-//! (who take no lock) always see a whole file and no update is lost.
+//! Counting is off the hot path's critical section: each process appends
+//! one JSON line per event to `v1/stats.log` (one `write` to an `O_APPEND`
+//! file, no read-modify-write), and readers fold the log onto the totals in
+//! `v1/stats.json`. When the log grows past a few dozen kilobytes, one
+//! process folds it into `stats.json` (see `stats_log`). Counting is best
+//! effort: a read-only or full cache, or something squatting on a stats
+//! file, never fails the operation being counted.
 
-use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Result, StoreError};
-use crate::lock::FileLock;
+use crate::error::Result;
 use crate::store::Store;
 
 /// Something worth counting.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Event {
     /// A lookup found a verified entry; `compile_seconds` is its manifest's
     /// build time, counted as time saved.
@@ -89,7 +92,7 @@ pub struct Counters {
 }
 
 impl Counters {
-    fn apply(&mut self, event: Event) {
+    pub(crate) fn apply(&mut self, event: Event) {
         match event {
             Event::Hit { compile_seconds } => {
                 self.hits += 1;
@@ -134,40 +137,47 @@ pub struct Stats {
     pub bytes: u64,
 }
 
+/// Whether this process has already warned that counting failed.
+static WARNED: AtomicBool = AtomicBool::new(false);
+
 impl Store {
-    /// Counts one event (see [`Store::record_all`]).
+    /// Counts one event, best effort (see [`Store::count`]). Never fails:
+    /// the `Result` is kept for callers written when counting could fail.
     pub fn record(&self, event: Event) -> Result<()> {
         self.record_all(&[event])
     }
 
-    /// Counts events in one locked read-modify-write of `stats.json`, safe
-    /// against concurrent processes. An unparseable `stats.json` restarts from zero.
+    /// Counts events, best effort (see [`Store::count`]); never fails. A
+    /// failure is left for the next [`Store::count`] to report.
     pub fn record_all(&self, events: &[Event]) -> Result<()> {
-        let layout = self.layout();
-        let _lock = FileLock::acquire(&layout.stats_lock_path(), "stats", self.lock_timeout())?;
-        let mut counters = self.counters()?;
-        for &event in events {
-            counters.apply(event);
-        }
-        let path = layout.stats_path();
-        let tmp = path.with_extension("json.tmp");
-        let json = serde_json::to_vec_pretty(&counters).map_err(|source| StoreError::Json {
-            action: "write",
-            path: path.clone(),
-            source,
-        })?;
-        fs_err::File::create(&tmp)?.write_all(&json)?;
-        fs_err::rename(&tmp, &path)?;
+        let _ = self.append_events(events);
         Ok(())
     }
 
-    /// The counters as last written (zero when there is no or an unparseable `stats.json`).
+    /// Counts events: one append to `stats.log`, safe against concurrent
+    /// processes, no lock held against other counters. Never fails: when
+    /// the counters cannot be written (read-only or full cache, a directory
+    /// squatting on a stats file) the events are dropped, and the first
+    /// such failure in this process is returned as a warning to show (with
+    /// the fix, when there is one); later ones return `None`.
+    pub fn count(&self, events: &[Event]) -> Option<String> {
+        let error = self.try_count(events).err()?;
+        (!WARNED.swap(true, Ordering::Relaxed))
+            .then(|| format!("statistics not updated (the cache is still used): {error}"))
+    }
+
+    /// Counts events like [`Store::count`], but returns why they could not
+    /// be counted (for callers and tests that want the error itself).
+    pub fn try_count(&self, events: &[Event]) -> Result<()> {
+        self.append_events(events)
+    }
+
+    /// The counters: the totals in `stats.json` plus the events in
+    /// `stats.log` not yet folded into them. Zero when neither exists; an
+    /// unparseable `stats.json` counts as zero, unparseable log lines are
+    /// skipped. A directory squatting on either file is an error naming it.
     pub fn counters(&self) -> Result<Counters> {
-        match fs_err::read(self.layout().stats_path()) {
-            Ok(bytes) => Ok(serde_json::from_slice(&bytes).unwrap_or_default()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Counters::default()),
-            Err(e) => Err(e.into()),
-        }
+        self.fold_counters()
     }
 
     /// The counters plus the number and total size of the entries now in the store.

@@ -3,12 +3,18 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
+use abicache_fs::{verify_file, Expected, Follow};
+
+use crate::entry_stamp;
 use crate::error::{Result, StoreError};
+use crate::gc::{entry_last_used, gc_grace_from_env};
 use crate::layout::{
-    root_from_env, validate_key, Layout, LAST_USED_FILE, LAYOUT_VERSION, MANIFEST_FILE,
+    current_uid, insecurity, root_from_env, validate_key, Layout, LAST_USED_FILE, LAYOUT_VERSION,
+    MANIFEST_FILE, STAMP_FILE,
 };
 use crate::lock::{lock_timeout_from_env, FileLock};
 use crate::manifest::Manifest;
+use crate::objects::ObjectCache;
 use crate::publish::BuildGuard;
 use crate::size::max_size_from_env;
 use crate::warning::{Corruption, StoreWarning};
@@ -20,6 +26,7 @@ pub struct Store {
     layout: Layout,
     lock_timeout: Duration,
     max_size: Option<u64>,
+    gc_grace: Duration,
 }
 
 /// A verified cache entry: its manifest was readable and its library's size
@@ -32,6 +39,9 @@ pub struct Hit {
     pub library: PathBuf,
     /// The entry's manifest.
     pub manifest: Manifest,
+    /// True when this lookup read and hashed the library; false when the
+    /// stamp of an earlier full check still matched (or when just published).
+    pub rehashed: bool,
 }
 
 /// The answer of [`Store::lookup`]: a verified hit or a miss, plus warnings
@@ -97,7 +107,8 @@ impl Store {
     /// Opens (creating if needed) the cache at `root`: creates the layout
     /// owner-only, refuses an insecure root (see [`Layout::create`]), reads
     /// `ABICACHE_LOCK_TIMEOUT` and `ABICACHE_MAX_SIZE` (an unparseable value
-    /// is an error), and removes temporary directories left by dead processes.
+    /// is an error), `ABICACHE_GC_GRACE`, and removes temporary directories
+    /// left by dead processes.
     pub fn open(root: impl Into<PathBuf>) -> Result<Store> {
         let layout = Layout::new(root);
         layout.create()?;
@@ -105,6 +116,7 @@ impl Store {
             layout,
             lock_timeout: lock_timeout_from_env()?,
             max_size: max_size_from_env()?,
+            gc_grace: gc_grace_from_env()?,
         };
         store.clean_stale_temp_dirs();
         Ok(store)
@@ -128,6 +140,23 @@ impl Store {
         self
     }
 
+    /// Overrides how long after its last use gc spares an entry or object
+    /// (default: `ABICACHE_GC_GRACE`, else [`crate::DEFAULT_GC_GRACE`]).
+    pub fn with_gc_grace(mut self, grace: Duration) -> Self {
+        self.gc_grace = grace;
+        self
+    }
+
+    /// How long after its last use gc spares an entry or object.
+    pub fn gc_grace(&self) -> Duration {
+        self.gc_grace
+    }
+
+    /// The object cache under `<root>/v1/objects`.
+    pub fn objects(&self) -> ObjectCache {
+        ObjectCache::new(self.layout.objects_dir(), self.layout.tmp_dir())
+    }
+
     /// The paths of this store.
     pub fn layout(&self) -> &Layout {
         &self.layout
@@ -149,9 +178,14 @@ impl Store {
         self.max_size
     }
 
-    /// Looks `key` up. A hit has a readable manifest for this key and a
-    /// library whose size and BLAKE3 match it, and its `last-used` time is
-    /// touched. A corrupt entry is never a hit: it is removed (under its lock;
+    /// Looks `key` up. A hit has a private entry directory (owned by this
+    /// user, not writable by others, not a symlink), a readable manifest for
+    /// this key and a library whose size and BLAKE3 match it: hashed in
+    /// full unless the stamp of an earlier full check still matches (see
+    /// [`abicache_fs::verify_file`]); a trusted new stamp is recorded, best
+    /// effort. Its `last-used` time is touched *before* it is checked, so a
+    /// concurrent gc (which re-reads it under the key's lock) spares it for
+    /// [`Store::gc_grace`]. A corrupt entry is never a hit: it is removed (under its lock;
     /// left alone if another process holds the lock, since that process is
     /// replacing or removing it) and reported in [`Lookup::warnings`].
     /// Counts nothing: the caller records [`crate::Event`]s it wants counted.
@@ -166,7 +200,7 @@ impl Store {
         let problem = match self.verify(key, &dir) {
             Verified::Hit(hit) => {
                 return Ok(Lookup {
-                    hit: Some(touch_hit(hit)),
+                    hit: Some(hit),
                     warnings: vec![],
                 })
             }
@@ -189,7 +223,7 @@ impl Store {
             match self.verify(key, &dir) {
                 Verified::Hit(hit) => {
                     return Ok(Lookup {
-                        hit: Some(touch_hit(hit)),
+                        hit: Some(hit),
                         warnings: vec![],
                     })
                 }
@@ -207,14 +241,34 @@ impl Store {
         })
     }
 
-    /// Checks the entry directory of `key` without touching anything.
+    /// Marks the entry directory of `key` used, then checks it (see
+    /// [`Store::lookup`]); records a new trusted stamp, best effort.
     pub(crate) fn verify(&self, key: &str, dir: &Path) -> Verified {
+        let meta = match std::fs::symlink_metadata(dir) {
+            Ok(meta) => meta,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Verified::Absent,
+            Err(e) => {
+                return Verified::Corrupt(Corruption::UnreadableManifest {
+                    error: format!("cannot inspect `{}`: {e}", dir.display()),
+                })
+            }
+        };
+        let problem = if meta.is_dir() || meta.is_symlink() {
+            current_uid()
+                .ok()
+                .and_then(|uid| insecurity(&meta, uid))
+                .map(|i| i.to_string())
+        } else {
+            Some("it is not a directory".to_owned())
+        };
+        if let Some(reason) = problem {
+            return Verified::Corrupt(Corruption::Insecure { reason });
+        }
+        touch_last_used(dir);
         let manifest_path = dir.join(MANIFEST_FILE);
         let manifest = match Manifest::read(&manifest_path) {
             Ok(m) => m,
-            Err(StoreError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Verified::Absent
-            }
+            Err(e) if e.is_not_found() => return Verified::Absent,
             Err(e) => {
                 return Verified::Corrupt(Corruption::UnreadableManifest {
                     error: e.to_string(),
@@ -232,45 +286,23 @@ impl Store {
             });
         }
         let library = dir.join(&manifest.library);
-        let file = match std::fs::File::open(&library) {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Verified::Corrupt(Corruption::MissingLibrary { library })
-            }
-            Err(e) => {
-                return Verified::Corrupt(Corruption::UnreadableLibrary {
-                    library,
-                    error: e.to_string(),
-                })
-            }
+        let expected = Expected {
+            size: manifest.size,
+            blake3: manifest.library_blake3.clone(),
         };
-        match hash_open_file(&file, manifest.size) {
-            Ok(Ok(hash)) if hash == manifest.library_blake3 => {}
-            Ok(Ok(found)) => {
-                return Verified::Corrupt(Corruption::HashMismatch {
-                    library,
-                    expected: manifest.library_blake3,
-                    found,
-                })
-            }
-            Ok(Err(found)) => {
-                return Verified::Corrupt(Corruption::SizeMismatch {
-                    library,
-                    expected: manifest.size,
-                    found,
-                })
-            }
-            Err(e) => {
-                return Verified::Corrupt(Corruption::UnreadableLibrary {
-                    library,
-                    error: e.to_string(),
-                })
-            }
+        let known = entry_stamp::read(dir);
+        let checked = match verify_file(&library, &expected, known.as_ref(), Follow::No) {
+            Ok(checked) => checked,
+            Err(mismatch) => return Verified::Corrupt(Corruption::of_library(library, mismatch)),
+        };
+        if let Some(stamp) = checked.stamp.filter(|s| Some(s) != known.as_ref()) {
+            entry_stamp::write(dir, stamp, &self.layout.tmp_dir());
         }
         Verified::Hit(Hit {
             dir: dir.to_owned(),
             library,
             manifest,
+            rehashed: checked.rehashed,
         })
     }
 
@@ -370,10 +402,7 @@ impl Store {
     pub(crate) fn entry_info(&self, key: String, dir: PathBuf) -> Option<EntryInfo> {
         let manifest_path = dir.join(MANIFEST_FILE);
         let manifest = Manifest::read(&manifest_path).ok()?;
-        let last_used = std::fs::metadata(dir.join(LAST_USED_FILE))
-            .or_else(|_| std::fs::metadata(&manifest_path))
-            .and_then(|m| m.modified())
-            .unwrap_or(SystemTime::UNIX_EPOCH);
+        let last_used = entry_last_used(&dir);
         Some(EntryInfo {
             key,
             name: manifest.name.clone(),
@@ -424,39 +453,28 @@ pub(crate) fn valid_library_name(name: &str) -> bool {
         && !name.contains('\0')
         && name != MANIFEST_FILE
         && name != LAST_USED_FILE
-}
-
-/// BLAKE3 of an open file, or `Err(actual size)` when its size is not `expected_size`.
-pub(crate) fn hash_open_file(
-    file: &std::fs::File,
-    expected_size: u64,
-) -> std::io::Result<Result<String, u64>> {
-    let size = file.metadata()?.len();
-    if size != expected_size {
-        return Ok(Err(size));
-    }
-    Ok(Ok(hash_reader(file)?))
+        && name != STAMP_FILE
 }
 
 /// Hex BLAKE3 of everything `reader` yields.
 pub(crate) fn hash_reader(reader: impl std::io::Read) -> std::io::Result<String> {
-    let mut hasher = blake3::Hasher::new();
-    hasher.update_reader(reader)?;
-    Ok(hasher.finalize().to_hex().to_string())
+    abicache_fs::hash_reader(reader)
 }
 
-/// Touches `last-used` (best effort: a read-only cache still serves hits).
-fn touch_hit(hit: Hit) -> Hit {
-    let path = hit.dir.join(LAST_USED_FILE);
+/// Sets `dir/last-used`'s mtime to now, creating it owner-only if needed.
+/// Best effort: a read-only cache still serves hits.
+pub(crate) fn touch_last_used(dir: &Path) {
+    use std::os::unix::fs::OpenOptionsExt;
     if let Ok(f) = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
-        .open(&path)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(dir.join(LAST_USED_FILE))
     {
         let _ = f.set_modified(SystemTime::now());
     }
-    hit
 }
 
 /// Total length of the files under `dir` (recursively; symlinks not followed).

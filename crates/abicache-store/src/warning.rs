@@ -3,9 +3,18 @@
 use std::fmt;
 use std::path::PathBuf;
 
+use abicache_fs::Mismatch;
+
 /// What was wrong with a cache entry.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Corruption {
+    /// The entry directory cannot be trusted: a symlink, not a directory,
+    /// owned by another user or writable by others (anyone could have
+    /// planted or changed it).
+    Insecure {
+        /// Why, in words.
+        reason: String,
+    },
     /// `manifest.json` exists but could not be read or parsed.
     UnreadableManifest {
         /// The error, which names the file.
@@ -55,6 +64,9 @@ pub enum Corruption {
 impl fmt::Display for Corruption {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            Corruption::Insecure { reason } => {
+                write!(f, "its directory cannot be trusted: {reason}")
+            }
             Corruption::UnreadableManifest { error } => write!(f, "its manifest is unreadable: {error}"),
             Corruption::InconsistentManifest { format, key, library } => write!(
                 f,
@@ -74,6 +86,29 @@ impl fmt::Display for Corruption {
                 "its library `{}` has BLAKE3 {found} but the manifest says {expected}",
                 library.display()
             ),
+        }
+    }
+}
+
+impl Corruption {
+    /// What [`abicache_fs::verify_file`]'s `mismatch` means for `library`.
+    pub(crate) fn of_library(library: PathBuf, mismatch: Mismatch) -> Corruption {
+        match mismatch {
+            Mismatch::Unreadable(e) if e.is_not_found() => Corruption::MissingLibrary { library },
+            Mismatch::Unreadable(e) => Corruption::UnreadableLibrary {
+                library,
+                error: e.to_string(),
+            },
+            Mismatch::Size { expected, found } => Corruption::SizeMismatch {
+                library,
+                expected,
+                found,
+            },
+            Mismatch::Hash { expected, found } => Corruption::HashMismatch {
+                library,
+                expected,
+                found,
+            },
         }
     }
 }

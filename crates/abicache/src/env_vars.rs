@@ -15,7 +15,7 @@ pub struct EnvVar {
 }
 
 pub use abicache_store::env::{
-    ABICACHE_DIR, ABICACHE_LOCK_TIMEOUT, ABICACHE_MAX_SIZE, XDG_CACHE_HOME,
+    ABICACHE_DIR, ABICACHE_GC_GRACE, ABICACHE_LOCK_TIMEOUT, ABICACHE_MAX_SIZE, XDG_CACHE_HOME,
 };
 
 /// Compiler launcher (`ccache`, `sccache`) prepended to compile commands.
@@ -71,6 +71,11 @@ pub const ENV_VARS: &[EnvVar] = &[
         name: ABICACHE_MAX_SIZE,
         default: "unset (no bound)",
         meaning: "Size bound (`10G`, `500M`) applied by an automatic least-recently-used `gc` after each publish.",
+    },
+    EnvVar {
+        name: ABICACHE_GC_GRACE,
+        default: "`60`",
+        meaning: "Seconds after its last use during which `gc` never evicts an entry or a compiled object, so a path a hit returned stays loadable and a starting build keeps the objects it counted.",
     },
     EnvVar {
         name: ABICACHE_COMPILER_LAUNCHER,

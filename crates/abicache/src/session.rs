@@ -187,12 +187,11 @@ impl Session {
         let mut warnings = Vec::new();
         if !self.options.rebuild {
             let lookup = self.store.lookup(&key)?;
-            self.note_corrupt(&lookup.warnings, &mut warnings)?;
+            self.note_corrupt(&lookup.warnings, &mut warnings);
             if let Some(hit) = lookup.hit {
                 return self.finish_hit(hit, &prepared, started, warnings);
             }
         }
-        self.store.record(Event::Miss)?;
         let remote = self.remote().unwrap_or_else(|warning| {
             warnings.push(warning.to_owned());
             None
@@ -202,15 +201,18 @@ impl Session {
         } else {
             match self.store.lookup_or_lock(&key)? {
                 Claim::Hit { hit, warnings: w } => {
-                    self.note_corrupt(&w, &mut warnings)?;
+                    // Another process built it while we waited: a hit, not a miss.
+                    self.note_corrupt(&w, &mut warnings);
                     return self.finish_hit(hit, &prepared, started, warnings);
                 }
                 Claim::Build { guard, warnings: w } => {
-                    self.note_corrupt(&w, &mut warnings)?;
+                    self.note_corrupt(&w, &mut warnings);
                     guard
                 }
             }
         };
+        // One miss per build, counted by the process that builds.
+        self.count(&[Event::Miss], &mut warnings);
         let mut remote_state = RemoteState::NotAsked;
         let guard = match remote {
             Some(remote) if !self.options.rebuild => {
@@ -240,10 +242,17 @@ impl Session {
         let (hit, report) = match result {
             Ok(done) => done,
             Err(e) => {
-                let _ = self.store.record(Event::Error);
+                let _ = self.store.count(&[Event::Error]);
                 return Err(e);
             }
         };
+        warnings.extend(report.warnings.iter().cloned());
+        self.count(
+            &[Event::Build {
+                seconds: report.seconds,
+            }],
+            &mut warnings,
+        );
         if let Some(remote) = remote {
             remote.upload_after_build(&self.store, &hit, remote_state, &mut warnings);
         }
@@ -261,12 +270,19 @@ impl Session {
 
     /// Counts the corrupt entries a lookup found (the store counts nothing
     /// itself) and adds their warnings to `warnings`.
-    fn note_corrupt(&self, found: &[StoreWarning], warnings: &mut Vec<String>) -> Result<()> {
-        for warning in found {
-            self.store.record(Event::Corrupt)?;
-            warnings.push(warning.to_string());
+    fn note_corrupt(&self, found: &[StoreWarning], warnings: &mut Vec<String>) {
+        if found.is_empty() {
+            return;
         }
-        Ok(())
+        warnings.extend(found.iter().map(ToString::to_string));
+        self.count(&vec![Event::Corrupt; found.len()], warnings);
+    }
+
+    /// Counts `events`, best effort: a cache whose counters cannot be
+    /// written (read-only, full) still serves and builds; the first such
+    /// failure in this process becomes a warning.
+    fn count(&self, events: &[Event], warnings: &mut Vec<String>) {
+        warnings.extend(self.store.count(events));
     }
 
     fn finish_hit(
@@ -289,9 +305,12 @@ impl Session {
                 hit.dir.display()
             ));
         }
-        self.store.record(Event::Hit {
-            compile_seconds: hit.manifest.compile_seconds,
-        })?;
+        self.count(
+            &[Event::Hit {
+                compile_seconds: hit.manifest.compile_seconds,
+            }],
+            &mut warnings,
+        );
         Ok(Outcome {
             path: hit.library,
             key: prepared.keyed.key.clone(),
@@ -361,9 +380,6 @@ impl Session {
             })?
             .to_string();
         let published = guard.publish(&file_name, manifest)?;
-        self.store.record(Event::Build {
-            seconds: report.seconds,
-        })?;
         Ok((published.hit, report))
     }
 

@@ -13,12 +13,14 @@ pub fn temp_store() -> (tempfile::TempDir, Store) {
     (dir, store)
 }
 
-/// Opens `root` with settings independent of the test runner's environment.
+/// Opens `root` with settings independent of the test runner's environment,
+/// and no gc grace (the tests of the grace set their own).
 pub fn open(root: &Path) -> Store {
     Store::open(root)
         .unwrap()
         .with_lock_timeout(Duration::from_secs(20))
         .with_max_size(None)
+        .with_gc_grace(Duration::ZERO)
 }
 
 /// A 64-hex-digit key derived from `seed`, like a real payload key.
