@@ -43,10 +43,17 @@ python3 benches/bench_tree.py --key-time "$bin/examples/key_time" \
   --env "$work/gptq-env.toml" --work "$work"
 "$venv/bin/python" -W ignore benches/bench_build.py --abicache "$bin/abicache" \
   --audit-time "$bin/examples/audit_time" --work "$work"
+# Issue 13: torch/extension.h extensions with shared PCHs, a second checkout.
+# Several minutes on 2 cores (nine 3-unit compiles of torch/extension.h, one
+# ~40 s PCH; ~800 MB of disk under benches/.work/pch while it runs).
+"$venv/bin/python" -W ignore benches/bench_pch.py --abicache "$bin/abicache" --work "$work"
+rm -rf "$work/pch"
 # Issue 4: warm load beyond `import torch` (needs the package in .venv).
 scripts/install-python-package.sh .venv
 "$venv/bin/python" benches/bench_load.py --work "$work"
 # Issue 12: a hit whose stat stamp matches costs no re-hash, whatever the size.
 echo "bench: store hit latency, hashed vs stamped (lookup_latency)" >&2
 cargo run --release --quiet -p abicache-store --example lookup_latency
+# Issue 12: warm load against the torch.ops.load_library floor, 0.5 and 256 MiB libraries.
+"$venv/bin/python" benches/bench_warm.py --work "$work" --breakdown
 python3 benches/summary.py "$work"

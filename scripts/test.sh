@@ -13,6 +13,10 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
 . scripts/dev-env.sh
+# No background precompiled-header builds from the tests' throw-away caches (a
+# `torch/extension.h` PCH is ~40 s of CPU and ~800 MB each); the PCH tests
+# drive the build crate directly, and the torch-sized case is in bench.sh.
+export ABICACHE_PCH=${ABICACHE_PCH:-0}
 
 scripts/setup-venv.sh dev compat
 scripts/setup-services.sh

@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Dict, Iterable, Optional, Union
+from typing import TYPE_CHECKING, Any, Dict, Iterable, Optional, Union
 
 from . import _native
 from ._env import environment, visible_cuda_archs
 from ._extension import TorchOpsExtension
-from ._load import load
 from ._native import AbiError, BuildError, Error, LockTimeout
+
+if TYPE_CHECKING:
+    from ._load import load
 
 __all__ = [
     "AbiError",
@@ -83,3 +85,14 @@ def prebuild(
     return _native.prebuild(
         [os.fspath(s) for s in specs], pythons, envs, list(extensions), cache_dir, jobs=jobs, quiet=quiet
     )
+
+
+def __getattr__(name: str) -> Any:
+    # `load` (the drop-in for torch's) is imported on first use: a warm
+    # `TorchOpsExtension.load()` imports only what a hit needs.
+    if name == "load":
+        from ._load import load
+
+        globals()["load"] = load
+        return load
+    raise AttributeError(f"module 'abicache' has no attribute {name!r}")

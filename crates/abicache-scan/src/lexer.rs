@@ -13,9 +13,10 @@
 use std::borrow::Cow;
 
 use memchr::{memchr, memchr2, memchr3, memmem};
+use serde::{Deserialize, Serialize};
 
 /// How an include names its header.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum IncludeKind {
     /// `#include <name>`.
     Angle,
@@ -26,7 +27,7 @@ pub enum IncludeKind {
 }
 
 /// One `#include` or `#include_next` directive.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Include {
     /// The header name between the delimiters, or the operand text of a
     /// computed include (trimmed, comments cut off). Non-UTF-8 bytes are
@@ -75,7 +76,10 @@ impl Include {
 }
 
 /// Everything the scan needs to know about one file's text.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+///
+/// Serializable as a whole: the stat cache ([`crate::StatCache`]) stores it
+/// per file, so a field added here is cached without further work.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileFacts {
     /// Every include directive outside comments and literals, in order.
     pub includes: Vec<Include>,

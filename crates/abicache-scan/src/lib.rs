@@ -12,15 +12,19 @@
 //! - [`lexer`]: the C/C++ lexer ([`lex`] → [`FileFacts`]);
 //! - [`resolve`]: include resolution ([`Resolver`]);
 //! - [`scan()`]: the walk, producing a [`ScanReport`];
+//! - [`stat_cache`]: per-file facts remembered by stat stamp, so a warm
+//!   [`scan_cached`] stats files instead of reading them;
 //! - [`render_summary`]: the human summary shown by `abicache scan`.
 
 #![deny(missing_docs)]
 
+mod absent;
 mod error;
 pub mod lexer;
 mod report;
 pub mod resolve;
 mod scan;
+pub mod stat_cache;
 mod summary;
 
 pub use error::ScanError;
@@ -29,5 +33,6 @@ pub use report::{
     ComputedInclude, Location, PythonMarker, ScanReport, ScannedFile, SourceReport, TorchInclude,
 };
 pub use resolve::{Resolution, Resolver};
-pub use scan::{is_stable_header, is_torch_header, scan, ScanConfig};
+pub use scan::{is_stable_header, is_torch_header, scan, scan_cached, ScanConfig};
+pub use stat_cache::{StatCache, StatCacheStats, SCANNER_FINGERPRINT};
 pub use summary::render_summary;

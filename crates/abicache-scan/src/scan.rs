@@ -2,17 +2,23 @@
 //! local includes, reading, hashing and lexing every file once.
 
 use std::collections::HashSet;
-use std::io;
+use std::fs::File;
+use std::io::{self, Read};
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::SystemTime;
 
+use abicache_fs::FileStamp;
+
+use crate::absent::{AbsentLookups, AbsentMap};
 use crate::error::ScanError;
 use crate::lexer::{lex, FileFacts, IncludeKind};
 use crate::report::{
     ComputedInclude, Location, PythonMarker, ScanReport, ScannedFile, SourceReport, TorchInclude,
 };
 use crate::resolve::{DirId, FileId, Resolution, Resolver};
+use crate::stat_cache::{FreshFile, StatCache};
 
 /// Where to look for headers and how to name files.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,6 +72,46 @@ impl ScanConfig {
 /// [`ScanError::Unreadable`] when a source or a resolved header cannot be
 /// read, [`ScanError::InvalidRoot`] when `config.root` is not a directory.
 pub fn scan(sources: &[PathBuf], config: &ScanConfig) -> Result<ScanReport, ScanError> {
+    walk(sources, config, None).map(|(report, _, _)| report)
+}
+
+/// [`scan`] through a [`StatCache`]: a file whose stat stamp matches its
+/// cache entry is not read, hashed nor lexed; every other file is, and is
+/// remembered in `cache` when its stamp can be trusted (the racy rule, see
+/// [`crate::stat_cache`]).
+///
+/// Guarantees: the report is exactly the one [`scan`] returns for the same
+/// files at the same moment, whatever the cache holds. Save the cache
+/// afterwards with [`StatCache::save`].
+///
+/// # Errors
+/// As [`scan`]; on an error nothing is remembered.
+pub fn scan_cached(
+    sources: &[PathBuf],
+    config: &ScanConfig,
+    cache: &mut StatCache,
+) -> Result<ScanReport, ScanError> {
+    let (report, seen, absent) = walk(sources, config, Some(cache))?;
+    if let Some(absent) = absent {
+        cache.set_absent(absent);
+    }
+    for origin in seen {
+        match origin {
+            Origin::Cached(path) => cache.touch(&path),
+            Origin::Read(fresh) => cache.remember(fresh),
+            Origin::Untracked => {}
+        }
+    }
+    Ok(report)
+}
+
+/// The walk behind [`scan`] and [`scan_cached`]: the report, and for every
+/// file it loaded, whether it came from the cache.
+fn walk(
+    sources: &[PathBuf],
+    config: &ScanConfig,
+    cache: Option<&StatCache>,
+) -> Result<(ScanReport, Vec<Origin>, Option<AbsentMap>), ScanError> {
     let root = std::fs::canonicalize(&config.root)
         .map_err(|e| e.to_string())
         .and_then(|r| {
@@ -79,9 +125,14 @@ pub fn scan(sources: &[PathBuf], config: &ScanConfig) -> Result<ScanReport, Scan
             path: config.root.clone(),
             reason,
         })?;
+    let mut resolver = Resolver::new(config.include_paths.clone(), config.system_roots.clone());
+    if let Some(cache) = cache {
+        resolver = resolver.with_absent(AbsentLookups::new(cache.absent()));
+    }
     let mut walk = Walk {
         root,
-        resolver: Resolver::new(config.include_paths.clone(), config.system_roots.clone()),
+        cache,
+        resolver,
         files: Vec::new(),
         stamp: Vec::new(),
         report: ScanReport {
@@ -115,7 +166,16 @@ pub fn scan(sources: &[PathBuf], config: &ScanConfig) -> Result<ScanReport, Scan
         let report = walk.source(file, dir, n + 1)?;
         walk.report.sources.push(report);
     }
-    Ok(walk.report)
+    let absent = walk.resolver.take_absent().and_then(AbsentLookups::merged);
+    let seen = walk
+        .files
+        .into_iter()
+        .filter_map(|slot| match slot {
+            Slot::Ready(entry) => Some(entry.origin),
+            _ => None,
+        })
+        .collect();
+    Ok((walk.report, seen, absent))
 }
 
 /// A file's state in the walk.
@@ -132,10 +192,22 @@ struct FileEntry {
     display: String,
     blake3: String,
     facts: Arc<FileFacts>,
+    origin: Origin,
 }
 
-struct Walk {
+/// Where a loaded file's facts came from.
+enum Origin {
+    /// The stat cache: the stamp of this path matched, nothing was read.
+    Cached(PathBuf),
+    /// A full read, with what the stat cache may remember.
+    Read(FreshFile),
+    /// A full read by a scan without a stat cache.
+    Untracked,
+}
+
+struct Walk<'c> {
     root: PathBuf,
+    cache: Option<&'c StatCache>,
     resolver: Resolver,
     /// Indexed by [`FileId::index`].
     files: Vec<Slot>,
@@ -145,7 +217,7 @@ struct Walk {
     report: ScanReport,
 }
 
-impl Walk {
+impl Walk<'_> {
     /// Reads, hashes and lexes every file reachable from `starts`, level
     /// by level, two files at a time. Only speeds up the walk: results are
     /// stored by file id, and read errors wait until the walk visits the file.
@@ -164,7 +236,7 @@ impl Walk {
                 .iter()
                 .map(|&file| (file, self.resolver.file_path(file)))
                 .collect();
-            for (file, slot) in read_all(&self.root, &jobs) {
+            for (file, slot) in read_all(&self.root, &jobs, self.cache) {
                 self.files[file.index()] = slot;
             }
             let mut next = Vec::new();
@@ -201,7 +273,7 @@ impl Walk {
     fn load(&mut self, id: FileId) -> Result<&FileEntry, ScanError> {
         let k = id.index();
         if matches!(self.slot(id), Slot::Empty) {
-            self.files[k] = read_entry(&self.root, self.resolver.file_path(id));
+            self.files[k] = read_entry(&self.root, self.resolver.file_path(id), self.cache);
         }
         if let Slot::Failed(_) = self.files[k] {
             let Slot::Failed(source) = std::mem::replace(&mut self.files[k], Slot::Empty) else {
@@ -310,20 +382,66 @@ impl Walk {
     }
 }
 
-/// Reads, hashes and lexes one file.
-fn read_entry(root: &Path, path: &Path) -> Slot {
-    match std::fs::read(path) {
-        Ok(bytes) => Slot::Ready(FileEntry {
-            display: display_path(root, path),
-            blake3: blake3::hash(&bytes).to_hex().to_string(),
-            facts: Arc::new(lex(&bytes)),
-        }),
+/// Reads, hashes and lexes one file, unless `cache` has an entry whose
+/// stamp matches the file's current one (then only a `stat` is made).
+fn read_entry(root: &Path, path: &Path, cache: Option<&StatCache>) -> Slot {
+    let display = display_path(root, path);
+    if let Some(cache) = cache.filter(|c| c.knows(path)) {
+        if let Ok(meta) = std::fs::metadata(path) {
+            if let Some(hit) = cache.get(path, &FileStamp::of(&meta)) {
+                return Slot::Ready(FileEntry {
+                    display,
+                    blake3: hit.blake3.clone(),
+                    facts: Arc::clone(&hit.facts),
+                    origin: Origin::Cached(path.to_path_buf()),
+                });
+            }
+        }
+    }
+    // The clock is read before the file is opened, so a stamp counts as
+    // trusted only when the file's last change lies a racy window before
+    // the read: a later write in the same timestamp tick cannot exist.
+    let now = SystemTime::now();
+    let read = || -> io::Result<(Vec<u8>, std::fs::Metadata)> {
+        let mut file = File::open(path)?;
+        let meta = file.metadata()?;
+        let mut bytes = Vec::with_capacity(meta.len() as usize);
+        file.read_to_end(&mut bytes)?;
+        Ok((bytes, meta))
+    };
+    match read() {
+        Ok((bytes, meta)) => {
+            let blake3 = blake3::hash(&bytes).to_hex().to_string();
+            let facts = Arc::new(lex(&bytes));
+            let origin = match cache {
+                Some(cache) => {
+                    cache.count_read();
+                    Origin::Read(FreshFile {
+                        path: path.to_path_buf(),
+                        stamp: FileStamp::trusted(&meta, now),
+                        blake3: blake3.clone(),
+                        facts: Arc::clone(&facts),
+                    })
+                }
+                None => Origin::Untracked,
+            };
+            Slot::Ready(FileEntry {
+                display,
+                blake3,
+                facts,
+                origin,
+            })
+        }
         Err(e) => Slot::Failed(e),
     }
 }
 
 /// [`read_entry`] for each job, on two threads when there is enough work.
-fn read_all(root: &Path, jobs: &[(FileId, &Path)]) -> Vec<(FileId, Slot)> {
+fn read_all(
+    root: &Path,
+    jobs: &[(FileId, &Path)],
+    cache: Option<&StatCache>,
+) -> Vec<(FileId, Slot)> {
     const PARALLEL_FROM: usize = 8;
     let next = AtomicUsize::new(0);
     let work = || {
@@ -333,7 +451,7 @@ fn read_all(root: &Path, jobs: &[(FileId, &Path)]) -> Vec<(FileId, Slot)> {
             let Some(&(file, path)) = jobs.get(i) else {
                 return out;
             };
-            out.push((file, read_entry(root, path)));
+            out.push((file, read_entry(root, path, cache)));
         }
     };
     if jobs.len() < PARALLEL_FROM {

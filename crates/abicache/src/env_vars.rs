@@ -22,6 +22,8 @@ pub use abicache_store::env::{
 pub const ABICACHE_COMPILER_LAUNCHER: &str = "ABICACHE_COMPILER_LAUNCHER";
 /// Forces a rebuild from the Python package (`1`).
 pub const ABICACHE_REBUILD: &str = "ABICACHE_REBUILD";
+/// Precompiled headers: `0` off, `auto` (default) on.
+pub const ABICACHE_PCH: &str = "ABICACHE_PCH";
 /// Parallel compile jobs.
 pub const MAX_JOBS: &str = "MAX_JOBS";
 /// Host C++ compiler.
@@ -86,6 +88,11 @@ pub const ENV_VARS: &[EnvVar] = &[
         name: ABICACHE_REBUILD,
         default: "unset",
         meaning: "`1` makes the Python package rebuild instead of using a cached entry.",
+    },
+    EnvVar {
+        name: ABICACHE_PCH,
+        default: "`auto`",
+        meaning: "`0` turns precompiled headers off; `auto` uses ready ones and builds a missing one in the background after the build that needed it (see \"Building\").",
     },
     EnvVar {
         name: MAX_JOBS,

@@ -7,12 +7,13 @@ use std::time::Instant;
 
 use abicache_build::{BuildOptions, BuildPlan, Nvcc, Progress, Toolchain, ToolchainEnv, Unit};
 use abicache_key::{compute_key, Environment, ExtensionSpec, Keyed};
-use abicache_scan::{ScanConfig, ScanReport};
+use abicache_scan::{ScanConfig, ScanReport, StatCache};
 use abicache_store::{Claim, Event, Hit, Manifest, Store, StoreWarning};
 use serde::Serialize;
 
 use crate::audit::{audit_against_key, AuditVerdict};
 use crate::error::{Error, Result};
+use crate::pch::{default_umbrellas, PchMode, PchPlan};
 use crate::remote::{Fetch, RemoteCache, RemoteState};
 
 /// Payload fields that describe the ABI a unit is compiled for; they are
@@ -26,6 +27,9 @@ const ABI_FIELDS: &[&str] = &[
     "cuda_archs",
     "nvcc",
 ];
+
+/// The stat cache of scanned files' facts, under the store's `v1/`.
+const SCAN_FACTS_FILE: &str = "scan-facts.bin";
 
 /// How a session builds.
 #[derive(Debug, Clone, Copy, Default)]
@@ -77,6 +81,9 @@ pub struct Outcome {
     pub compiled: Vec<String>,
     /// Units whose objects came from the object cache.
     pub cached_units: usize,
+    /// Compiled units that were compiled against a precompiled header.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pch_units: Vec<String>,
     /// True when the library was downloaded from the remote cache in this call.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub remote: bool,
@@ -139,6 +146,11 @@ impl Session {
         }
     }
 
+    /// Where the stat cache of scanned files lives (`<cache>/v1/scan-facts.bin`).
+    pub fn scan_facts_path(&self) -> PathBuf {
+        self.store.layout().version_dir().join(SCAN_FACTS_FILE)
+    }
+
     /// The cache this session uses.
     pub fn store(&self) -> &Store {
         &self.store
@@ -166,7 +178,12 @@ impl Session {
         for dir in env.system_include_roots() {
             config = config.system_root(dir);
         }
-        let scan = abicache_scan::scan(&spec.sources, &config)?;
+        // Files whose stat stamp matches the cache's are not read again;
+        // the report is the cold scan's. Saving is best effort: a read-only
+        // or full cache only loses the speed-up.
+        let mut facts = StatCache::open(self.scan_facts_path());
+        let scan = abicache_scan::scan_cached(&spec.sources, &config, &mut facts)?;
+        let _ = facts.save();
         let keyed = compute_key(spec, &env, &scan, root)?;
         Ok(Prepared { env, scan, keyed })
     }
@@ -226,6 +243,7 @@ impl Session {
                             seconds: started.elapsed().as_secs_f64(),
                             compiled: Vec::new(),
                             cached_units: 0,
+                            pch_units: Vec::new(),
                             remote: true,
                             warnings,
                         });
@@ -238,7 +256,8 @@ impl Session {
             }
             _ => guard,
         };
-        let result = self.compile_and_publish(spec, &prepared, guard, progress);
+        let result =
+            self.compile_and_publish(spec, &prepared, root, guard, progress, &mut warnings);
         let (hit, report) = match result {
             Ok(done) => done,
             Err(e) => {
@@ -263,6 +282,7 @@ impl Session {
             seconds: started.elapsed().as_secs_f64(),
             compiled: report.units_compiled,
             cached_units: report.units_cached,
+            pch_units: report.pch_units,
             remote: false,
             warnings,
         })
@@ -318,6 +338,7 @@ impl Session {
             seconds: started.elapsed().as_secs_f64(),
             compiled: Vec::new(),
             cached_units: 0,
+            pch_units: Vec::new(),
             remote: false,
             warnings,
         })
@@ -327,13 +348,24 @@ impl Session {
         &self,
         spec: &ExtensionSpec,
         prepared: &Prepared,
+        root: &Path,
         guard: abicache_store::BuildGuard,
         progress: &dyn Fn(Progress),
+        warnings: &mut Vec<String>,
     ) -> Result<(Hit, abicache_build::BuildReport)> {
         let requires_cuda = spec.requires_cuda();
+        let pch_mode = PchMode::from_env()?;
         let toolchain =
             Toolchain::discover(&self.toolchain_env, &self.site_packages, requires_cuda)?;
-        let plan = self.plan(spec, prepared)?;
+        let plan = self.plan(spec, prepared, root)?;
+        let pch_plan = match pch_mode {
+            PchMode::Auto => {
+                let requests =
+                    abicache_build::pch_requests(&plan, &toolchain, &default_umbrellas());
+                crate::pch::resolve(&self.store, requests, warnings)
+            }
+            PchMode::Off => PchPlan::default(),
+        };
         let previous_seconds = self
             .store
             .find_by_name(&spec.name)
@@ -346,6 +378,7 @@ impl Session {
         let options = BuildOptions {
             jobs,
             previous_seconds,
+            pch: pch_plan.ready,
         };
         let report = abicache_build::build(
             &plan,
@@ -355,6 +388,7 @@ impl Session {
             &options,
             progress,
         )?;
+        crate::pch::drop_rejected(&self.store, &report.pch_rejected, warnings);
         let audit = match audit_against_key(&report.library, &prepared.keyed, &prepared.scan)? {
             AuditVerdict::Refused(message) => return Err(Error::AuditRefused { message }),
             AuditVerdict::Passed(audit) => audit,
@@ -380,11 +414,18 @@ impl Session {
             })?
             .to_string();
         let published = guard.publish(&file_name, manifest)?;
+        // Only now, so the build never waited for it (see `crate::pch`).
+        crate::pch::start_missing(
+            &self.store,
+            &pch_plan.missing,
+            &report.units_compiled,
+            warnings,
+        );
         Ok((published.hit, report))
     }
 
     /// The build plan for a prepared spec.
-    fn plan(&self, spec: &ExtensionSpec, prepared: &Prepared) -> Result<BuildPlan> {
+    fn plan(&self, spec: &ExtensionSpec, prepared: &Prepared, root: &Path) -> Result<BuildPlan> {
         let env = &prepared.env;
         let torch_dir = env.torch_dir.clone().ok_or_else(|| {
             Error::Input(
@@ -440,6 +481,8 @@ impl Session {
             extra_include_paths: spec.extra_include_paths.clone(),
             gencode: prepared.keyed.gencode.clone(),
             abi_fields,
+            // Compiled relative to the fingerprint root: relocatable objects.
+            root: std::path::absolute(root).ok(),
         })
     }
 
