@@ -19,11 +19,8 @@ pub mod bundle;
 pub mod env_vars;
 mod error;
 mod explain;
-<<<<<<< HEAD
 pub mod fleet;
-=======
 mod pch;
->>>>>>> main
 mod probe;
 mod remote;
 mod session;
@@ -31,11 +28,8 @@ mod session;
 pub use audit::{audit_against_key, check as check_audit, AuditVerdict};
 pub use error::{Error, ErrorKind, Result};
 pub use explain::{explain, render_explanation, ClosestEntry, Explanation};
-<<<<<<< HEAD
 pub use fleet::{prebuild, render_coverage, Coverage, FleetEnvironment, FleetExtension};
-=======
 pub use pch::PchMode;
->>>>>>> main
 pub use probe::{probe_interpreter, ProbedInterpreter};
 pub use remote::{Pulled, RemoteCache};
 pub use session::{Outcome, Prepared, Session, SessionOptions};
