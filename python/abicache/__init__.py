@@ -12,7 +12,9 @@ key that reflects what each binary really depends on.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, Optional
+import os
+import sys
+from typing import TYPE_CHECKING, Any, Dict, Iterable, Optional, Union
 
 from . import _native
 from ._env import environment, visible_cuda_archs
@@ -33,6 +35,7 @@ __all__ = [
     "environment",
     "load",
     "load_inline",
+    "prebuild",
     "stats",
     "torch_stable_abi_target_define",
     "visible_cuda_archs",
@@ -54,6 +57,37 @@ def stats(cache_dir: Optional[str] = None) -> Dict[str, Any]:
     """The cache's counters (``hits``, ``misses``, ``builds``, ``errors``, …)
     and contents (``entries``, ``bytes``), shared by all processes using it."""
     return _native.stats(cache_dir)
+
+
+def prebuild(
+    specs: Union[str, "os.PathLike[str]", Iterable[Union[str, "os.PathLike[str]"]]],
+    *,
+    pythons: Iterable[Union[str, "os.PathLike[str]"]] = (),
+    envs: Iterable[Union[str, "os.PathLike[str]"]] = (),
+    extensions: Iterable[str] = (),
+    cache_dir: Optional[Union[str, "os.PathLike[str]"]] = None,
+    jobs: Optional[int] = None,
+    quiet: bool = True,
+) -> Dict[str, Any]:
+    """``abicache prebuild`` from Python, e.g. in a package's build step.
+
+    Keys every extension of the ``abicache.toml`` files ``specs`` for every
+    interpreter in ``pythons`` (default: this one, when ``envs`` is empty too)
+    and environment file in ``envs``, builds each distinct key once, and
+    returns the coverage table: ``cells`` (``environment``, ``extension``,
+    ``key``, ``status``: ``built``/``cached``/``key-only``/``refused``/``failed``),
+    ``environments``, ``distinct_keys``, ``built``, ``cached``, ``key_only``, ``failed``.
+    A failed build is reported in its cells, not raised.
+    """
+    if isinstance(specs, (str, os.PathLike)):
+        specs = [specs]
+    pythons = [os.fspath(p) for p in pythons]
+    envs = [os.fspath(e) for e in envs]
+    if not pythons and not envs:
+        pythons = [sys.executable]
+    return _native.prebuild(
+        [os.fspath(s) for s in specs], pythons, envs, list(extensions), cache_dir, jobs=jobs, quiet=quiet
+    )
 
 
 def __getattr__(name: str) -> Any:

@@ -21,6 +21,7 @@ __all__ = [
     "build",
     "explain",
     "store_generated_sources",
+    "prebuild",
 ]
 
 KEY_FORMAT: int
@@ -55,3 +56,14 @@ def explain(
     spec: str, env: str, root: _Path, cache_dir: Optional[_Path] = None
 ) -> Tuple[str, Dict[str, Any]]: ...
 def store_generated_sources(files: Sequence[Tuple[str, str]], cache_dir: Optional[_Path] = None) -> str: ...
+
+def prebuild(
+    specs: Sequence[_Path],
+    pythons: Sequence[_Path] = ...,
+    envs: Sequence[_Path] = ...,
+    extensions: Sequence[str] = ...,
+    cache_dir: Optional[_Path] = None,
+    *,
+    jobs: Optional[int] = None,
+    quiet: bool = True,
+) -> Dict[str, Any]: ...

@@ -53,6 +53,12 @@ pub enum Command {
     Keygen(crate::remote_cmds::KeygenArgs),
     /// Show every effective setting and where it came from (flag, environment, config file, default).
     Config(JsonArgs),
+    /// Key a matrix of extensions × environments and build each distinct key once; print the coverage.
+    Prebuild(crate::fleet_cmds::PrebuildArgs),
+    /// Write local entries into one bundle file (zstd tar, BLAKE3 index, signed with `ABICACHE_SIGNING_KEY`).
+    Export(crate::fleet_cmds::ExportArgs),
+    /// Verify a bundle in full (and its signer against `ABICACHE_TRUSTED_KEYS`), then publish its entries.
+    Import(crate::fleet_cmds::ImportArgs),
 }
 
 /// `abicache scan`.

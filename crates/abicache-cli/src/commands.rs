@@ -39,6 +39,9 @@ pub fn run(cli: Cli) -> Result<()> {
         }
         Command::Keygen(args) => crate::remote_cmds::keygen(args),
         Command::Config(args) => crate::config_cmd::config(cache_dir, remote.as_deref(), args),
+        Command::Prebuild(args) => crate::fleet_cmds::prebuild(open_store(cache_dir)?, args),
+        Command::Export(args) => crate::fleet_cmds::export(open_store(cache_dir)?, args),
+        Command::Import(args) => crate::fleet_cmds::import(open_store(cache_dir)?, args),
     }
 }
 

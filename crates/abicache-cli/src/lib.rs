@@ -12,6 +12,7 @@
 mod args;
 mod commands;
 mod config_cmd;
+mod fleet_cmds;
 mod interpreter;
 mod remote_cmds;
 mod render;

@@ -15,6 +15,7 @@
 
 mod convert;
 mod errors;
+mod fleet;
 mod inline;
 
 use std::path::PathBuf;
@@ -200,7 +201,7 @@ fn explain<'py>(
     ))
 }
 
-fn open_store(cache_dir: Option<PathBuf>) -> abicache::Result<Store> {
+pub(crate) fn open_store(cache_dir: Option<PathBuf>) -> abicache::Result<Store> {
     Ok(match cache_dir {
         Some(dir) => Store::open(dir)?,
         None => Store::open_default()?,
@@ -309,5 +310,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(build, m)?)?;
     m.add_function(wrap_pyfunction!(explain, m)?)?;
     m.add_function(wrap_pyfunction!(inline::store_generated_sources, m)?)?;
+    m.add_function(wrap_pyfunction!(fleet::prebuild, m)?)?;
     Ok(())
 }

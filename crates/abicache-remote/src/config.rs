@@ -97,14 +97,14 @@ impl RemoteConfig {
         let url = override_url
             .map(str::to_owned)
             .or_else(|| env(ABICACHE_REMOTE))
-            .or(file.remote);
+            .or(file.remote.clone());
         let Some(url) = url.map(|u| u.trim().to_owned()) else {
             return Ok(None);
         };
         if url.is_empty() || url == "none" || url == "off" {
             return Ok(None);
         }
-        let mode = match env(ABICACHE_REMOTE_MODE).or(file.remote_mode) {
+        let mode = match env(ABICACHE_REMOTE_MODE).or(file.remote_mode.clone()) {
             None => Mode::ReadWrite,
             Some(value) => match value.trim() {
                 "read-write" | "rw" => Mode::ReadWrite,
@@ -126,21 +126,7 @@ impl RemoteConfig {
                 .transpose()?
                 .unwrap_or(DEFAULT_TIMEOUT),
         };
-        let trusted_keys = match env(ABICACHE_TRUSTED_KEYS) {
-            Some(value) => parse_key_list(&value, &format!("`{ABICACHE_TRUSTED_KEYS}`"))?,
-            None => file
-                .trusted_keys
-                .iter()
-                .map(|k| read_public(k, "`trusted_keys` in the config file"))
-                .collect::<Result<Vec<_>>>()?
-                .into_iter()
-                .flatten()
-                .collect(),
-        };
-        let signing_key = match env(ABICACHE_SIGNING_KEY).or(file.signing_key) {
-            Some(value) => Some(read_secret(&value)?),
-            None => None,
-        };
+        let Keys { trusted, signing } = Keys::from_sources(&file, var)?;
         let max_size = match env(ABICACHE_REMOTE_MAX_SIZE) {
             Some(value) => abicache_store::parse_size(&value)
                 .ok()
@@ -157,10 +143,57 @@ impl RemoteConfig {
             url,
             mode,
             timeout,
-            trusted_keys,
-            signing_key,
+            trusted_keys: trusted,
+            signing_key: signing,
             max_size,
         }))
+    }
+}
+
+/// The signing and trusted keys alone, for what is signed without a remote
+/// (bundles): `ABICACHE_SIGNING_KEY` and `ABICACHE_TRUSTED_KEYS`, else
+/// `signing_key` and `trusted_keys` in the config file.
+#[derive(Clone, Debug, Default)]
+pub struct Keys {
+    /// When not empty, only what one of these keys signed is accepted.
+    pub trusted: Vec<PublicKey>,
+    /// When set, what is written is signed with it.
+    pub signing: Option<SecretKey>,
+}
+
+impl Keys {
+    /// The keys of this process's environment and config file.
+    pub fn resolve() -> Result<Keys> {
+        Self::resolve_with(&abicache_env_vars::var)
+    }
+
+    /// [`Keys::resolve`] with variables read through `var` (for tests).
+    pub fn resolve_with(var: &dyn Fn(&str) -> Option<String>) -> Result<Keys> {
+        let file = match config_path_with(var) {
+            Some(path) => read_config(&path)?,
+            None => ConfigFile::default(),
+        };
+        Self::from_sources(&file, var)
+    }
+
+    fn from_sources(file: &ConfigFile, var: &dyn Fn(&str) -> Option<String>) -> Result<Keys> {
+        let env = |name| var(name).filter(|v: &String| !v.trim().is_empty());
+        let trusted = match env(ABICACHE_TRUSTED_KEYS) {
+            Some(value) => parse_key_list(&value, &format!("`{ABICACHE_TRUSTED_KEYS}`"))?,
+            None => file
+                .trusted_keys
+                .iter()
+                .map(|k| read_public(k, "`trusted_keys` in the config file"))
+                .collect::<Result<Vec<_>>>()?
+                .into_iter()
+                .flatten()
+                .collect(),
+        };
+        let signing = match env(ABICACHE_SIGNING_KEY).or_else(|| file.signing_key.clone()) {
+            Some(value) => Some(read_secret(&value)?),
+            None => None,
+        };
+        Ok(Keys { trusted, signing })
     }
 }
 

@@ -36,7 +36,7 @@ mod verify;
 /// What [`verify_entry`] compares a downloaded library against its manifest with.
 pub use abicache_fs::Digest;
 pub use client::{Fetched, Remote, Upload, OBJECT_DIR};
-pub use config::{config_file_settings, config_path, Mode, RemoteConfig, DEFAULT_MAX_SIZE};
+pub use config::{config_file_settings, config_path, Keys, Mode, RemoteConfig, DEFAULT_MAX_SIZE};
 pub use error::{RemoteError, Result};
 pub use sign::{signature_message, KeyPair, PublicKey, SecretKey, Signature};
 pub use verify::{verify_entry, Verified};

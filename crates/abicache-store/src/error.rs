@@ -181,6 +181,10 @@ pub enum StoreError {
         /// The serde error.
         source: serde_json::Error,
     },
+
+    /// A bundle could not be exported or imported.
+    #[error(transparent)]
+    Bundle(#[from] crate::bundle::BundleError),
 }
 
 /// The crate's result type.

@@ -37,6 +37,9 @@
 //! - **Generated sources** (`load_inline`) stored by content under
 //!   `v1/sources/<digest>/` ([`Store::store_generated_sources`]): written
 //!   atomically, never rewritten when intact, replaced when corrupt.
+//! - **Bundles** ([`write_bundle`], [`UnpackedBundle`]): entries carried as one
+//!   zstd-compressed tar with an index of every file's size and BLAKE3; an
+//!   import is verified in full before anything is published.
 //! - A minimal [`Storage`] trait (get/put by key) implemented by [`Store`], so a
 //!   remote backend can later sit behind the local one.
 //!
@@ -45,6 +48,7 @@
 
 #![deny(missing_docs)]
 
+mod bundle;
 mod entry_stamp;
 pub mod env;
 mod error;
@@ -65,6 +69,10 @@ mod storage;
 mod store;
 mod warning;
 
+pub use bundle::{
+    write_bundle, BundleEntry, BundleError, BundleFile, BundleIndex, Imported, StagedEntry,
+    UnpackedBundle, BUNDLE_FORMAT,
+};
 pub use error::{Result, StoreError};
 pub use gc::{parse_gc_grace, Evicted, GcReport, DEFAULT_GC_GRACE, STALE_TEMP_AGE};
 pub use layout::{

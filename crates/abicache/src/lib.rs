@@ -7,13 +7,19 @@
 //! a returned library was verified against its manifest, was audited
 //! against its key before it was published, and that one key is built at
 //! most once at a time across processes.
+//!
+//! For fleets: [`prebuild`] keys a matrix of extensions × environments and
+//! builds each distinct key once; [`bundle`] exports entries as one signed
+//! file and imports one only after verifying all of it.
 
 #![deny(missing_docs)]
 
 mod audit;
+pub mod bundle;
 pub mod env_vars;
 mod error;
 mod explain;
+pub mod fleet;
 mod pch;
 mod probe;
 mod probe_run;
@@ -23,6 +29,7 @@ mod session;
 pub use audit::{audit_against_key, check as check_audit, AuditVerdict};
 pub use error::{Error, ErrorKind, Result};
 pub use explain::{explain, render_explanation, ClosestEntry, Explanation};
+pub use fleet::{prebuild, render_coverage, Coverage, FleetEnvironment, FleetExtension};
 pub use pch::PchMode;
 pub use probe::{
     probe_interpreter, probe_timeout_from_env, ProbedInterpreter, DEFAULT_PROBE_TIMEOUT,

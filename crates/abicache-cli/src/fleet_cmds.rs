@@ -1,0 +1,195 @@
+//! `abicache prebuild`, `export` and `import`: a fleet's matrix built once,
+//! carried anywhere as one signed file.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+use abicache::build::{progress_reporter, ProgressMode};
+use abicache::bundle::{self, ImportReport};
+use abicache::key::SpecFile;
+use abicache::remote_crate::Keys;
+use abicache::store::Store;
+use abicache::{FleetEnvironment, FleetExtension, SessionOptions};
+use anyhow::{bail, Context, Result};
+use clap::Args;
+
+use crate::commands::{emit, print_json};
+use crate::render::human_size;
+
+/// `abicache prebuild`.
+#[derive(Debug, Args)]
+pub struct PrebuildArgs {
+    /// Spec files (`abicache.toml`); each one's directory is its extensions' fingerprint root.
+    #[arg(required = true, value_name = "SPEC.toml")]
+    pub specs: Vec<PathBuf>,
+    /// Only these extensions (repeatable) [default: every extension of every spec].
+    #[arg(long, value_name = "NAME")]
+    pub extension: Vec<String>,
+    /// An interpreter with torch to key and build for (repeatable).
+    #[arg(long, value_name = "PATH")]
+    pub python: Vec<PathBuf>,
+    /// An environment TOML (repeatable); one without a torch installation (`torch_dir`) is keyed only.
+    #[arg(long, value_name = "ENV.toml")]
+    pub env: Vec<PathBuf>,
+    /// Parallel compile jobs [default: `MAX_JOBS`, else the number of cores].
+    #[arg(long, short, value_name = "N")]
+    pub jobs: Option<usize>,
+    /// No build progress output.
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// Print the coverage table as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `abicache export`.
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// The bundle to write (`-` for stdout); written beside it and renamed into place.
+    #[arg(short = 'o', long = "output", value_name = "BUNDLE")]
+    pub output: PathBuf,
+    /// Extension names, keys or key prefixes (at least 8 characters) [default: every local entry].
+    #[arg(value_name = "NAME|KEY")]
+    pub targets: Vec<String>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `abicache import`.
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// The bundle to import (`-` for stdin).
+    #[arg(value_name = "BUNDLE", default_value = "-")]
+    pub bundle: PathBuf,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `abicache prebuild SPEC... (--python PATH)... (--env FILE)...`; exits 1
+/// after printing the table when a build failed.
+pub fn prebuild(store: Store, args: PrebuildArgs) -> Result<()> {
+    if args.python.is_empty() && args.env.is_empty() {
+        bail!("no environment to prebuild for: pass `--python PATH` or `--env FILE` (repeatable)");
+    }
+    let files = args
+        .specs
+        .iter()
+        .map(|path| SpecFile::load(path))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(abicache::Error::from)?;
+    let extensions = FleetExtension::select(&files, &args.extension)?;
+    let mut environments = Vec::new();
+    for python in &args.python {
+        environments.push(FleetEnvironment::probe(python, &store)?);
+    }
+    for env in &args.env {
+        environments.push(FleetEnvironment::from_file(env)?);
+    }
+    let mode = if args.quiet || args.json {
+        ProgressMode::Quiet
+    } else {
+        ProgressMode::Auto
+    };
+    let options = SessionOptions {
+        rebuild: false,
+        jobs: args.jobs,
+    };
+    let coverage = abicache::prebuild(
+        &store,
+        &environments,
+        &extensions,
+        options,
+        &progress_reporter(mode),
+    )?;
+    if args.json {
+        print_json(&coverage)?;
+    } else {
+        emit(&abicache::render_coverage(&coverage))?;
+    }
+    if coverage.failed > 0 {
+        // Exit 1, as a failed `build` does; the table above says which.
+        std::process::exit(1);
+    }
+    Ok(())
+}
+
+/// `abicache export -o BUNDLE [NAME|KEY]...`.
+pub fn export(store: Store, args: ExportArgs) -> Result<()> {
+    let keys = Keys::resolve()?;
+    let entries = bundle::select_entries(&store, &args.targets)?;
+    let to_stdout = args.output.as_os_str() == "-";
+    if to_stdout && std::io::stdout().is_terminal() {
+        bail!("refusing to write a bundle to a terminal; pass `-o FILE` or redirect stdout");
+    }
+    let exported = if to_stdout {
+        let stdout = std::io::stdout().lock();
+        bundle::export(&store, &entries, keys.signing.as_ref(), stdout)?
+    } else {
+        bundle::export_to_file(&store, &entries, keys.signing.as_ref(), &args.output)?
+    };
+    let mut text = String::new();
+    for entry in &exported.entries {
+        text.push_str(&format!(
+            "exported  {} {} ({})\n",
+            entry.name,
+            entry.key,
+            human_size(entry.size)
+        ));
+    }
+    text.push_str(&match &exported.signed_by {
+        Some(public) => format!("signed by {public}\n"),
+        None => "unsigned (set `ABICACHE_SIGNING_KEY` to sign bundles)\n".to_owned(),
+    });
+    if to_stdout {
+        // stdout carries the bundle: the summary goes to stderr.
+        eprint!("{text}");
+        return Ok(());
+    }
+    if args.json {
+        return print_json(&exported);
+    }
+    emit(&format!(
+        "{text}bundle written to {}\n",
+        args.output.display()
+    ))
+}
+
+/// `abicache import [BUNDLE|-]`.
+pub fn import(store: Store, args: ImportArgs) -> Result<()> {
+    let keys = Keys::resolve()?;
+    let report = if args.bundle.as_os_str() == "-" {
+        if std::io::stdin().is_terminal() {
+            bail!("no bundle on stdin; pass `abicache import BUNDLE` or pipe one in");
+        }
+        bundle::import(&store, &keys, std::io::stdin().lock())?
+    } else {
+        let file = std::fs::File::open(&args.bundle)
+            .with_context(|| format!("cannot open the bundle `{}`", args.bundle.display()))?;
+        bundle::import(&store, &keys, std::io::BufReader::new(file))?
+    };
+    if args.json {
+        return print_json(&report);
+    }
+    emit(&render_import(&report))
+}
+
+fn render_import(report: &ImportReport) -> String {
+    let mut text = String::new();
+    for entry in &report.entries {
+        let result = match entry.result {
+            abicache::store::Imported::Published => "imported",
+            abicache::store::Imported::AlreadyLocal => "already-local",
+        };
+        text.push_str(&format!("{result:<14} {} {}\n", entry.name, entry.key));
+    }
+    text.push_str(&match (&report.signed_by, report.trusted) {
+        (Some(signer), true) => format!("signed by trusted key {signer}\n"),
+        (Some(signer), false) => format!(
+            "signed by {signer} (not checked against trusted keys: `ABICACHE_TRUSTED_KEYS` is unset)\n"
+        ),
+        (None, _) => "unsigned (set `ABICACHE_TRUSTED_KEYS` to accept signed bundles only)\n".to_owned(),
+    });
+    text
+}

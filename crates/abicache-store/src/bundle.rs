@@ -1,0 +1,589 @@
+//! Bundles: one file that carries cache entries to a machine without a
+//! compiler or a network (`abicache export` / `abicache import`).
+//!
+//! A bundle is a zstd stream (with its content checksum) of a tar archive:
+//!
+//! ```text
+//! abicache-bundle/index.json     BundleIndex: every entry's files, sizes and BLAKE3s (first)
+//! abicache-bundle/index.sig      optional: the caller's signature over the index (second)
+//! entries/<key>/manifest.json    the entry's manifest
+//! entries/<key>/<library>        the library
+//! ```
+//!
+//! followed by a seal: a zstd skippable frame holding the BLAKE3 of every
+//! byte before it, so that any changed byte of the file is caught, even one
+//! the decompressor would ignore (a frame header's window size).
+//!
+//! Reading is all or nothing: [`UnpackedBundle::unpack`] extracts into a
+//! private staging directory under the store's `v1/tmp/`, refusing any member
+//! the index does not list, any member larger than the index says, links and
+//! special files; then every file is checked against the index with
+//! [`abicache_fs::verify_file`] and every manifest against its entry. Only a
+//! bundle that passed all of it can be published, each entry atomically
+//! through the store's ordinary lock and publish. Signatures and the
+//! meaning of keys are the caller's business: the store keeps them opaque.
+
+use std::io::{Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use abicache_fs::{open_regular, verify_file, Expected, Follow};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Result, StoreError};
+use crate::layout::{validate_key, LAYOUT_VERSION, MANIFEST_FILE};
+use crate::manifest::Manifest;
+use crate::store::{valid_library_name, Claim, Hit, Store};
+
+/// The version of the bundle format ([`BundleIndex::format`]).
+pub const BUNDLE_FORMAT: u32 = 1;
+/// The index's path inside the archive.
+pub const INDEX_PATH: &str = "abicache-bundle/index.json";
+/// The signature's path inside the archive.
+pub const SIGNATURE_PATH: &str = "abicache-bundle/index.sig";
+/// The largest index or signature a reader accepts (bytes).
+const MAX_META_BYTES: u64 = 16 << 20;
+/// The most trailing bytes accepted after the archive's end marker.
+const MAX_TRAILER_BYTES: u64 = 1 << 20;
+/// zstd level: fast enough for hundreds of MiB, most of the gain on ELF.
+const ZSTD_LEVEL: i32 = 6;
+
+/// What is wrong with a bundle; any of these means nothing was imported.
+#[derive(Debug, thiserror::Error)]
+pub enum BundleError {
+    /// The bytes are damaged, truncated, tampered with, or not a bundle.
+    #[error(
+        "the bundle is damaged or is not an abicache bundle: {0}; nothing was imported. \
+         Copy it again, or re-create it with `abicache export -o FILE` where the entries were built"
+    )]
+    Corrupt(String),
+    /// The bundle's format is newer than this abicache reads.
+    #[error(
+        "the bundle has format {found}, but this abicache reads format {BUNDLE_FORMAT}; \
+         nothing was imported. Export it with the same abicache release that imports it"
+    )]
+    Format {
+        /// The format found in the index.
+        found: u32,
+    },
+    /// Exporting was asked for nothing.
+    #[error("nothing to export: the cache has no entry (build or prebuild some first)")]
+    Empty,
+}
+
+/// The index of a bundle: what it holds, with each file's size and BLAKE3.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BundleIndex {
+    /// [`BUNDLE_FORMAT`].
+    pub format: u32,
+    /// The entries, in archive order.
+    pub entries: Vec<BundleEntry>,
+}
+
+/// One entry of a [`BundleIndex`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BundleEntry {
+    /// The cache key.
+    pub key: String,
+    /// The extension's name.
+    pub name: String,
+    /// The entry's files: `manifest.json` and the library.
+    pub files: Vec<BundleFile>,
+}
+
+/// One file of a [`BundleEntry`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BundleFile {
+    /// Its name inside the entry directory.
+    pub name: String,
+    /// Its length in bytes.
+    pub size: u64,
+    /// Its BLAKE3, lower-case hex.
+    pub blake3: String,
+}
+
+/// Writes a bundle of `hits` to `out` and returns the index it wrote. Each
+/// library is re-verified against its manifest first (a library that
+/// changed since it was looked up is an error, never exported). `sign`
+/// receives the exact bytes of the index and returns the signature to store
+/// next to it, if any.
+pub fn write_bundle<W: Write>(
+    out: W,
+    hits: &[Hit],
+    sign: &dyn Fn(&[u8]) -> Option<Vec<u8>>,
+) -> Result<BundleIndex> {
+    if hits.is_empty() {
+        return Err(BundleError::Empty.into());
+    }
+    let mut index = BundleIndex {
+        format: BUNDLE_FORMAT,
+        entries: Vec::with_capacity(hits.len()),
+    };
+    let mut manifests = Vec::with_capacity(hits.len());
+    for hit in hits {
+        let manifest = hit.manifest.to_json();
+        let expected = Expected {
+            size: hit.manifest.size,
+            blake3: hit.manifest.library_blake3.clone(),
+        };
+        verify_file(&hit.library, &expected, None, Follow::No).map_err(|e| {
+            StoreError::Io(std::io::Error::other(format!(
+                "cannot export `{}`: {e}; run `abicache ls` to see the cache, or rebuild it",
+                hit.library.display()
+            )))
+        })?;
+        index.entries.push(BundleEntry {
+            key: hit.manifest.key.clone(),
+            name: hit.manifest.name.clone(),
+            files: vec![
+                BundleFile {
+                    name: MANIFEST_FILE.to_owned(),
+                    size: manifest.len() as u64,
+                    blake3: abicache_fs::blake3_hex(&manifest),
+                },
+                BundleFile {
+                    name: hit.manifest.library.clone(),
+                    size: expected.size,
+                    blake3: expected.blake3,
+                },
+            ],
+        });
+        manifests.push(manifest);
+    }
+    let index_bytes = serde_json::to_vec_pretty(&index).expect("an index always serializes");
+    let sealed = SealWriter {
+        inner: out,
+        hasher: blake3::Hasher::new(),
+    };
+    let mut encoder = zstd::stream::write::Encoder::new(sealed, ZSTD_LEVEL)?;
+    encoder.include_checksum(true)?;
+    let mut tar = tar::Builder::new(encoder);
+    append(
+        &mut tar,
+        INDEX_PATH,
+        index_bytes.len() as u64,
+        &index_bytes[..],
+    )?;
+    if let Some(signature) = sign(&index_bytes) {
+        append(
+            &mut tar,
+            SIGNATURE_PATH,
+            signature.len() as u64,
+            &signature[..],
+        )?;
+    }
+    for ((hit, entry), manifest) in hits.iter().zip(&index.entries).zip(&manifests) {
+        let dir = format!("entries/{}", entry.key);
+        let manifest_path = format!("{dir}/{MANIFEST_FILE}");
+        append(
+            &mut tar,
+            &manifest_path,
+            manifest.len() as u64,
+            &manifest[..],
+        )?;
+        let (file, _) = open_regular(&hit.library, Follow::No)
+            .map_err(|e| StoreError::Io(std::io::Error::other(e.to_string())))?;
+        let size = entry.files[1].size;
+        append(
+            &mut tar,
+            &format!("{dir}/{}", hit.manifest.library),
+            size,
+            file.take(size),
+        )?;
+    }
+    tar.into_inner()?.finish()?.seal()?;
+    Ok(index)
+}
+
+/// The first bytes of the seal: a zstd skippable frame's magic and length.
+const SEAL_HEADER: [u8; 8] = [0x5A, 0x2A, 0x4D, 0x18, 32, 0, 0, 0];
+/// The seal's length: its header and a BLAKE3.
+const SEAL_LEN: usize = SEAL_HEADER.len() + 32;
+
+/// Hashes everything written through it, then appends the seal.
+struct SealWriter<W: Write> {
+    inner: W,
+    hasher: blake3::Hasher,
+}
+
+impl<W: Write> Write for SealWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.hasher.update(&buf[..n]);
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+impl<W: Write> SealWriter<W> {
+    fn seal(mut self) -> std::io::Result<()> {
+        self.inner.write_all(&SEAL_HEADER)?;
+        self.inner.write_all(self.hasher.finalize().as_bytes())?;
+        self.inner.flush()
+    }
+}
+
+/// Passes every byte through while hashing all but the last [`SEAL_LEN`],
+/// which it keeps to check as the seal at the end.
+struct SealReader<R: Read> {
+    inner: R,
+    hasher: blake3::Hasher,
+    tail: Vec<u8>,
+}
+
+impl<R: Read> Read for SealReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.tail.extend_from_slice(&buf[..n]);
+        if self.tail.len() > SEAL_LEN {
+            let excess = self.tail.len() - SEAL_LEN;
+            self.hasher.update(&self.tail[..excess]);
+            self.tail.drain(..excess);
+        }
+        Ok(n)
+    }
+}
+
+impl<R: Read> SealReader<R> {
+    /// Reads to the end and checks the seal against everything before it.
+    fn check(mut self) -> Result<()> {
+        let mut rest = [0u8; 64];
+        match self.read(&mut rest) {
+            Ok(0) => {}
+            Ok(_) => return Err(corrupt("data follows its end".to_owned())),
+            Err(e) => return Err(corrupt(format!("it cannot be read to its end ({e})"))),
+        }
+        let sealed = self.tail.len() == SEAL_LEN
+            && self.tail[..SEAL_HEADER.len()] == SEAL_HEADER
+            && self.tail[SEAL_HEADER.len()..] == *self.hasher.finalize().as_bytes();
+        if !sealed {
+            return Err(corrupt(
+                "its bytes do not match its seal (BLAKE3 of the whole file)".to_owned(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Appends one regular file (mode 0644, owner 0, mtime 0: the archive
+/// depends only on the entries).
+fn append<W: Write>(
+    tar: &mut tar::Builder<W>,
+    path: &str,
+    size: u64,
+    data: impl Read,
+) -> Result<()> {
+    let mut header = tar::Header::new_gnu();
+    header.set_entry_type(tar::EntryType::Regular);
+    header.set_size(size);
+    header.set_mode(0o644);
+    header.set_mtime(0);
+    header.set_uid(0);
+    header.set_gid(0);
+    tar.append_data(&mut header, path, data)?;
+    Ok(())
+}
+
+/// A verified entry waiting in the staging directory.
+#[derive(Debug, Clone)]
+pub struct StagedEntry {
+    /// The cache key.
+    pub key: String,
+    /// Its manifest, checked against the index; the caller may update
+    /// `audit` before publishing.
+    pub manifest: Manifest,
+    /// The staged library (inside the staging directory).
+    pub library: PathBuf,
+}
+
+/// What [`UnpackedBundle::publish`] did with one entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Imported {
+    /// Published into the store.
+    Published,
+    /// The store already had a verified entry for the key.
+    AlreadyLocal,
+}
+
+/// A bundle extracted into a private staging directory and verified against
+/// its index. Dropping it removes the staging directory.
+#[derive(Debug)]
+pub struct UnpackedBundle {
+    /// The index as parsed.
+    pub index: BundleIndex,
+    /// The index's exact bytes (what a signature covers).
+    pub index_bytes: Vec<u8>,
+    /// The signature stored next to the index, if any (opaque).
+    pub signature: Option<Vec<u8>>,
+    entries: Vec<StagedEntry>,
+    staging: tempfile::TempDir,
+}
+
+impl UnpackedBundle {
+    /// Extracts the bundle `input` into a staging directory under `store`'s
+    /// `v1/tmp/` and verifies it: the index comes first; every member is a
+    /// regular file the index lists, at a path of the form
+    /// `entries/<key>/<name>`, at most once, of the listed size; every listed
+    /// file is present and has the listed BLAKE3; each entry is one manifest
+    /// and one library, and the manifest names that library, its size and
+    /// BLAKE3, the entry's key and name. The zstd checksum and the archive's
+    /// end are checked too. Nothing touches the store's entries.
+    pub fn unpack(store: &Store, input: impl Read) -> Result<UnpackedBundle> {
+        let tmp = store.layout().tmp_dir();
+        // A leading dot: never mistaken for a key's build directory by the
+        // stale-temp cleanup, which removes it only once it is old.
+        let staging = tempfile::Builder::new()
+            .prefix(".bundle-")
+            .permissions(std::fs::Permissions::from_mode(0o700))
+            .tempdir_in(&tmp)
+            .map_err(StoreError::io_at("create a staging directory in", tmp))?;
+        let sealed = SealReader {
+            inner: input,
+            hasher: blake3::Hasher::new(),
+            tail: Vec::with_capacity(2 * SEAL_LEN),
+        };
+        let decoder = zstd::stream::read::Decoder::new(sealed)
+            .map_err(|e| corrupt(format!("it is not zstd data ({e})")))?;
+        let mut archive = tar::Archive::new(decoder);
+        let mut members = archive
+            .entries()
+            .map_err(|e| corrupt(format!("its archive cannot be read ({e})")))?;
+
+        let (index, index_bytes) = match members.next() {
+            Some(member) => {
+                let member =
+                    member.map_err(|e| corrupt(format!("its index is unreadable ({e})")))?;
+                if member_path(&member)? != INDEX_PATH {
+                    return Err(corrupt(format!("its first member is not `{INDEX_PATH}`")));
+                }
+                let bytes = read_meta(member, INDEX_PATH)?;
+                let index: BundleIndex = serde_json::from_slice(&bytes)
+                    .map_err(|e| corrupt(format!("its index is not valid ({e})")))?;
+                (index, bytes)
+            }
+            None => return Err(corrupt("it is empty".to_owned())),
+        };
+        if index.format != BUNDLE_FORMAT {
+            return Err(BundleError::Format {
+                found: index.format,
+            }
+            .into());
+        }
+        check_index(&index)?;
+        for entry in &index.entries {
+            let dir = staging.path().join(&entry.key);
+            fs_err::create_dir(&dir)?;
+        }
+
+        let mut signature = None;
+        let mut seen = std::collections::HashSet::new();
+        for member in members {
+            let mut member =
+                member.map_err(|e| corrupt(format!("its archive is damaged ({e})")))?;
+            let path = member_path(&member)?;
+            if path == SIGNATURE_PATH && signature.is_none() && seen.is_empty() {
+                signature = Some(read_meta(member, SIGNATURE_PATH)?);
+                continue;
+            }
+            let listed = listed_file(&index, &path).ok_or_else(|| {
+                corrupt(format!("it holds `{path}`, which its index does not list"))
+            })?;
+            if !member.header().entry_type().is_file() {
+                return Err(corrupt(format!("`{path}` is not a regular file")));
+            }
+            if member.size() != listed.size || !seen.insert(path.clone()) {
+                return Err(corrupt(format!(
+                    "`{path}` is {} bytes or appears twice; the index lists {} bytes once",
+                    member.size(),
+                    listed.size
+                )));
+            }
+            let target = staging.path().join(&path["entries/".len()..]);
+            let mut out = fs_err::File::create_new(&target)?;
+            let copied = std::io::copy(&mut (&mut member).take(listed.size), &mut out)
+                .map_err(|e| corrupt(format!("`{path}` cannot be read ({e})")))?;
+            if copied != listed.size {
+                return Err(corrupt(format!("`{path}` is truncated")));
+            }
+            out.sync_all()?;
+        }
+        // The end of the zstd stream carries its checksum: read it all.
+        let mut rest = archive.into_inner();
+        let trailer = std::io::copy(
+            &mut (&mut rest).take(MAX_TRAILER_BYTES + 1),
+            &mut std::io::sink(),
+        )
+        .map_err(|e| corrupt(format!("its compressed stream is damaged ({e})")))?;
+        if trailer > MAX_TRAILER_BYTES {
+            return Err(corrupt("data follows the end of its archive".to_owned()));
+        }
+        rest.finish().into_inner().check()?;
+
+        let mut entries = Vec::with_capacity(index.entries.len());
+        for entry in &index.entries {
+            entries.push(verify_staged(staging.path(), entry)?);
+        }
+        Ok(UnpackedBundle {
+            index,
+            index_bytes,
+            signature,
+            entries,
+            staging,
+        })
+    }
+
+    /// The verified entries, in index order.
+    pub fn entries(&self) -> &[StagedEntry] {
+        &self.entries
+    }
+
+    /// The verified entries, to update their manifests (e.g. a fresh audit) before publishing.
+    pub fn entries_mut(&mut self) -> &mut [StagedEntry] {
+        &mut self.entries
+    }
+
+    /// The staging directory (removed when this value is dropped).
+    pub fn staging_dir(&self) -> &Path {
+        self.staging.path()
+    }
+
+    /// Publishes every entry into `store`, each under its key's lock and
+    /// atomically (the store's ordinary publish); an entry the store already
+    /// has, verified, is left as it is.
+    pub fn publish(self, store: &Store) -> Result<Vec<(String, Imported)>> {
+        let mut done = Vec::with_capacity(self.entries.len());
+        for entry in &self.entries {
+            let guard = match store.lookup_or_lock(&entry.key)? {
+                Claim::Hit { .. } => {
+                    done.push((entry.key.clone(), Imported::AlreadyLocal));
+                    continue;
+                }
+                Claim::Build { guard, .. } => guard,
+            };
+            let name = entry.manifest.library.clone();
+            fs_err::rename(&entry.library, guard.temp_dir().join(&name))?;
+            let _ = guard.publish(&name, entry.manifest.clone())?;
+            done.push((entry.key.clone(), Imported::Published));
+        }
+        Ok(done)
+    }
+}
+
+fn corrupt(reason: String) -> StoreError {
+    BundleError::Corrupt(reason).into()
+}
+
+/// A member's path as text, refusing anything but plain relative paths.
+fn member_path<R: Read>(member: &tar::Entry<'_, R>) -> Result<String> {
+    let path = member
+        .path()
+        .map_err(|e| corrupt(format!("a member has an unreadable path ({e})")))?;
+    let text = path
+        .to_str()
+        .ok_or_else(|| corrupt("a member's path is not UTF-8".to_owned()))?;
+    Ok(text.to_owned())
+}
+
+/// Reads an index or signature member (bounded).
+fn read_meta<R: Read>(member: tar::Entry<'_, R>, what: &str) -> Result<Vec<u8>> {
+    if member.size() > MAX_META_BYTES {
+        return Err(corrupt(format!(
+            "`{what}` is {} bytes, more than {MAX_META_BYTES}",
+            member.size()
+        )));
+    }
+    let mut bytes = Vec::new();
+    member
+        .take(MAX_META_BYTES)
+        .read_to_end(&mut bytes)
+        .map_err(|e| corrupt(format!("`{what}` cannot be read ({e})")))?;
+    Ok(bytes)
+}
+
+/// Keys valid and unique; each entry one manifest and one library with plain names.
+fn check_index(index: &BundleIndex) -> Result<()> {
+    let mut keys = std::collections::HashSet::new();
+    for entry in &index.entries {
+        if validate_key(&entry.key).is_err() || !keys.insert(entry.key.as_str()) {
+            return Err(corrupt(format!(
+                "its index has an invalid or repeated key `{}`",
+                entry.key
+            )));
+        }
+        let [manifest, library] = entry.files.as_slice() else {
+            return Err(corrupt(format!(
+                "entry `{}` does not list exactly a manifest and a library",
+                entry.key
+            )));
+        };
+        if manifest.name != MANIFEST_FILE || !valid_library_name(&library.name) {
+            return Err(corrupt(format!(
+                "entry `{}` lists `{}` and `{}` instead of `{MANIFEST_FILE}` and a library",
+                entry.key, manifest.name, library.name
+            )));
+        }
+        if manifest.size > MAX_META_BYTES {
+            return Err(corrupt(format!(
+                "the manifest of `{}` is too large",
+                entry.key
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The index's file for an archive path `entries/<key>/<name>`.
+fn listed_file<'a>(index: &'a BundleIndex, path: &str) -> Option<&'a BundleFile> {
+    let rest = path.strip_prefix("entries/")?;
+    let (key, name) = rest.split_once('/')?;
+    let entry = index.entries.iter().find(|e| e.key == key)?;
+    entry.files.iter().find(|f| f.name == name)
+}
+
+/// Checks an entry's staged files against the index and its manifest against both.
+fn verify_staged(staging: &Path, entry: &BundleEntry) -> Result<StagedEntry> {
+    let dir = staging.join(&entry.key);
+    for file in &entry.files {
+        let expected = Expected {
+            size: file.size,
+            blake3: file.blake3.clone(),
+        };
+        verify_file(&dir.join(&file.name), &expected, None, Follow::No).map_err(|e| {
+            corrupt(format!(
+                "`entries/{}/{}` does not match its index ({e})",
+                entry.key, file.name
+            ))
+        })?;
+    }
+    let manifest_path = dir.join(MANIFEST_FILE);
+    let manifest = Manifest::read(&manifest_path).map_err(|e| {
+        corrupt(format!(
+            "the manifest of `{}` is not valid ({e})",
+            entry.key
+        ))
+    })?;
+    let library = &entry.files[1];
+    if manifest.format != LAYOUT_VERSION
+        || manifest.key != entry.key
+        || manifest.name != entry.name
+        || manifest.library != library.name
+        || manifest.size != library.size
+        || manifest.library_blake3 != library.blake3
+    {
+        return Err(corrupt(format!(
+            "the manifest of `{}` disagrees with its index (key, name, library, size or BLAKE3)",
+            entry.key
+        )));
+    }
+    Ok(StagedEntry {
+        key: entry.key.clone(),
+        library: dir.join(&library.name),
+        manifest,
+    })
+}

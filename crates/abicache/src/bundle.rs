@@ -1,0 +1,316 @@
+//! `export` and `import`: cache entries carried as one signed file to
+//! machines without a compiler or a network.
+//!
+//! The on-disk format is the store's ([`abicache_store::write_bundle`]).
+//! This module adds what needs the other crates: the ed25519 signature over
+//! the index (`ABICACHE_SIGNING_KEY`, checked against `ABICACHE_TRUSTED_KEYS`),
+//! the check that each manifest's payload hashes to its key, and the audit
+//! of each library against what its key claims. An import publishes nothing
+//! unless every one of those checks passed for every entry.
+
+use std::io::{Read, Write};
+use std::path::Path;
+
+use abicache_audit::audit_file;
+use abicache_key::{Keyed, Payload, PythonAbiReason};
+use abicache_remote::{Keys, PublicKey, SecretKey, Signature};
+use abicache_scan::ScanReport;
+use abicache_store::{write_bundle, EntryInfo, Hit, Imported, Store, UnpackedBundle};
+use serde::Serialize;
+
+use crate::audit::check;
+use crate::error::{Error, Result};
+
+/// What [`export`] wrote.
+#[derive(Debug, Clone, Serialize)]
+pub struct Exported {
+    /// The entries, in bundle order: (name, key).
+    pub entries: Vec<ExportedEntry>,
+    /// The signer's public key (hex), when `ABICACHE_SIGNING_KEY` was set.
+    pub signed_by: Option<String>,
+}
+
+/// One exported entry.
+#[derive(Debug, Clone, Serialize)]
+pub struct ExportedEntry {
+    /// The extension's name.
+    pub name: String,
+    /// The cache key.
+    pub key: String,
+    /// The library's size in bytes.
+    pub size: u64,
+}
+
+/// What [`import`] did.
+#[derive(Debug, Clone, Serialize)]
+pub struct ImportReport {
+    /// The entries, in bundle order.
+    pub entries: Vec<ImportedEntry>,
+    /// The public key (hex) whose valid signature the bundle carries, if any.
+    pub signed_by: Option<String>,
+    /// True when that signer is one of `ABICACHE_TRUSTED_KEYS`.
+    pub trusted: bool,
+}
+
+/// One imported entry.
+#[derive(Debug, Clone, Serialize)]
+pub struct ImportedEntry {
+    /// The extension's name.
+    pub name: String,
+    /// The cache key.
+    pub key: String,
+    /// Published, or already in the cache.
+    pub result: Imported,
+}
+
+/// The local entries `targets` name (names, keys, or key prefixes of at
+/// least 8 characters); every entry when `targets` is empty. A target that
+/// matches nothing is an error.
+pub fn select_entries(store: &Store, targets: &[String]) -> Result<Vec<EntryInfo>> {
+    let entries = store.list()?;
+    if targets.is_empty() {
+        return Ok(entries);
+    }
+    let mut chosen: Vec<EntryInfo> = Vec::new();
+    for target in targets {
+        let matched: Vec<&EntryInfo> = entries
+            .iter()
+            .filter(|e| {
+                e.name == *target
+                    || e.key == *target
+                    || (target.len() >= 8 && e.key.starts_with(target.as_str()))
+            })
+            .collect();
+        if matched.is_empty() {
+            return Err(Error::Input(format!(
+                "no local entry named or keyed `{target}`; see `abicache ls`"
+            )));
+        }
+        for entry in matched {
+            if !chosen.iter().any(|c| c.key == entry.key) {
+                chosen.push(entry.clone());
+            }
+        }
+    }
+    Ok(chosen)
+}
+
+/// Writes a bundle of `entries` (each re-verified) to `out`, signed with
+/// `signing` when given.
+pub fn export(
+    store: &Store,
+    entries: &[EntryInfo],
+    signing: Option<&SecretKey>,
+    out: impl Write,
+) -> Result<Exported> {
+    let mut hits: Vec<Hit> = Vec::with_capacity(entries.len());
+    for entry in entries {
+        match store.lookup(&entry.key)?.hit {
+            Some(hit) => hits.push(hit),
+            None => {
+                return Err(Error::Input(format!(
+                    "the entry `{}` ({}) is corrupt or was removed while exporting; \
+                     rebuild it and export again",
+                    entry.name, entry.key
+                )))
+            }
+        }
+    }
+    let sign = |index: &[u8]| {
+        signing.map(|secret| {
+            let signature = secret.sign(&signature_message(index));
+            serde_json::to_vec(&signature).expect("a signature always serializes")
+        })
+    };
+    write_bundle(out, &hits, &sign)?;
+    Ok(Exported {
+        entries: hits
+            .iter()
+            .map(|h| ExportedEntry {
+                name: h.manifest.name.clone(),
+                key: h.manifest.key.clone(),
+                size: h.manifest.size,
+            })
+            .collect(),
+        signed_by: signing.map(|s| s.public().to_string()),
+    })
+}
+
+/// [`export`] into the file `path`, written beside it and renamed into
+/// place, so a failed export never leaves a partial bundle.
+pub fn export_to_file(
+    store: &Store,
+    entries: &[EntryInfo],
+    signing: Option<&SecretKey>,
+    path: &Path,
+) -> Result<Exported> {
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    let mut temp = tempfile::Builder::new()
+        .prefix(".abicache-bundle-")
+        .tempfile_in(dir)
+        .map_err(|e| {
+            Error::Input(format!(
+                "cannot create a file in `{}` for the bundle: {e}",
+                dir.display()
+            ))
+        })?;
+    let exported = export(
+        store,
+        entries,
+        signing,
+        std::io::BufWriter::new(temp.as_file_mut()),
+    )?;
+    temp.as_file().sync_all()?;
+    temp.persist(path).map_err(|e| {
+        Error::Input(format!(
+            "cannot write the bundle `{}`: {}",
+            path.display(),
+            e.error
+        ))
+    })?;
+    Ok(exported)
+}
+
+/// Verifies the bundle `input` in full and, only when everything passed,
+/// publishes its entries into `store`: the archive and every file against
+/// the index (BLAKE3), the index's signature (required, and by one of
+/// `keys.trusted`, when that is not empty; checked when present otherwise),
+/// each manifest's payload against its key, and each library's imports
+/// against what its key claims (the audit).
+pub fn import(store: &Store, keys: &Keys, input: impl Read) -> Result<ImportReport> {
+    let mut bundle = UnpackedBundle::unpack(store, input)?;
+    let (signed_by, trusted) = check_signature(&bundle, &keys.trusted)?;
+    for entry in bundle.entries_mut() {
+        let payload = Payload::parse(&entry.manifest.payload).map_err(|e| {
+            refused(format!(
+                "the payload of entry `{}` cannot be read ({e})",
+                entry.key
+            ))
+        })?;
+        let payload_key = payload.key();
+        if payload_key != entry.key {
+            return Err(refused(format!(
+                "the payload of entry `{}` hashes to `{payload_key}`, not to its key",
+                entry.key
+            )));
+        }
+        let report = audit_file(&entry.library)?;
+        if let Some(message) = check(&report, &claims(&entry.manifest.name, payload), &no_scan()) {
+            return Err(refused(message.replacen(
+                "refusing to publish",
+                "refusing to import",
+                1,
+            )));
+        }
+        entry.manifest.audit = Some(serde_json::to_value(&report).unwrap_or_default());
+    }
+    let names: Vec<(String, String)> = bundle
+        .entries()
+        .iter()
+        .map(|e| (e.key.clone(), e.manifest.name.clone()))
+        .collect();
+    let published = bundle.publish(store)?;
+    Ok(ImportReport {
+        entries: published
+            .into_iter()
+            .zip(names)
+            .map(|((key, result), (_, name))| ImportedEntry { name, key, result })
+            .collect(),
+        signed_by,
+        trusted,
+    })
+}
+
+/// The bytes a bundle signature covers: a versioned line and the index's BLAKE3.
+pub fn signature_message(index: &[u8]) -> Vec<u8> {
+    format!(
+        "abicache-bundle-signature-v1\nindex_blake3={}\n",
+        blake3::hash(index).to_hex()
+    )
+    .into_bytes()
+}
+
+/// The signer of a valid signature and whether it is trusted; an error
+/// when trusted keys are configured and the bundle is unsigned, signed by
+/// another key, or signed wrongly, and whenever a signature present is invalid.
+fn check_signature(
+    bundle: &UnpackedBundle,
+    trusted: &[PublicKey],
+) -> Result<(Option<String>, bool)> {
+    let Some(bytes) = &bundle.signature else {
+        if trusted.is_empty() {
+            return Ok((None, false));
+        }
+        return Err(untrusted(
+            "it is not signed; sign it with `ABICACHE_SIGNING_KEY` when exporting".to_owned(),
+        ));
+    };
+    let signature: Signature = serde_json::from_slice(bytes)
+        .map_err(|e| refused(format!("its signature cannot be read ({e})")))?;
+    let signer = PublicKey::parse(&signature.public_key, "the bundle's signature")
+        .map_err(|e| refused(e.to_string()))?;
+    let message = signature_message(&bundle.index_bytes);
+    if !signer.verifies(&message, &signature) {
+        return Err(refused(format!(
+            "its signature by `{signer}` does not match its index: the bundle was altered"
+        )));
+    }
+    if trusted.is_empty() {
+        return Ok((Some(signer.to_string()), false));
+    }
+    if !trusted.contains(&signer) {
+        return Err(untrusted(format!(
+            "it is signed by `{signer}`, which is not one of `ABICACHE_TRUSTED_KEYS`"
+        )));
+    }
+    Ok((Some(signer.to_string()), true))
+}
+
+fn refused(reason: String) -> Error {
+    Error::Input(format!(
+        "refusing to import the bundle: {reason}; nothing was imported"
+    ))
+}
+
+fn untrusted(reason: String) -> Error {
+    Error::Input(format!(
+        "refusing to import the bundle: {reason}; nothing was imported. \
+         Add the signer's public key to `ABICACHE_TRUSTED_KEYS` if you trust it"
+    ))
+}
+
+/// What a payload claims about the library's ABI, as the audit reads it.
+fn claims(name: &str, payload: Payload) -> Keyed {
+    let python_abi = payload.get("python_abi").unwrap_or_default().to_owned();
+    let torch_abi = payload
+        .get("torch_abi")
+        .or_else(|| payload.get("torch"))
+        .unwrap_or_default()
+        .to_owned();
+    Keyed {
+        name: name.to_owned(),
+        key: payload.key(),
+        python_abi_dependent: python_abi != "agnostic",
+        python_abi,
+        torch_abi,
+        python_abi_reason: PythonAbiReason::NotDetected,
+        payload,
+        host_flags: Vec::new(),
+        cuda_flags: Vec::new(),
+        gencode: Vec::new(),
+    }
+}
+
+/// No scan: an imported library's sources are not at hand (only the
+/// refusal's "likely cause" line uses it).
+fn no_scan() -> ScanReport {
+    ScanReport {
+        sources: Vec::new(),
+        python_markers: Vec::new(),
+        torch_includes: Vec::new(),
+        stable_registrations: Vec::new(),
+    }
+}

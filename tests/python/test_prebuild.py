@@ -1,0 +1,34 @@
+"""``abicache.prebuild``: the Python entry point mirrors ``abicache prebuild --json``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import abicache
+from _util import EXAMPLES
+
+
+def test_prebuild_builds_once_then_reports_cached_and_keys_an_env_without_torch(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    spec = EXAMPLES / "stable_scale" / "abicache.toml"
+    no_torch = tmp_path / "no-torch.toml"
+    no_torch.write_text('python_version = "3.13.1"\ntorch_version = "2.15.0+cpu"\ncxx11_abi = true\n')
+
+    first = abicache.prebuild(spec, pythons=[sys.executable], envs=[no_torch], cache_dir=cache)
+    assert first["distinct_keys"] == 1 and first["built"] == 1, first
+    by_env = {c["environment"]: c for c in first["cells"]}
+    assert by_env[sys.executable]["status"] == "built"
+    # The stable-ABI key is shared with the environment that has no torch: built there, once.
+    assert by_env[str(no_torch)]["status"] == "built"
+    assert by_env[str(no_torch)]["built_by"] == sys.executable
+    assert abicache.stats(str(cache))["builds"] == 1
+
+    again = abicache.prebuild([spec], cache_dir=cache)
+    assert [c["status"] for c in again["cells"]] == ["cached"], again
+    assert again["cells"][0]["key"] == by_env[sys.executable]["key"]
+    assert abicache.stats(str(cache))["builds"] == 1
+
+    keyed_only = abicache.prebuild(spec, envs=[no_torch], cache_dir=tmp_path / "other")
+    assert keyed_only["cells"][0]["status"] == "key-only"
+    assert keyed_only["environments"][0]["can_build"] is False
