@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use abicache::build::{progress_reporter, ProgressMode};
 use abicache::key::{Environment, SpecFile};
 use abicache::scan::ScanConfig;
-use abicache::store::{parse_size, Store};
+use abicache::store::{parse_size, Layout, Store};
 use abicache::{probe_interpreter, Error, Session, SessionOptions};
 use anyhow::{Context, Result};
 
@@ -61,7 +61,8 @@ pub(crate) fn open_store(cache_dir: Option<PathBuf>) -> Result<Store, Error> {
 }
 
 /// The extension a spec argument names, its fingerprint root, and a session
-/// for the environment given by `--env` or `--python`.
+/// for the environment given by `--env` or `--python`. The cache is opened
+/// by the session when first needed, after its checks ([`Session::check`]).
 fn session_for(
     cache_dir: Option<PathBuf>,
     spec: &SpecArgs,
@@ -69,19 +70,31 @@ fn session_for(
 ) -> Result<(SpecFile, String, Session), Error> {
     let file = SpecFile::load(&spec.spec)?;
     let name = file.extension(spec.extension.as_deref())?.name.clone();
-    let store = open_store(cache_dir)?;
-    let session = environment_session(store, &spec.env)?.with_options(options);
+    let session = environment_session(cache_dir, &spec.env)?.with_options(options);
     Ok((file, name, session))
 }
 
-fn environment_session(store: Store, env: &EnvArgs) -> Result<Session, Error> {
+fn environment_session(cache_dir: Option<PathBuf>, env: &EnvArgs) -> Result<Session, Error> {
     if let Some(python) = &env.python {
-        let probe_cache = store.layout().version_dir().join("interpreters");
-        let probed = probe_interpreter(python, Some(&probe_cache))?;
-        return Ok(Session::new(store, probed.environment).with_site_packages(probed.site_packages));
+        let probed = probe_interpreter(python, probe_cache_dir(cache_dir.as_deref())?.as_deref())?;
+        return Ok(Session::open_lazily(cache_dir, probed.environment)
+            .with_site_packages(probed.site_packages));
     }
     let path = env.env.as_deref().expect("clap requires --env or --python");
-    Ok(Session::new(store, Environment::load(path)?))
+    Ok(Session::open_lazily(cache_dir, Environment::load(path)?))
+}
+
+/// Where interpreter probes are remembered: inside the cache, and only once
+/// the cache exists (probing never creates it; see [`Session::check`]).
+fn probe_cache_dir(cache_dir: Option<&Path>) -> Result<Option<PathBuf>, Error> {
+    let root = match cache_dir {
+        Some(dir) => dir.to_path_buf(),
+        None => abicache::store::root_from_env()?,
+    };
+    let version_dir = Layout::new(root).version_dir().to_path_buf();
+    Ok(version_dir
+        .is_dir()
+        .then(|| version_dir.join("interpreters")))
 }
 
 fn scan(args: ScanArgs) -> Result<()> {

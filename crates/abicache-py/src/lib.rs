@@ -35,13 +35,6 @@ fn torch_stable_abi_target_define(py: Python<'_>, major: i64, minor: i64) -> PyR
     Ok(target.define())
 }
 
-/// Refuses `torch_version` below the stable `target` ("M.m"), or unparseable.
-#[pyfunction]
-fn check_runtime_floor(py: Python<'_>, target: &str, torch_version: &str) -> PyResult<()> {
-    let check = StableTarget::parse(target).and_then(|t| t.check_runtime_floor(torch_version));
-    check.map_err(|e| to_py(py, e.into()))
-}
-
 /// The cache root `ABICACHE_DIR`, else `$XDG_CACHE_HOME/abicache`, else `~/.cache/abicache`.
 #[pyfunction]
 fn default_cache_dir(py: Python<'_>) -> PyResult<String> {
@@ -73,7 +66,7 @@ fn prepare<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     let (spec, env) = (spec_from_json(spec)?, env_from_json(env)?);
     let answer = py.detach(|| {
-        let session = session(&spec, env, cache_dir, false)?;
+        let session = session(env, cache_dir, false);
         let prepared = session.prepare(&spec, &root)?;
         Ok(prepared_json(&spec, &prepared))
     });
@@ -99,7 +92,7 @@ fn build<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     let (spec, env) = (spec_from_json(spec)?, env_from_json(env)?);
     let outcome = py.detach(|| {
-        let mut session = session(&spec, env, cache_dir, rebuild)?;
+        let mut session = session(env, cache_dir, rebuild);
         if !site_packages.is_empty() {
             session = session.with_site_packages(site_packages);
         }
@@ -131,7 +124,7 @@ fn explain<'py>(
 ) -> PyResult<(String, Bound<'py, PyAny>)> {
     let (spec, env) = (spec_from_json(spec)?, env_from_json(env)?);
     let explanation = py.detach(|| {
-        let session = session(&spec, env, cache_dir, false)?;
+        let session = session(env, cache_dir, false);
         let prepared = session.prepare(&spec, &root)?;
         abicache::explain(&session, &prepared)
     });
@@ -149,22 +142,14 @@ fn open_store(cache_dir: Option<PathBuf>) -> abicache::Result<Store> {
     })
 }
 
-/// A session for `spec`, refusing a stable target above the running torch
-/// before the store is opened (so nothing in the cache is created or read).
-fn session(
-    spec: &ExtensionSpec,
-    env: Environment,
-    cache_dir: Option<PathBuf>,
-    rebuild: bool,
-) -> abicache::Result<Session> {
-    if let Some(target) = spec.torch_stable_abi_target {
-        target.check_runtime_floor(&env.torch_version)?;
-    }
-    let store = open_store(cache_dir)?;
-    Ok(Session::new(store, env).with_options(SessionOptions {
+/// A session for `env` over the cache at `cache_dir`; the cache is opened
+/// by the session when first needed, after [`Session::check`] passed (so a
+/// refused spec creates and reads nothing in the cache).
+fn session(env: Environment, cache_dir: Option<PathBuf>, rebuild: bool) -> Session {
+    Session::open_lazily(cache_dir, env).with_options(SessionOptions {
         rebuild,
         jobs: None,
-    }))
+    })
 }
 
 fn prepared_json(spec: &ExtensionSpec, prepared: &abicache::Prepared) -> serde_json::Value {
@@ -243,7 +228,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("LockTimeout", py.get_type::<errors::LockTimeout>())?;
     m.add("KEY_FORMAT", abicache::key::KEY_FORMAT)?;
     m.add_function(wrap_pyfunction!(torch_stable_abi_target_define, m)?)?;
-    m.add_function(wrap_pyfunction!(check_runtime_floor, m)?)?;
     m.add_function(wrap_pyfunction!(default_cache_dir, m)?)?;
     m.add_function(wrap_pyfunction!(stats, m)?)?;
     m.add_function(wrap_pyfunction!(prepare, m)?)?;
