@@ -194,6 +194,8 @@ def main() -> None:
     ap.add_argument("--only", default="", help="comma-separated extension names")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--describe-only", action="store_true", help="resolve definitions, time nothing")
+    ap.add_argument("--detect-only", action="store_true",
+                    help="resolve definitions and the reference's Python-ABI detection, time nothing")
     args = ap.parse_args()
 
     os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "9.0")
@@ -229,7 +231,10 @@ def main() -> None:
             print(f"reference: {name}: cannot resolve: {exc!r}", file=sys.stderr)
             continue
         entry = {"definition": definition}
-        if not args.describe_only:
+        if args.detect_only:
+            detected = ext._source_abi_details(definition["sources"], definition["extra_include_paths"])
+            entry["python_abi_detected"] = bool(detected[0])
+        elif not args.describe_only:
             # Warm-up: generates kernels (marlin, machete) and fills the
             # process-wide caches; not timed.
             ext._cache_fingerprint()

@@ -2,8 +2,8 @@
 
     python3 benches/summary.py benches/.work
 
-Reads `gptq.json`, `tree.json` and `build.json` written by the benchmark
-scripts in the same run (see scripts/bench.sh).
+Reads `gptq.json`, `tree.json` and `build.json` (and `warm.json` when
+present) written by the benchmark scripts in the same run (see scripts/bench.sh).
 """
 
 from __future__ import annotations
@@ -37,6 +37,20 @@ def main() -> None:
     floor = min(g["floor_1t_ms"], g["floor_2t_ms"])
     row("key generated tree", f"{g['abicache_ms']:.0f} ms vs floor {floor:.0f} ms = {g['ratio']:.1f}x", "<= 2x floor",
         g["ratio"] <= 2)
+    for r in gptq:
+        if r["extension"] == "machete" and "warm_ms" in r:
+            row("warm key machete (stat cache)", f"{r['warm_ms']:.2f} ms (cold {r['abicache_ms']:.1f} ms, "
+                f"no cache {r['uncached_ms']:.1f} ms)", "< 3 ms", r["warm_ms"] < 3)
+    if "warm_ms" in g:
+        row("warm key generated tree (stat cache)", f"{g['warm_ms']:.2f} ms (cold {g['abicache_ms']:.1f} ms, "
+            f"no cache {g['uncached_ms']:.1f} ms)", "< 10 ms", g["warm_ms"] < 10)
+    warm_file = work / "warm.json"
+    if warm_file.is_file():
+        for name, w in json.loads(warm_file.read_text())["libraries"].items():
+            m = w["median_ms"]
+            row(f"warm .load() {name} ({w['library_mib']:.0f} MiB)",
+                f"{m['abicache']:.2f} ms vs load_library {m['load_library']:.2f} ms = {w['ratio']:.2f}x", "<= 2x",
+                w["ratio"] <= 2)
     c, r, h, a = build["cold"], build["rebuild"], build["warm_hit"], build["audit"]
     row("cold build ext4", f"{c['abicache_s']:.1f} s vs torch load {c['torch_load_s']:.1f} s = {c['ratio']:.2f}",
         "<= 1.0", c["ratio"] <= 1.0)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every benchmark (issues 2, 3, 4 and 5) and prints the figures against
+# Runs every benchmark (issues 2, 3, 4, 5 and 9) and prints the figures against
 # their targets. Benchmarks measure, not test: this exits 0 when the
 # measurements ran, whatever the ratios. See benches/README.md.
 #
@@ -43,10 +43,23 @@ python3 benches/bench_tree.py --key-time "$bin/examples/key_time" \
   --env "$work/gptq-env.toml" --work "$work"
 "$venv/bin/python" -W ignore benches/bench_build.py --abicache "$bin/abicache" \
   --audit-time "$bin/examples/audit_time" --work "$work"
+# Issue 13: torch/extension.h extensions with shared PCHs, a second checkout.
+# Several minutes on 2 cores (nine 3-unit compiles of torch/extension.h, one
+# ~40 s PCH; ~800 MB of disk under benches/.work/pch while it runs).
+"$venv/bin/python" -W ignore benches/bench_pch.py --abicache "$bin/abicache" --work "$work"
+rm -rf "$work/pch"
 # Issue 4: warm load beyond `import torch` (needs the package in .venv).
 scripts/install-python-package.sh .venv
 "$venv/bin/python" benches/bench_load.py --work "$work"
 # Issue 12: a hit whose stat stamp matches costs no re-hash, whatever the size.
 echo "bench: store hit latency, hashed vs stamped (lookup_latency)" >&2
 cargo run --release --quiet -p abicache-store --example lookup_latency
+# Issue 12: warm load against the torch.ops.load_library floor, 0.5 and 256 MiB libraries.
+"$venv/bin/python" benches/bench_warm.py --work "$work" --breakdown
 python3 benches/summary.py "$work"
+# Issue 9: every GPTQModel extension keyed (16 rows, swordfish across torch
+# releases with no toolchain on PATH), then the CPU kernels built from the
+# sdist by `abicache build`, loaded and checked against pure-torch references
+# (the slow pytest marker: three ATen compiles).
+python3 benches/check_gptq.py --abicache "$bin/abicache" --work "$work"
+ABICACHE_BIN=$bin/abicache "$venv/bin/python" -m pytest -m slow -q tests/python/test_gptq_cpu_kernels.py

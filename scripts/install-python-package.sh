@@ -4,11 +4,17 @@
 #
 #   scripts/install-python-package.sh [VENV_DIR]...   (default: .venv .venv-compat)
 #
-# The wheel is abi3 (CPython >= 3.9), so one wheel serves every venv. It is
-# built with `maturin build --release` into target/wheels/ using the
-# repository's target dir (incremental builds are reused) and skipped when
-# the hash of crates/, python/, pyproject.toml, Cargo.toml and Cargo.lock matches the stamp
-# of the last build. A venv is reinstalled only when its stamp differs.
+# The wheel is abi3 (CPython >= 3.9), so one wheel serves every venv, and it
+# is the release wheel itself (the only wheel build, so CI builds it once):
+# `maturin build --release --zig --compatibility manylinux_2_28`, stripped
+# (pyproject.toml), linked by zig against glibc 2.28 so pip accepts it
+# wherever torch's own manylinux_2_28 wheels install. zig and auditwheel come
+# from PyPI into .venv (scripts/requirements-packaging.txt, once per venv).
+# It is built into $CARGO_TARGET_DIR/wheels/abicache using the shared target
+# dir (incremental builds are reused) and skipped when the hash of crates/,
+# python/, pyproject.toml, Cargo.toml, Cargo.lock and this script matches the
+# stamp of the last build. A venv is reinstalled only when its stamp differs.
+# `scripts/check-wheel.sh` checks the wheel's tag, size and commands.
 # Run after `scripts/setup-venv.sh dev compat`.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -25,9 +31,21 @@ if [ -z "$maturin" ]; then
   fi
 fi
 
+# zig and auditwheel, into the venv that has maturin (a stamp per requirements hash).
+tools_python=$(dirname "$maturin")/python
+reqs=$repo/scripts/requirements-packaging.txt
+tools_stamp=$("$tools_python" -c 'import sys; print(sys.prefix)')/.abicache-packaging-$(sha256sum "$reqs" | cut -c1-16)
+if [ ! -f "$tools_stamp" ] || ! "$tools_python" -c 'import ziglang' 2>/dev/null; then
+  echo "install-python-package: installing zig and auditwheel (scripts/requirements-packaging.txt)" >&2
+  "$tools_python" -m pip install --quiet -r "$reqs"
+  touch "$tools_stamp"
+fi
+
 list_sources() {
-  git ls-files -co --exclude-standard -z -- crates python pyproject.toml Cargo.toml Cargo.lock 2>/dev/null \
-    || find crates python pyproject.toml Cargo.toml Cargo.lock -type f -not -path '*/__pycache__/*' -print0
+  git ls-files -co --exclude-standard -z -- crates python pyproject.toml Cargo.toml Cargo.lock \
+      scripts/install-python-package.sh 2>/dev/null \
+    || find crates python pyproject.toml Cargo.toml Cargo.lock scripts/install-python-package.sh \
+      -type f -not -path '*/__pycache__/*' -print0
 }
 hash=$(list_sources | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
 stamp=$wheels/.stamp
@@ -37,7 +55,9 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$hash" ] || ! ls "$wheels"/abica
   mkdir -p "$wheels"
   interpreter=()
   [ -x "$repo/.venv/bin/python" ] && interpreter=(--interpreter "$repo/.venv/bin/python")
-  "$maturin" build --release --quiet -o "$wheels" "${interpreter[@]}" >&2
+  # maturin runs `python3 -m ziglang` when no `zig` is on PATH: the tools venv's.
+  PATH=$(dirname "$maturin"):$PATH "$maturin" build --release --quiet --zig \
+    --compatibility manylinux_2_28 -o "$wheels" "${interpreter[@]}" >&2
   echo "$hash" > "$stamp"
 fi
 wheel=$(ls "$wheels"/abicache-*.whl | head -n1)

@@ -11,13 +11,15 @@ key that reflects what each binary really depends on.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import TYPE_CHECKING, Any, Dict, Optional
 
 from . import _native
 from ._env import environment, visible_cuda_archs
 from ._extension import TorchOpsExtension
-from ._load import load
 from ._native import AbiError, BuildError, Error, LockTimeout
+
+if TYPE_CHECKING:
+    from ._load import load
 
 __all__ = [
     "AbiError",
@@ -49,3 +51,14 @@ def stats(cache_dir: Optional[str] = None) -> Dict[str, Any]:
     """The cache's counters (``hits``, ``misses``, ``builds``, ``errors``, …)
     and contents (``entries``, ``bytes``), shared by all processes using it."""
     return _native.stats(cache_dir)
+
+
+def __getattr__(name: str) -> Any:
+    # `load` (the drop-in for torch's) is imported on first use: a warm
+    # `TorchOpsExtension.load()` imports only what a hit needs.
+    if name == "load":
+        from ._load import load
+
+        globals()["load"] = load
+        return load
+    raise AttributeError(f"module 'abicache' has no attribute {name!r}")

@@ -9,6 +9,7 @@ imported ``torch``, and — only for CUDA extensions — the arch list from
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import sys
@@ -19,6 +20,9 @@ from typing import Any, Dict, List, Optional
 _lock = threading.Lock()
 _base: Optional[Dict[str, Any]] = None
 _archs: Optional[List[Optional[str]]] = None  # one-element box once computed
+# requires_cuda -> the environment as JSON: what `_native` takes, made once per process.
+_json: Dict[bool, str] = {}
+_site_packages: Optional[List[str]] = None
 
 
 def _base_environment() -> Dict[str, Any]:
@@ -68,11 +72,25 @@ def environment(requires_cuda: bool) -> Dict[str, Any]:
     return env
 
 
+def environment_json(requires_cuda: bool) -> str:
+    """:func:`environment` as the JSON text ``_native`` takes. The interpreter
+    is probed once per process (the answer cannot change while it runs), so a
+    warm load pays for neither the probe nor the encoding again."""
+    text = _json.get(requires_cuda)
+    if text is None:
+        text = _json.setdefault(requires_cuda, json.dumps(environment(requires_cuda)))
+    return text
+
+
 def site_packages() -> List[str]:
-    """Directories searched for NVIDIA's pip wheels (``nvidia/*/bin/nvcc``)."""
-    paths = sysconfig.get_paths()
-    out: List[str] = []
-    for p in (paths.get("purelib"), paths.get("platlib")):
-        if p and p not in out:
-            out.append(p)
-    return out
+    """Directories searched for NVIDIA's pip wheels (``nvidia/*/bin/nvcc``),
+    computed once per process."""
+    global _site_packages
+    if _site_packages is None:
+        paths = sysconfig.get_paths()
+        out: List[str] = []
+        for p in (paths.get("purelib"), paths.get("platlib")):
+            if p and p not in out:
+                out.append(p)
+        _site_packages = out
+    return list(_site_packages)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import sys
@@ -150,7 +149,7 @@ class TorchOpsExtension:
         return f"TorchOpsExtension({self.name!r}, {len(self.sources)} source(s))"
 
     def _args(self) -> Tuple[str, str, str, Optional[str]]:
-        env = json.dumps(_env.environment(self.requires_cuda))
+        env = _env.environment_json(self.requires_cuda)
         return self._spec_json, env, self._root, self.cache_dir
 
     def _prepared(self) -> Dict[str, Any]:
@@ -215,6 +214,8 @@ class TorchOpsExtension:
 
     def _register(self, path: str) -> Optional[ModuleType]:
         if self.is_python_module:
+            import importlib.util
+
             spec = importlib.util.spec_from_file_location(self.name, path)
             if spec is None or spec.loader is None:
                 raise _native.Error(f"cannot import `{path}` as module `{self.name}`")

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+
+# No background precompiled-header builds (~40 s of CPU, ~800 MB each) from the
+# tests' caches; the PCH mechanism is tested in crates/abicache-build.
+os.environ.setdefault("ABICACHE_PCH", "0")
 
 
 @pytest.fixture(scope="session")

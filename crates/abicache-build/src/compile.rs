@@ -10,6 +10,10 @@
 //! and renamed into place, so a reader never sees a partial object. When the link fails
 //! because an object vanished or changed meanwhile (a concurrent gc), the objects are
 //! checked again, the bad ones compiled again, and the link retried once.
+//!
+//! A unit listed in a [`ReadyPch`] of [`BuildOptions::pch`] is compiled against that
+//! precompiled header (see [`crate::pch`]); when GCC rejects it, the unit is compiled
+//! again without it and the PCH is reported in [`BuildReport::pch_rejected`].
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -24,12 +28,13 @@ use abicache_store::{ObjectCache, ObjectCheck};
 
 use crate::error::BuildError;
 use crate::flags::{compile_command, link_argv, unit_kind, BuildPlan, CompileCommand, UnitKind};
+use crate::pch::{PCH_HEADER, PCH_REJECTED_MARKER};
 use crate::progress::Progress;
 use crate::quote::shell_join;
 use crate::toolchain::Toolchain;
 
 /// Bump when the object key's inputs change, so old objects are never misread.
-pub const OBJECT_KEY_FORMAT: u32 = 1;
+pub const OBJECT_KEY_FORMAT: u32 = 2;
 
 /// How to run a build.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -38,19 +43,32 @@ pub struct BuildOptions {
     pub jobs: Option<usize>,
     /// Seconds the previous build of this extension took, shown as an estimate.
     pub previous_seconds: Option<f64>,
+    /// Verified precompiled headers to compile the listed units against.
+    pub pch: Vec<ReadyPch>,
+}
+
+/// A published precompiled header and the units that may use it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadyPch {
+    /// The PCH's key ([`crate::PchRequest::key`]).
+    pub key: String,
+    /// The directory holding [`PCH_HEADER`] and its `.gch`.
+    pub dir: PathBuf,
+    /// Display paths of the units to compile against it.
+    pub units: Vec<String>,
 }
 
 impl BuildOptions {
     /// Options with `jobs` read from `MAX_JOBS` (an error when it is set but not a
     /// positive whole number).
     pub fn from_env() -> Result<BuildOptions, BuildError> {
-        let jobs = match std::env::var("MAX_JOBS") {
-            Ok(v) if !v.trim().is_empty() => Some(parse_max_jobs(&v)?),
-            _ => None,
+        let jobs = match abicache_env_vars::var(abicache_env_vars::MAX_JOBS) {
+            Some(v) => Some(parse_max_jobs(&v)?),
+            None => None,
         };
         Ok(BuildOptions {
             jobs,
-            previous_seconds: None,
+            ..BuildOptions::default()
         })
     }
 }
@@ -76,6 +94,10 @@ pub struct BuildReport {
     pub units_compiled: Vec<String>,
     /// Units whose object was reused from the object cache.
     pub units_cached: usize,
+    /// Display paths of the compiled units that were compiled against a PCH.
+    pub pch_units: Vec<String>,
+    /// Keys of PCHs the compiler rejected (their units were compiled without them).
+    pub pch_rejected: Vec<String>,
     /// Wall-clock seconds of the whole build (compile and link).
     pub seconds: f64,
     /// The toolchain, as [`Toolchain::describe`] gives it.
@@ -95,17 +117,30 @@ struct CompileCommandEntry {
 }
 
 /// A unit ready to run: its command (writing the final object path) and its key.
-struct Job {
+struct Job<'a> {
     index: usize,
     display: String,
     command: CompileCommand,
     /// The object's file name in the object cache, `<key>.o`.
     name: String,
     object: PathBuf,
+    pch: Option<&'a ReadyPch>,
+}
+
+/// How a compiled unit used its PCH.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PchUse {
+    None,
+    Used,
+    Rejected,
 }
 
 enum Event {
-    Done { index: usize, seconds: f64 },
+    Done {
+        index: usize,
+        seconds: f64,
+        pch: PchUse,
+    },
     Failed(BuildError),
 }
 
@@ -141,12 +176,16 @@ pub fn build(
         let name = format!("{key}.o");
         let object = objects_dir.join(&name);
         command.output = object.clone();
+        command.dir = plan.compile_dir(&objects_dir);
+        let display = unit.display();
+        let pch = opts.pch.iter().find(|p| p.units.contains(&display));
         jobs.push(Job {
             index,
-            display: unit.display(),
+            display,
             command,
             name,
             object,
+            pch,
         });
     }
     write_compile_commands(&out_dir, &jobs)?;
@@ -170,6 +209,8 @@ pub fn build(
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
         .clamp(1, to_compile.len().max(1));
     let mut compiled = vec![false; total];
+    let mut pch_used = vec![false; total];
+    let mut pch_rejected: Vec<String> = Vec::new();
     let mut first_error = None;
     let next = AtomicUsize::new(0);
     let stop = AtomicBool::new(false);
@@ -186,10 +227,11 @@ pub fn build(
                     break;
                 };
                 let t = Instant::now();
-                let event = match compile_one(cache, job) {
-                    Ok(()) => Event::Done {
+                let event = match compile_with_pch(cache, job) {
+                    Ok(pch) => Event::Done {
                         index: job.index,
                         seconds: t.elapsed().as_secs_f64(),
+                        pch,
                     },
                     Err(e) => {
                         stop.store(true, Ordering::SeqCst);
@@ -205,9 +247,19 @@ pub fn build(
         let mut done = cached.len();
         for event in rx {
             match event {
-                Event::Done { index, seconds } => {
+                Event::Done {
+                    index,
+                    seconds,
+                    pch,
+                } => {
                     done += 1;
                     compiled[index] = true;
+                    pch_used[index] = pch == PchUse::Used;
+                    if let (PchUse::Rejected, Some(ready)) = (pch, jobs[index].pch) {
+                        if !pch_rejected.contains(&ready.key) {
+                            pch_rejected.push(ready.key.clone());
+                        }
+                    }
                     if first_error.is_none() {
                         let source = jobs[index].display.clone();
                         progress(Progress::UnitDone {
@@ -237,7 +289,7 @@ pub fn build(
             return Err(error);
         }
         for job in bad {
-            compile_one(&cache, job)?;
+            compile_one(&cache, job, &job.command)?;
             compiled[job.index] = true;
         }
         link(plan, toolchain, &jobs, &library)?;
@@ -253,6 +305,12 @@ pub fn build(
             .map(|j| j.display.clone())
             .collect(),
         units_cached: cached.len(),
+        pch_units: jobs
+            .iter()
+            .filter(|j| pch_used[j.index])
+            .map(|j| j.display.clone())
+            .collect(),
+        pch_rejected,
         seconds,
         toolchain: toolchain.describe(),
         warnings,
@@ -261,11 +319,11 @@ pub fn build(
 
 /// Splits `jobs` into those whose object the cache verified and those to
 /// compile; warnings about discarded objects go to `warnings`.
-fn check_objects<'a>(
+fn check_objects<'a, 'p>(
     cache: &ObjectCache,
-    jobs: impl Iterator<Item = &'a Job>,
+    jobs: impl Iterator<Item = &'a Job<'p>>,
     warnings: &mut Vec<String>,
-) -> (Vec<&'a Job>, Vec<&'a Job>) {
+) -> (Vec<&'a Job<'p>>, Vec<&'a Job<'p>>) {
     let (mut cached, mut to_compile) = (Vec::new(), Vec::new());
     for job in jobs {
         match cache.check(&job.name) {
@@ -320,8 +378,30 @@ fn object_key(
 
 static TEMP_COUNTER: AtomicUsize = AtomicUsize::new(0);
 
-/// Compiles one job into a temporary object and publishes it into the cache.
-fn compile_one(cache: &ObjectCache, job: &Job) -> Result<(), BuildError> {
+/// Compiles `job` against its PCH when it has one; when the compiler rejects the PCH
+/// (the `#error` of its stub header fired), compiles it again without.
+fn compile_with_pch(cache: &ObjectCache, job: &Job) -> Result<PchUse, BuildError> {
+    let Some(ready) = job.pch else {
+        return compile_one(cache, job, &job.command).map(|()| PchUse::None);
+    };
+    let mut with_pch = job.command.clone();
+    with_pch.unkeyed_flags.extend([
+        "-include".to_string(),
+        ready.dir.join(PCH_HEADER).display().to_string(),
+        "-Winvalid-pch".to_string(),
+    ]);
+    match compile_one(cache, job, &with_pch) {
+        Ok(()) => Ok(PchUse::Used),
+        Err(BuildError::Compile { output, .. }) if output.contains(PCH_REJECTED_MARKER) => {
+            compile_one(cache, job, &job.command).map(|()| PchUse::Rejected)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Compiles `command` (one of `job`'s forms) into a temporary object and publishes it
+/// into the cache.
+fn compile_one(cache: &ObjectCache, job: &Job, command: &CompileCommand) -> Result<(), BuildError> {
     let dir = job.object.parent().unwrap_or(Path::new("."));
     let stem = job
         .object
@@ -333,10 +413,10 @@ fn compile_one(cache: &ObjectCache, job: &Job) -> Result<(), BuildError> {
         std::process::id(),
         TEMP_COUNTER.fetch_add(1, Ordering::SeqCst)
     ));
-    let mut command = job.command.clone();
+    let mut command = command.clone();
     command.output = temp.clone();
     let argv = command.argv();
-    let result = run(&argv, dir);
+    let result = run(&argv, &command.dir);
     let outcome = match result {
         Ok(out) if out.status.success() => cache
             .publish(&job.name, &temp)
@@ -344,6 +424,7 @@ fn compile_one(cache: &ObjectCache, job: &Job) -> Result<(), BuildError> {
             .map_err(BuildError::from),
         Ok(out) => Err(BuildError::Compile {
             unit: job.display.clone(),
+            dir: command.dir.clone(),
             command: shell_join(&argv),
             output: combined(&out),
             status: out.status,
@@ -405,7 +486,7 @@ fn write_compile_commands(out_dir: &Path, jobs: &[Job]) -> Result<(), BuildError
     let entries: Vec<CompileCommandEntry> = jobs
         .iter()
         .map(|j| CompileCommandEntry {
-            directory: j.object.parent().unwrap_or(out_dir).display().to_string(),
+            directory: j.command.dir.display().to_string(),
             arguments: j.command.argv(),
             file: j.command.source.display().to_string(),
             output: j.object.display().to_string(),

@@ -103,12 +103,16 @@ pub enum BuildError {
 
     /// The compiler rejected a source.
     #[error(
-        "failed to compile `{unit}` ({status})\n\ncommand:\n  {command}\n\ncompiler output:\n{}",
+        "failed to compile `{unit}` ({status})\n\ncommand (run in `{}`):\n  {command}\n\n\
+         compiler output:\n{}",
+        dir.display(),
         indent(output)
     )]
     Compile {
         /// The source's display path (not named `source`: thiserror reserves that name).
         unit: String,
+        /// The directory the compiler ran in (paths in the command are relative to it).
+        dir: PathBuf,
         /// The exact command, shell-quoted.
         command: String,
         /// The compiler's stdout followed by its stderr.

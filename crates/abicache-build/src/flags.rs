@@ -39,6 +39,12 @@
 //!   runtime is linked as `-l:libcudart.so.N` (see [`crate::Nvcc::cudart_flag`]).
 //! - Arch flags are the plan's `gencode` list, computed by the caller from `cuda_archs`
 //!   (torch computes them here from `TORCH_CUDA_ARCH_LIST` or the visible GPUs).
+//! - Relocatable objects: when the plan has a fingerprint [`BuildPlan::root`], the compiler
+//!   runs in that directory, and the source and every `-I`/`-isystem` directory under it are
+//!   named relative to it; host compiles also get `-ffile-prefix-map=<root>=.` (which implies
+//!   `-fmacro-prefix-map`). Neither the object key nor the object's bytes (`__FILE__`, debug
+//!   paths) then depend on where the checkout lives, so a second checkout reuses every
+//!   unchanged object. torch writes absolute paths everywhere.
 
 use std::path::{Path, PathBuf};
 
@@ -113,6 +119,38 @@ pub struct BuildPlan {
     pub gencode: Vec<String>,
     /// The key's ABI lines, mixed into every unit's object key.
     pub abi_fields: String,
+    /// The fingerprint root (absolute): compiles run there with paths under it made
+    /// relative, so objects are relocatable. `None` keeps absolute paths.
+    pub root: Option<PathBuf>,
+}
+
+impl BuildPlan {
+    /// `path` as the compiler is given it: relative to [`BuildPlan::root`] when it lies
+    /// under it (`.` for the root itself), else absolute.
+    pub fn compiler_path(&self, path: &Path) -> PathBuf {
+        let path = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+        match self.root.as_deref().map(|root| path.strip_prefix(root)) {
+            Some(Ok(rel)) if rel.as_os_str().is_empty() => PathBuf::from("."),
+            Some(Ok(rel)) => rel.to_path_buf(),
+            _ => path,
+        }
+    }
+
+    /// The directory compilers run in: the root, else `fallback`.
+    pub fn compile_dir(&self, fallback: &Path) -> PathBuf {
+        self.root.clone().unwrap_or_else(|| fallback.to_path_buf())
+    }
+
+    /// Flags that only rewrite the paths recorded in an object (never part of its key,
+    /// since they name the absolute root): `-ffile-prefix-map=<root>=.` for host units.
+    pub fn relocation_flags(&self, kind: UnitKind) -> Vec<String> {
+        match (&self.root, kind) {
+            (Some(root), UnitKind::Host) => {
+                vec![format!("-ffile-prefix-map={}=.", root.display())]
+            }
+            _ => Vec::new(),
+        }
+    }
 }
 
 /// Which compiler a unit goes to.
@@ -142,10 +180,17 @@ pub struct CompileCommand {
     pub compiler: PathBuf,
     /// Flags between the compiler and `-c <source>`.
     pub flags: Vec<String>,
-    /// The absolute source path.
+    /// The source path: relative to [`CompileCommand::dir`] when it lies under the
+    /// plan's root, else absolute.
     pub source: PathBuf,
     /// The object to write.
     pub output: PathBuf,
+    /// The directory the compiler runs in.
+    pub dir: PathBuf,
+    /// Flags that do not change what is compiled, only paths recorded in the object or
+    /// where a precompiled header is found (`-ffile-prefix-map`, `-include` of a PCH):
+    /// passed after `flags`, left out of the object key.
+    pub unkeyed_flags: Vec<String>,
 }
 
 impl CompileCommand {
@@ -158,13 +203,15 @@ impl CompileCommand {
             .collect();
         argv.push(self.compiler.display().to_string());
         argv.extend(self.flags.iter().cloned());
+        argv.extend(self.unkeyed_flags.iter().cloned());
         argv.extend(["-c".into(), self.source.display().to_string()]);
         argv.extend(["-o".into(), self.output.display().to_string()]);
         argv
     }
 
-    /// What goes into the object key: the argv without the launcher, without `-o <output>`
-    /// and without nvcc's scheduling flags (`--threads N`, `--split-compile N`, `=` forms).
+    /// What goes into the object key: the argv without the launcher, without `-o <output>`,
+    /// without [`CompileCommand::unkeyed_flags`] and without nvcc's scheduling flags
+    /// (`--threads N`, `--split-compile N`, `=` forms).
     pub fn key_argv(&self) -> Vec<String> {
         let mut argv = vec![self.compiler.display().to_string()];
         argv.extend(strip_scheduling_flags(&self.flags));
@@ -204,12 +251,11 @@ fn common_flags(plan: &BuildPlan) -> Vec<String> {
         "-DTORCH_API_INCLUDE_EXTENSION_H".to_string(),
     ];
     for inc in &plan.extra_include_paths {
-        let inc = std::path::absolute(inc).unwrap_or_else(|_| inc.clone());
-        flags.push(format!("-I{}", inc.display()));
+        flags.push(format!("-I{}", plan.compiler_path(inc).display()));
     }
     for inc in system_includes(plan) {
         flags.push("-isystem".into());
-        flags.push(inc.display().to_string());
+        flags.push(plan.compiler_path(&inc).display().to_string());
     }
     flags.push(format!(
         "-D_GLIBCXX_USE_CXX11_ABI={}",
@@ -278,8 +324,8 @@ pub fn compile_command(
     unit: &Unit,
     output: &Path,
 ) -> Result<CompileCommand, BuildError> {
-    let source = std::path::absolute(&unit.source).unwrap_or_else(|_| unit.source.clone());
-    let (compiler, flags) = match unit_kind(&unit.source) {
+    let kind = unit_kind(&unit.source);
+    let (compiler, flags) = match kind {
         UnitKind::Host => (toolchain.cxx.path.clone(), host_flags(plan)),
         UnitKind::Cuda => {
             let nvcc =
@@ -299,8 +345,10 @@ pub fn compile_command(
         launcher: toolchain.launcher.clone(),
         compiler,
         flags,
-        source,
+        source: plan.compiler_path(&unit.source),
         output: output.to_path_buf(),
+        dir: plan.compile_dir(output.parent().unwrap_or(Path::new("."))),
+        unkeyed_flags: plan.relocation_flags(kind),
     })
 }
 

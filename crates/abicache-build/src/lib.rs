@@ -8,6 +8,11 @@
 //!   (editing one source recompiles one unit; a unit shared by two plans with the same
 //!   flags compiles once), links `<name>.so`, writes `compile_commands.json`, and reports
 //!   [`Progress`] events; [`progress_reporter`] renders them.
+//! - With a fingerprint root ([`BuildPlan::root`]) objects are relocatable: compiled there
+//!   with relative paths and `-ffile-prefix-map`, keyed without the checkout's location.
+//! - [`pch`]: units that start with an umbrella header (`torch/extension.h`) compile
+//!   against a precompiled header when the caller has one ([`ReadyPch`]); a rejected one
+//!   is detected, never silently ignored.
 //!
 //! This crate knows nothing of keys or specs: the caller fills the plain-data
 //! [`BuildPlan`]. Of the store it uses only the object cache
@@ -18,13 +23,15 @@
 mod compile;
 mod error;
 pub mod flags;
+pub mod pch;
 mod progress;
 mod quote;
 mod toolchain;
 
-pub use compile::{build, parse_max_jobs, BuildOptions, BuildReport, OBJECT_KEY_FORMAT};
+pub use compile::{build, parse_max_jobs, BuildOptions, BuildReport, ReadyPch, OBJECT_KEY_FORMAT};
 pub use error::BuildError;
 pub use flags::{BuildPlan, CompileCommand, Unit, UnitKind};
+pub use pch::{pch_requests, spawn_background_build, PchRequest, PchSlot};
 pub use progress::{plain_line, progress_reporter, Progress, ProgressMode};
 pub use quote::{shell_join, shell_quote};
 pub use toolchain::{

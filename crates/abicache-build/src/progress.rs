@@ -46,7 +46,9 @@ pub enum Progress {
 /// How progress is shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProgressMode {
-    /// A bar on a terminal, plain lines otherwise (decided from stderr).
+    /// A bar on a terminal, plain lines otherwise (decided from stderr; a
+    /// `TERM=dumb` terminal gets plain lines too). The bar has colour unless
+    /// `NO_COLOR` is set.
     Auto,
     /// An `indicatif` bar on stderr.
     Bar,
@@ -93,8 +95,10 @@ pub fn plain_line(event: &Progress) -> String {
 /// A progress callback for [`crate::build`] that renders events as `mode` says.
 pub fn progress_reporter(mode: ProgressMode) -> impl Fn(Progress) {
     let mode = match mode {
-        ProgressMode::Auto if std::io::stderr().is_terminal() => ProgressMode::Bar,
-        ProgressMode::Auto => ProgressMode::Plain,
+        ProgressMode::Auto => auto_mode(
+            std::io::stderr().is_terminal(),
+            abicache_env_vars::var(abicache_env_vars::TERM).as_deref(),
+        ),
         other => other,
     };
     let bar: RefCell<Option<ProgressBar>> = RefCell::new(None);
@@ -102,6 +106,24 @@ pub fn progress_reporter(mode: ProgressMode) -> impl Fn(Progress) {
         ProgressMode::Quiet => {}
         ProgressMode::Plain | ProgressMode::Auto => eprintln!("{}", plain_line(&event)),
         ProgressMode::Bar => render_bar(&bar, event),
+    }
+}
+
+/// What [`ProgressMode::Auto`] means for a stderr that is (not) a terminal of type `term`.
+fn auto_mode(stderr_is_terminal: bool, term: Option<&str>) -> ProgressMode {
+    if stderr_is_terminal && term != Some("dumb") {
+        ProgressMode::Bar
+    } else {
+        ProgressMode::Plain
+    }
+}
+
+/// The bar's template: coloured, or plain when `NO_COLOR` is set (<https://no-color.org>).
+fn bar_template(colour: bool) -> &'static str {
+    if colour {
+        "{prefix:.bold} [{elapsed}] {bar:30.cyan/blue} {pos}/{len} (eta {eta_est}) {msg:.dim}"
+    } else {
+        "{prefix} [{elapsed}] {bar:30} {pos}/{len} (eta {eta_est}) {msg}"
     }
 }
 
@@ -125,7 +147,8 @@ fn render_bar(bar: &RefCell<Option<ProgressBar>>, event: Progress) {
                 };
                 let _ = write!(w, "{left:.0}s");
             };
-            let template = "{prefix} [{elapsed}] {bar:30} {pos}/{len} (eta {eta_est}) {msg}";
+            let no_color = abicache_env_vars::var(abicache_env_vars::NO_COLOR).is_some();
+            let template = bar_template(!no_color);
             if let Ok(style) = ProgressStyle::with_template(template) {
                 pb.set_style(style.with_key("eta_est", eta));
             }
@@ -150,6 +173,28 @@ fn render_bar(bar: &RefCell<Option<ProgressBar>>, event: Progress) {
                 pb.finish_and_clear();
             }
             eprintln!("{}", plain_line(&Progress::Finished { seconds }));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bar_only_on_a_real_terminal() {
+        assert_eq!(auto_mode(true, Some("xterm-256color")), ProgressMode::Bar);
+        assert_eq!(auto_mode(true, None), ProgressMode::Bar);
+        assert_eq!(auto_mode(true, Some("dumb")), ProgressMode::Plain);
+        assert_eq!(auto_mode(false, Some("xterm")), ProgressMode::Plain);
+    }
+
+    #[test]
+    fn no_color_template_has_no_styles_and_both_templates_parse() {
+        assert!(!bar_template(false).contains(".cyan") && !bar_template(false).contains(".bold"));
+        assert!(bar_template(true).contains(".cyan"));
+        for colour in [true, false] {
+            assert!(ProgressStyle::with_template(bar_template(colour)).is_ok());
         }
     }
 }

@@ -35,15 +35,16 @@ pub struct ToolchainEnv {
 impl ToolchainEnv {
     /// Reads the variables from the running process; empty values count as unset.
     pub fn from_process() -> Self {
-        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+        use abicache_env_vars::{var, var_os};
+        use abicache_env_vars::{ABICACHE_COMPILER_LAUNCHER, CC, CUDA_HOME, CUDA_PATH, CXX, PATH};
         ToolchainEnv {
-            cxx: var("CXX"),
-            cc: var("CC"),
-            cuda_home: var("CUDA_HOME")
-                .or_else(|| var("CUDA_PATH"))
+            cxx: var(CXX),
+            cc: var(CC),
+            cuda_home: var_os(CUDA_HOME)
+                .or_else(|| var_os(CUDA_PATH))
                 .map(PathBuf::from),
-            path: std::env::var_os("PATH"),
-            launcher: var("ABICACHE_COMPILER_LAUNCHER"),
+            path: var_os(PATH),
+            launcher: var(ABICACHE_COMPILER_LAUNCHER),
         }
     }
 }

@@ -87,6 +87,7 @@ fn cpu_extension_builds_then_reuses_objects_per_unit() {
     let opts = BuildOptions {
         jobs: Some(2),
         previous_seconds: Some(1.5),
+        ..Default::default()
     };
 
     let plan = cpu_plan(
@@ -323,7 +324,7 @@ fn first_failure_stops_scheduling_and_failure_is_reported_once() {
     let count = |_e: Progress| *events.borrow_mut() += 1;
     let opts = BuildOptions {
         jobs: Some(1),
-        previous_seconds: None,
+        ..Default::default()
     };
     let err = build(
         &plan,
@@ -652,6 +653,8 @@ fn fake_plan(cuda: bool) -> BuildPlan {
             vec![]
         },
         abi_fields: String::new(),
+        // Compiled relative to the root: `src/...`, `-Iinclude`, a prefix map.
+        root: Some("/proj".into()),
     }
 }
 

@@ -77,7 +77,7 @@ fn a_corrupt_cached_object_is_recompiled_with_a_warning_never_linked() {
     let cache = t.path().join("objects");
     let opts = BuildOptions {
         jobs: Some(1),
-        previous_seconds: None,
+        ..Default::default()
     };
     let run = |out: &str| build(&plan, &tc, &cache, &t.path().join(out), &opts, &|_| {}).unwrap();
 

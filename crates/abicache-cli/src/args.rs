@@ -16,6 +16,9 @@ pub struct Cli {
     /// [default: `ABICACHE_REMOTE`, else `remote` in the config file].
     #[arg(long, global = true, value_name = "URL")]
     pub remote: Option<String>,
+    /// Say which interpreter and settings were used (on stderr).
+    #[arg(long, short, global = true)]
+    pub verbose: bool,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
@@ -38,8 +41,8 @@ pub enum Command {
     Gc(GcArgs),
     /// Remove entries by extension name or key (a key prefix of at least 8 characters works).
     Rm(RmArgs),
-    /// Show hit/miss/build counters and the cache's size.
-    Stats(JsonArgs),
+    /// Show hit/miss/build counters and the cache's size (`--zero` resets the counters).
+    Stats(StatsArgs),
     /// Show what a built library really imports (CPython, libtorch C++, stable C shim, CUDA, libstdc++).
     Audit(AuditArgs),
     /// Upload local entries to the remote cache (all of them when none is named).
@@ -48,6 +51,8 @@ pub enum Command {
     Pull(crate::remote_cmds::PullArgs),
     /// Create an ed25519 key pair for signing uploads and trusting downloads.
     Keygen(crate::remote_cmds::KeygenArgs),
+    /// Show every effective setting and where it came from (flag, environment, config file, default).
+    Config(JsonArgs),
 }
 
 /// `abicache scan`.
@@ -59,6 +64,10 @@ pub struct ScanArgs {
     /// Extra include directory, searched in order after the including file's directory.
     #[arg(short = 'I', value_name = "DIR")]
     pub include: Vec<PathBuf>,
+    /// Macro definition (`NAME`, `NAME=VALUE`) used, with those of the scanned
+    /// files, to resolve computed includes (`#include MACRO`).
+    #[arg(short = 'D', value_name = "NAME[=VALUE]")]
+    pub define: Vec<String>,
     /// Fingerprint root: paths under it are shown relative to it [default: current directory].
     #[arg(long, value_name = "DIR")]
     pub root: Option<PathBuf>,
@@ -83,14 +92,16 @@ pub struct SpecArgs {
     pub json: bool,
 }
 
-/// Where the environment comes from.
+/// Where the environment comes from (neither: the active venv's interpreter,
+/// else `python3` on `PATH`).
 #[derive(Debug, Args)]
-#[group(required = true, multiple = false)]
+#[group(required = false, multiple = false)]
 pub struct EnvArgs {
     /// An environment TOML (python_version, torch_version, …; see the README).
     #[arg(long, value_name = "ENV.toml")]
     pub env: Option<PathBuf>,
-    /// A Python interpreter with torch, probed without importing torch.
+    /// A Python interpreter with torch, probed without importing torch
+    /// [default: `$VIRTUAL_ENV/bin/python`, else `python3` on `PATH`].
     #[arg(long, value_name = "PATH")]
     pub python: Option<PathBuf>,
 }
@@ -122,10 +133,21 @@ pub struct JsonArgs {
     pub json: bool,
 }
 
+/// `abicache stats`.
+#[derive(Debug, Args)]
+pub struct StatsArgs {
+    /// Reset the hit/miss/build counters to zero (like `ccache -z`), then show them.
+    #[arg(long, short)]
+    pub zero: bool,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
 /// `abicache gc`.
 #[derive(Debug, Args)]
 pub struct GcArgs {
-    /// Size to shrink the cache to: `10G`, `500M`, `1.5GiB`, or bytes.
+    /// Size to shrink the cache to: `10G`, `500Mi`, `1.5GiB`, `2GB`, or bytes.
     #[arg(long, value_name = "SIZE")]
     pub max_size: String,
     /// Print JSON.

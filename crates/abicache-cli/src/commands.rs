@@ -11,19 +11,22 @@ use anyhow::{Context, Result};
 
 use crate::args::{
     AuditArgs, BuildArgs, Cli, Command, EnvArgs, GcArgs, JsonArgs, RmArgs, ScanArgs, SpecArgs,
+    StatsArgs,
 };
+use crate::interpreter;
 use crate::render;
 
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> Result<()> {
     let cache_dir = cli.cache_dir;
     let remote = cli.remote;
+    let verbose = cli.verbose;
     match cli.command {
         Command::Scan(args) => scan(args),
-        Command::Key(args) => key(cache_dir, args),
-        Command::Build(args) => build(cache_dir, remote.as_deref(), args),
+        Command::Key(args) => key(cache_dir, verbose, args),
+        Command::Build(args) => build(cache_dir, remote.as_deref(), verbose, args),
         Command::Ls(args) => ls(cache_dir, args),
-        Command::Explain(args) => explain(cache_dir, args),
+        Command::Explain(args) => explain(cache_dir, verbose, args),
         Command::Gc(args) => gc(cache_dir, args),
         Command::Rm(args) => rm(cache_dir, args),
         Command::Stats(args) => stats(cache_dir, args),
@@ -35,6 +38,7 @@ pub fn run(cli: Cli) -> Result<()> {
             crate::remote_cmds::pull(open_store(cache_dir)?, remote.as_deref(), args)
         }
         Command::Keygen(args) => crate::remote_cmds::keygen(args),
+        Command::Config(args) => crate::config_cmd::config(cache_dir, remote.as_deref(), args),
     }
 }
 
@@ -60,28 +64,61 @@ pub(crate) fn open_store(cache_dir: Option<PathBuf>) -> Result<Store, Error> {
     })
 }
 
+/// What a spec argument resolves to: the spec file, the extension's name, a
+/// session for its environment, and the interpreter probed for it (`None`
+/// with `--env`).
+struct SpecSession {
+    file: SpecFile,
+    name: String,
+    session: Session,
+    interpreter: Option<interpreter::Chosen>,
+}
+
 /// The extension a spec argument names, its fingerprint root, and a session
-/// for the environment given by `--env` or `--python`. The cache is opened
-/// by the session when first needed, after its checks ([`Session::check`]).
+/// for the environment given by `--env` or `--python` (default: the active
+/// venv, else `python3` on `PATH`; `verbose` prints which on stderr). The
+/// cache is opened by the session when first needed, after its checks
+/// ([`Session::check`]).
 fn session_for(
     cache_dir: Option<PathBuf>,
     spec: &SpecArgs,
     options: SessionOptions,
-) -> Result<(SpecFile, String, Session), Error> {
-    let file = SpecFile::load(&spec.spec)?;
-    let name = file.extension(spec.extension.as_deref())?.name.clone();
-    let session = environment_session(cache_dir, &spec.env)?.with_options(options);
-    Ok((file, name, session))
+    verbose: bool,
+) -> Result<SpecSession> {
+    let file = SpecFile::load(&spec.spec).map_err(Error::from)?;
+    let name = file
+        .extension(spec.extension.as_deref())
+        .map_err(Error::from)?
+        .name
+        .clone();
+    let (session, interpreter) = environment_session(cache_dir, &spec.env)?;
+    if let (true, Some(chosen)) = (verbose, &interpreter) {
+        eprintln!("{}", chosen.describe());
+    }
+    Ok(SpecSession {
+        file,
+        name,
+        session: session.with_options(options),
+        interpreter,
+    })
 }
 
-fn environment_session(cache_dir: Option<PathBuf>, env: &EnvArgs) -> Result<Session, Error> {
-    if let Some(python) = &env.python {
-        let probed = probe_interpreter(python, probe_cache_dir(cache_dir.as_deref())?.as_deref())?;
-        return Ok(Session::open_lazily(cache_dir, probed.environment)
-            .with_site_packages(probed.site_packages));
+fn environment_session(
+    cache_dir: Option<PathBuf>,
+    env: &EnvArgs,
+) -> Result<(Session, Option<interpreter::Chosen>)> {
+    if let Some(path) = &env.env {
+        return Ok((
+            Session::open_lazily(cache_dir, Environment::load(path).map_err(Error::from)?),
+            None,
+        ));
     }
-    let path = env.env.as_deref().expect("clap requires --env or --python");
-    Ok(Session::open_lazily(cache_dir, Environment::load(path)?))
+    let chosen = interpreter::choose(env.python.as_deref())?;
+    let probe_cache = probe_cache_dir(cache_dir.as_deref())?;
+    let probed = probe_interpreter(&chosen.path, probe_cache.as_deref())?;
+    let session = Session::open_lazily(cache_dir, probed.environment)
+        .with_site_packages(probed.site_packages);
+    Ok((session, Some(chosen)))
 }
 
 /// Where interpreter probes are remembered: inside the cache, and only once
@@ -107,6 +144,8 @@ fn scan(args: ScanArgs) -> Result<()> {
         .include
         .iter()
         .fold(ScanConfig::new(&root), |c, dir| c.include_path(dir));
+    let defines: Vec<String> = args.define.iter().map(|d| format!("-D{d}")).collect();
+    let config = config.defines_from_flags(&defines);
     let report = abicache::scan::scan(&args.sources, &config).map_err(Error::from)?;
     if args.json {
         print_json(&render::scan_json(&report))
@@ -115,8 +154,13 @@ fn scan(args: ScanArgs) -> Result<()> {
     }
 }
 
-fn key(cache_dir: Option<PathBuf>, args: SpecArgs) -> Result<()> {
-    let (file, name, session) = session_for(cache_dir, &args, SessionOptions::default())?;
+fn key(cache_dir: Option<PathBuf>, verbose: bool, args: SpecArgs) -> Result<()> {
+    let SpecSession {
+        file,
+        name,
+        session,
+        ..
+    } = session_for(cache_dir, &args, SessionOptions::default(), verbose)?;
     let spec = file.extension(Some(&name)).map_err(Error::from)?;
     let prepared = session.prepare(spec, &file.root)?;
     if args.json {
@@ -126,12 +170,22 @@ fn key(cache_dir: Option<PathBuf>, args: SpecArgs) -> Result<()> {
     }
 }
 
-fn build(cache_dir: Option<PathBuf>, remote: Option<&str>, args: BuildArgs) -> Result<()> {
+fn build(
+    cache_dir: Option<PathBuf>,
+    remote: Option<&str>,
+    verbose: bool,
+    args: BuildArgs,
+) -> Result<()> {
     let options = SessionOptions {
         rebuild: args.rebuild,
         jobs: args.jobs,
     };
-    let (file, name, session) = session_for(cache_dir, &args.spec, options)?;
+    let SpecSession {
+        file,
+        name,
+        session,
+        ..
+    } = session_for(cache_dir, &args.spec, options, verbose)?;
     let session = session.with_remote(crate::remote_cmds::remote_for_build(remote, args.no_upload));
     let spec = file.extension(Some(&name)).map_err(Error::from)?;
     let mode = if args.quiet {
@@ -151,16 +205,26 @@ fn build(cache_dir: Option<PathBuf>, remote: Option<&str>, args: BuildArgs) -> R
     }
 }
 
-fn explain(cache_dir: Option<PathBuf>, args: SpecArgs) -> Result<()> {
-    let (file, name, session) = session_for(cache_dir, &args, SessionOptions::default())?;
+fn explain(cache_dir: Option<PathBuf>, verbose: bool, args: SpecArgs) -> Result<()> {
+    let SpecSession {
+        file,
+        name,
+        session,
+        interpreter,
+    } = session_for(cache_dir, &args, SessionOptions::default(), verbose)?;
     let spec = file.extension(Some(&name)).map_err(Error::from)?;
     let prepared = session.prepare(spec, &file.root)?;
     let explanation = abicache::explain(&session, &prepared)?;
     if args.json {
-        print_json(&explanation)
-    } else {
-        emit(&abicache::render_explanation(&explanation))
+        return print_json(&explanation);
     }
+    let mut text = abicache::render_explanation(&explanation);
+    // A default interpreter is named, so the user sees which venv was meant.
+    if let Some(chosen) = interpreter.filter(|c| c.source != interpreter::Source::Flag) {
+        text.push_str(&chosen.describe());
+        text.push('\n');
+    }
+    emit(&text)
 }
 
 fn ls(cache_dir: Option<PathBuf>, args: JsonArgs) -> Result<()> {
@@ -204,8 +268,11 @@ fn rm(cache_dir: Option<PathBuf>, args: RmArgs) -> Result<()> {
     Ok(())
 }
 
-fn stats(cache_dir: Option<PathBuf>, args: JsonArgs) -> Result<()> {
+fn stats(cache_dir: Option<PathBuf>, args: StatsArgs) -> Result<()> {
     let store = open_store(cache_dir)?;
+    if args.zero {
+        store.zero_counters().map_err(Error::from)?;
+    }
     let stats = store.stats().map_err(Error::from)?;
     if args.json {
         print_json(&stats)

@@ -154,8 +154,9 @@ pub enum KeyError {
         target: String,
     },
 
-    /// A computed include under an explicit stable target (cannot be verified).
-    #[error("`{file}`:{line} has a computed include `#include {text}`, which cannot be checked against the libtorch stable ABI required by torch_stable_abi_target {target}: include the header by name, or remove torch_stable_abi_target")]
+    /// A computed include that cannot be resolved, under an explicit stable
+    /// target (what it includes cannot be verified).
+    #[error("`{file}`:{line} has a computed include `#include {text}` that cannot be resolved from the macros defined in the scanned files and `-D` flags, so it cannot be checked against the libtorch stable ABI required by torch_stable_abi_target {target}: define its macro in a scanned header or with `-D` in extra_cflags, include the header by name, or remove torch_stable_abi_target")]
     ComputedIncludeUnderStable {
         /// Display path of the including file.
         file: String,

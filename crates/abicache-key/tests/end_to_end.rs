@@ -139,6 +139,77 @@ fn stable_target_rejects_aten_include_in_a_transitive_header_naming_that_header(
     ));
 }
 
+/// Issue 9: a torch header reached through a resolved computed include is
+/// refused under a stable target, named as resolved.
+#[test]
+fn stable_target_refuses_a_torch_header_reached_through_a_macro_named_as_resolved() {
+    let d = tempfile::tempdir().unwrap();
+    project(
+        d.path(),
+        "#pragma once\n#define TORCH_HEADER(name) <torch/name.h>\n#include TORCH_HEADER(all)\n",
+        "torch_stable_abi_target = \"2.10\"\n",
+    );
+    match key_of(d.path(), "2.10.0").unwrap_err() {
+        KeyError::NonStableHeader {
+            file,
+            line,
+            include,
+            ..
+        } => assert_eq!(
+            (file.as_str(), line, include.as_str()),
+            ("include/detail/impl.h", 3, "torch/all.h")
+        ),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Issue 9: a computed include that resolves to harmless (system) headers
+/// keeps a stable extension keyed on the stable ABI and Python-agnostic, as
+/// CUTLASS's `#include CUDA_STD_HEADER(tuple)` does for swordfish.
+#[test]
+fn resolved_computed_include_to_system_headers_keeps_a_stable_key() {
+    let d = tempfile::tempdir().unwrap();
+    project(
+        d.path(),
+        "#define CUDA_STD_HEADER(header) <cuda/std/header>\n\
+         #define CUDA_STD_HEADER(header) <cccl/cuda/std/header>\n\
+         #include CUDA_STD_HEADER(tuple)\n",
+        "torch_stable_abi_target = \"2.10\"\n",
+    );
+    let k12 = key_of(d.path(), "2.12.0").unwrap();
+    let k15 = key_of(d.path(), "2.15.0+cu132").unwrap();
+    assert_eq!(k12.key, k15.key);
+    assert!(!k12.python_abi_dependent);
+    assert!(k12.payload.text().contains("torch_abi=stable-2.10"));
+    assert!(!k12.payload.text().contains("computed_include="));
+}
+
+/// Issue 9: an unresolvable computed include stays conservative: recorded
+/// in the payload, a Python-ABI marker, refused under a stable target.
+#[test]
+fn unresolvable_computed_include_is_recorded_dependent_and_refused_under_stable() {
+    let d = tempfile::tempdir().unwrap();
+    project(d.path(), "#include KERNEL_IMPL\n", "");
+    let k = key_of(d.path(), "2.10.0").unwrap();
+    assert!(k.python_abi_dependent);
+    assert!(
+        k.payload
+            .text()
+            .contains("computed_include=include/detail/impl.h:1:KERNEL_IMPL"),
+        "{}",
+        k.payload.text()
+    );
+    project(
+        d.path(),
+        "#include KERNEL_IMPL\n",
+        "torch_stable_abi_target = \"2.10\"\n",
+    );
+    assert!(matches!(
+        key_of(d.path(), "2.10.0"),
+        Err(KeyError::ComputedIncludeUnderStable { .. })
+    ));
+}
+
 #[test]
 fn include_paths_outside_the_root_stay_absolute() {
     let d = tempfile::tempdir().unwrap();

@@ -35,6 +35,14 @@ fn torch_stable_abi_target_define(py: Python<'_>, major: i64, minor: i64) -> PyR
     Ok(target.define())
 }
 
+/// Runs the `abicache` command line with `argv` (`argv[0]` is the program
+/// name) and returns its exit code: the wheel's `abicache` console script
+/// and `python -m abicache`, sharing this module's one native build.
+#[pyfunction]
+fn cli_main(py: Python<'_>, argv: Vec<std::ffi::OsString>) -> u8 {
+    py.detach(|| abicache_cli::main_with_args(argv))
+}
+
 /// The cache root `ABICACHE_DIR`, else `$XDG_CACHE_HOME/abicache`, else `~/.cache/abicache`.
 #[pyfunction]
 fn default_cache_dir(py: Python<'_>) -> PyResult<String> {
@@ -229,6 +237,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("KEY_FORMAT", abicache::key::KEY_FORMAT)?;
     m.add_function(wrap_pyfunction!(torch_stable_abi_target_define, m)?)?;
     m.add_function(wrap_pyfunction!(default_cache_dir, m)?)?;
+    m.add_function(wrap_pyfunction!(cli_main, m)?)?;
     m.add_function(wrap_pyfunction!(stats, m)?)?;
     m.add_function(wrap_pyfunction!(prepare, m)?)?;
     m.add_function(wrap_pyfunction!(build, m)?)?;

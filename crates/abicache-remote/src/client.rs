@@ -306,8 +306,8 @@ fn operator(url: &str) -> Result<(Operator, Option<String>)> {
             let mut builder = services::S3::default()
                 .bucket(bucket)
                 .root(&format!("/{}", prefix.trim_matches('/')));
-            if std::env::var_os("AWS_REGION").is_none()
-                && std::env::var_os("AWS_DEFAULT_REGION").is_none()
+            if abicache_env_vars::var_os(abicache_env_vars::AWS_REGION).is_none()
+                && abicache_env_vars::var_os(abicache_env_vars::AWS_DEFAULT_REGION).is_none()
             {
                 builder = builder.region("us-east-1");
             }

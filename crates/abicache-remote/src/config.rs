@@ -55,7 +55,7 @@ struct ConfigFile {
 /// The config file: `ABICACHE_CONFIG`, else `$XDG_CONFIG_HOME/abicache/config.toml`,
 /// else `~/.config/abicache/config.toml`; `None` when none of those variables is set.
 pub fn config_path() -> Option<PathBuf> {
-    config_path_with(&|name| std::env::var(name).ok())
+    config_path_with(&abicache_env_vars::var)
 }
 
 fn config_path_with(var: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
@@ -63,10 +63,10 @@ fn config_path_with(var: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
     if let Some(path) = set(ABICACHE_CONFIG) {
         return Some(PathBuf::from(path));
     }
-    if let Some(dir) = set("XDG_CONFIG_HOME") {
+    if let Some(dir) = set(abicache_env_vars::XDG_CONFIG_HOME) {
         return Some(Path::new(&dir).join("abicache/config.toml"));
     }
-    set("HOME").map(|home| Path::new(&home).join(".config/abicache/config.toml"))
+    set(abicache_env_vars::HOME).map(|home| Path::new(&home).join(".config/abicache/config.toml"))
 }
 
 impl RemoteConfig {
@@ -75,7 +75,7 @@ impl RemoteConfig {
     /// none is set, or when the URL is `none` or `off`. The mode, time-out and
     /// keys come from their variables, else from the config file.
     pub fn resolve(override_url: Option<&str>) -> Result<Option<RemoteConfig>> {
-        Self::resolve_with(override_url, &|name| std::env::var(name).ok())
+        Self::resolve_with(override_url, &abicache_env_vars::var)
     }
 
     /// [`RemoteConfig::resolve`] with variables read through `var` (for tests).
@@ -143,6 +143,30 @@ impl RemoteConfig {
             signing_key,
         }))
     }
+}
+
+/// The settings the config file at `path` sets, as (the environment variable
+/// that overrides it, its value as text), for `abicache config`. A missing
+/// file sets nothing; an unreadable or invalid one is an error naming it.
+pub fn config_file_settings(path: &Path) -> Result<Vec<(&'static str, String)>> {
+    let file = read_config(path)?;
+    let settings = [
+        (ABICACHE_REMOTE, file.remote),
+        (ABICACHE_REMOTE_MODE, file.remote_mode),
+        (
+            ABICACHE_REMOTE_TIMEOUT,
+            file.remote_timeout.map(|s| s.to_string()),
+        ),
+        (
+            ABICACHE_TRUSTED_KEYS,
+            Some(file.trusted_keys.join(", ")).filter(|k| !k.is_empty()),
+        ),
+        (ABICACHE_SIGNING_KEY, file.signing_key),
+    ];
+    Ok(settings
+        .into_iter()
+        .filter_map(|(name, value)| Some((name, value?)))
+        .collect())
 }
 
 fn read_config(path: &Path) -> Result<ConfigFile> {

@@ -29,20 +29,14 @@ mod sign;
 mod verify;
 
 pub use client::{Fetched, Remote, Upload, OBJECT_DIR};
-pub use config::{config_path, Mode, RemoteConfig};
+pub use config::{config_file_settings, config_path, Mode, RemoteConfig};
 pub use error::{RemoteError, Result};
 pub use sign::{signature_message, KeyPair, PublicKey, SecretKey, Signature};
 pub use verify::{verify_entry, Verified};
 
-/// `ABICACHE_REMOTE`: the remote cache URL.
-pub const ABICACHE_REMOTE: &str = "ABICACHE_REMOTE";
-/// `ABICACHE_REMOTE_MODE`: `read-write` (default) or `read-only`.
-pub const ABICACHE_REMOTE_MODE: &str = "ABICACHE_REMOTE_MODE";
-/// `ABICACHE_REMOTE_TIMEOUT`: seconds one remote operation may take.
-pub const ABICACHE_REMOTE_TIMEOUT: &str = "ABICACHE_REMOTE_TIMEOUT";
-/// `ABICACHE_TRUSTED_KEYS`: ed25519 public keys whose signatures make a remote entry usable.
-pub const ABICACHE_TRUSTED_KEYS: &str = "ABICACHE_TRUSTED_KEYS";
-/// `ABICACHE_SIGNING_KEY`: the ed25519 secret key uploads are signed with.
-pub const ABICACHE_SIGNING_KEY: &str = "ABICACHE_SIGNING_KEY";
-/// `ABICACHE_CONFIG`: the config file (default `~/.config/abicache/config.toml`).
-pub const ABICACHE_CONFIG: &str = "ABICACHE_CONFIG";
+/// The variables this crate reads (defined, with their defaults and the
+/// empty-value rule, in `abicache-env-vars`).
+pub use abicache_env_vars::{
+    ABICACHE_CONFIG, ABICACHE_REMOTE, ABICACHE_REMOTE_MODE, ABICACHE_REMOTE_TIMEOUT,
+    ABICACHE_SIGNING_KEY, ABICACHE_TRUSTED_KEYS,
+};

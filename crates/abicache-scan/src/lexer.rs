@@ -8,14 +8,18 @@
 //! (`1'000`) and preprocessing directives. Text inside comments and
 //! literals is never an include nor a marker. Conditional blocks are not
 //! evaluated: every directive counts. Lines are 1-based physical lines of
-//! where the directive (`#`) or identifier starts.
+//! where the directive (`#`) or identifier starts. A leading UTF-8 byte-order
+//! mark is skipped, as compilers do, so it hides no directive.
 
 use std::borrow::Cow;
 
 use memchr::{memchr, memchr2, memchr3, memmem};
+use serde::{Deserialize, Serialize};
+
+use crate::macros::MacroDef;
 
 /// How an include names its header.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum IncludeKind {
     /// `#include <name>`.
     Angle,
@@ -26,7 +30,7 @@ pub enum IncludeKind {
 }
 
 /// One `#include` or `#include_next` directive.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Include {
     /// The header name between the delimiters, or the operand text of a
     /// computed include (trimmed, comments cut off). Non-UTF-8 bytes are
@@ -57,11 +61,13 @@ impl Include {
     }
 
     /// True when this include is itself a Python-ABI marker (SPEC §3):
-    /// `Python.h` (any directory), `pybind11/…`, `torch/extension.h`,
-    /// `torch/python.h`, or any computed include.
+    /// `Python.h` (any directory), `pybind11/…`, `torch/extension.h` or
+    /// `torch/python.h`. A computed include is judged by the scan, once its
+    /// macros are expanded: by the headers it reaches, or as a marker itself
+    /// when it cannot be resolved.
     pub fn is_python_marker(&self) -> bool {
         match self.kind {
-            IncludeKind::Computed => true,
+            IncludeKind::Computed => false,
             IncludeKind::Angle | IncludeKind::Quoted => {
                 let n = self.name.as_str();
                 n == "Python.h"
@@ -75,7 +81,10 @@ impl Include {
 }
 
 /// Everything the scan needs to know about one file's text.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+///
+/// Serializable as a whole: the stat cache ([`crate::StatCache`]) stores it
+/// per file, so a field added here is cached without further work.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileFacts {
     /// Every include directive outside comments and literals, in order.
     pub includes: Vec<Include>,
@@ -84,6 +93,9 @@ pub struct FileFacts {
     /// the marker includes (see [`Include::is_python_marker`]) as
     /// [`Include::directive`].
     pub python_markers: Vec<(u32, String)>,
+    /// Every `#define` outside comments and literals, in order: the macros
+    /// computed includes are expanded with.
+    pub defines: Vec<MacroDef>,
     /// Lines of identifiers starting with `STABLE_TORCH_LIBRARY`.
     pub stable_registrations: Vec<u32>,
     /// Whether the identifier `TORCH_EXTENSION_NAME` appears (the only way
@@ -93,6 +105,9 @@ pub struct FileFacts {
 
 /// Lexes one file. Never panics, whatever the bytes.
 pub fn lex(bytes: &[u8]) -> FileFacts {
+    // A byte-order mark is not text: skipping it keeps a first-line
+    // directive at a line start (lines are unaffected: it has no newline).
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
     let (text, splices) = splice(bytes);
     let mut lexer = Lexer {
         s: &text,
@@ -461,6 +476,10 @@ impl Lexer<'_> {
         let next = match &s[j..end] {
             b"include" => false,
             b"include_next" => true,
+            b"define" => {
+                self.define(end);
+                return after;
+            }
             _ => return after,
         };
         let op = self.skip_directive_space(end);
@@ -500,6 +519,63 @@ impl Lexer<'_> {
         self.facts.includes.push(include);
         resume
     }
+}
+
+impl Lexer<'_> {
+    /// Records the `#define` whose name follows `at` (after whitespace).
+    /// The directive is lexed as ordinary text afterwards all the same, so
+    /// markers in its body count.
+    fn define(&mut self, at: usize) {
+        let s = self.s;
+        let name_start = self.skip_directive_space(at);
+        if !s.get(name_start).is_some_and(|&c| is_ident_start(c)) {
+            return;
+        }
+        let name_end = name_start
+            + s[name_start..]
+                .iter()
+                .position(|&c| !is_ident_continue(c))
+                .unwrap_or(s.len() - name_start);
+        // A function-like macro has its `(` right after the name.
+        let (params, body_start) = if s.get(name_end) == Some(&b'(') {
+            match memchr2(b')', b'\n', &s[name_end + 1..]) {
+                Some(k) if s[name_end + 1 + k] == b')' => (
+                    Some(lossy(&s[name_end + 1..name_end + 1 + k])),
+                    name_end + 2 + k,
+                ),
+                _ => return,
+            }
+        } else {
+            (None, name_end)
+        };
+        let end = self.directive_end(body_start);
+        self.facts.defines.push(MacroDef {
+            name: lossy(&s[name_start..name_end]),
+            params,
+            body: lossy(trim(&s[body_start..end])),
+        });
+    }
+
+    /// The end of a directive starting at `j`: the end of its (spliced)
+    /// line, or of the last block comment that begins on it; a `//`
+    /// comment ends it early.
+    fn directive_end(&self, mut j: usize) -> usize {
+        let s = self.s;
+        while j < s.len() {
+            match s[j] {
+                b'\n' => return j,
+                b'/' if s.get(j + 1) == Some(&b'/') => return j,
+                b'/' if s.get(j + 1) == Some(&b'*') => j = self.skip_block_comment(j),
+                q @ (b'"' | b'\'') => j = self.skip_quoted(j, q),
+                _ => j += 1,
+            }
+        }
+        s.len()
+    }
+}
+
+fn lossy(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
 }
 
 fn is_raw_delim_char(c: u8) -> bool {

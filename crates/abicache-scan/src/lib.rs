@@ -10,24 +10,33 @@
 //! The crate reads files; it knows nothing of torch versions or caches.
 //!
 //! - [`lexer`]: the C/C++ lexer ([`lex`] → [`FileFacts`]);
+//! - [`macros`]: computed includes resolved by expanding the macros of the
+//!   visited files and `-D` flags ([`MacroTable`]);
 //! - [`resolve`]: include resolution ([`Resolver`]);
 //! - [`scan()`]: the walk, producing a [`ScanReport`];
+//! - [`stat_cache`]: per-file facts remembered by stat stamp, so a warm
+//!   [`scan_cached`] stats files instead of reading them;
 //! - [`render_summary`]: the human summary shown by `abicache scan`.
 
 #![deny(missing_docs)]
 
+mod absent;
 mod error;
 pub mod lexer;
+pub mod macros;
 mod report;
 pub mod resolve;
 mod scan;
+pub mod stat_cache;
 mod summary;
 
 pub use error::ScanError;
 pub use lexer::{lex, FileFacts, Include, IncludeKind};
+pub use macros::{defines_in_flags, Expansion, MacroDef, MacroTable};
 pub use report::{
     ComputedInclude, Location, PythonMarker, ScanReport, ScannedFile, SourceReport, TorchInclude,
 };
 pub use resolve::{Resolution, Resolver};
-pub use scan::{is_stable_header, is_torch_header, scan, ScanConfig};
+pub use scan::{is_stable_header, is_torch_header, scan, scan_cached, ScanConfig};
+pub use stat_cache::{StatCache, StatCacheStats, SCANNER_FINGERPRINT};
 pub use summary::render_summary;

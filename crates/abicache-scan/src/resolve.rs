@@ -28,6 +28,7 @@ use std::ffi::OsString;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::path::{Path, PathBuf};
 
+use crate::absent::AbsentLookups;
 use crate::lexer::IncludeKind;
 
 /// A directory headers were found in (interned by the [`Resolver`]).
@@ -80,6 +81,9 @@ pub struct Resolver {
     /// start with a name no root has and are then answered without a
     /// `stat` per root.
     system_tops: Option<Vec<std::collections::HashSet<OsString>>>,
+    /// Failed lookups remembered by directory stamp (scans through a stat
+    /// cache only): a candidate known absent costs no `stat`.
+    absent: Option<AbsentLookups>,
 }
 
 impl Resolver {
@@ -90,6 +94,17 @@ impl Resolver {
             system_roots,
             ..Resolver::default()
         }
+    }
+
+    /// Answers failed lookups from (and records them into) `absent`.
+    pub(crate) fn with_absent(mut self, absent: AbsentLookups) -> Self {
+        self.absent = Some(absent);
+        self
+    }
+
+    /// The failed lookups after the scan, for the stat cache.
+    pub(crate) fn take_absent(&mut self) -> Option<AbsentLookups> {
+        self.absent.take()
     }
 
     /// The id of directory `path`, canonicalised (when it exists) so that
@@ -196,9 +211,11 @@ impl Resolver {
             (Some(tops), Some(f)) => tops[k].contains(f),
             _ => true,
         };
+        let mut absent = self.absent.take();
         let hit = (0..roots.len())
             .filter(|&k| listed(k))
-            .any(|k| is_file(&roots[k].join(name)));
+            .any(|k| is_file_noting(&roots[k].join(name), absent.as_mut()));
+        self.absent = absent;
         self.under_system.insert(name.to_owned(), hit);
         hit
     }
@@ -208,9 +225,32 @@ impl Resolver {
     /// reads every component), so a file that is not itself a symlink is
     /// named by its directory's cached canonical form plus its file name.
     fn local(&mut self, found: PathBuf) -> Option<Resolution> {
-        let meta = std::fs::symlink_metadata(&found).ok()?;
+        if self.absent.as_mut().is_some_and(|a| a.known_absent(&found)) {
+            return None;
+        }
+        if self.absent.as_mut().is_some_and(|a| a.known_file(&found)) {
+            let parent = self.canonical_dir(found.parent()?)?;
+            let canonical = parent.join(found.file_name()?);
+            let dir = self.dir_id(&parent);
+            let file = self.file(&canonical);
+            return Some(Resolution::Local { dir, file });
+        }
+        let meta = match std::fs::symlink_metadata(&found) {
+            Ok(meta) => meta,
+            Err(e) => {
+                if e.kind() == std::io::ErrorKind::NotFound {
+                    if let Some(absent) = self.absent.as_mut() {
+                        absent.note_absent(&found);
+                    }
+                }
+                return None;
+            }
+        };
         let parent = self.canonical_dir(found.parent()?)?;
         let canonical = if meta.is_file() {
+            if let Some(absent) = self.absent.as_mut() {
+                absent.note_file(&found);
+            }
             parent.join(found.file_name()?)
         } else if meta.file_type().is_symlink() && is_file(&found) {
             std::fs::canonicalize(&found).ok()?
@@ -267,6 +307,29 @@ fn top_level_names(dir: &Path) -> std::collections::HashSet<OsString> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// [`is_file`], answering "no" without a `stat` for a path `absent` knows
+/// is missing, and telling it about a new miss.
+fn is_file_noting(path: &Path, absent: Option<&mut AbsentLookups>) -> bool {
+    let Some(absent) = absent else {
+        return is_file(path);
+    };
+    if absent.known_absent(path) {
+        return false;
+    }
+    match std::fs::metadata(path) {
+        Ok(meta) => meta.is_file(),
+        Err(e) => {
+            // A dangling symlink is an entry: its target may appear without
+            // the directory changing, so only a true absence is noted.
+            if e.kind() == std::io::ErrorKind::NotFound && std::fs::symlink_metadata(path).is_err()
+            {
+                absent.note_absent(path);
+            }
+            false
+        }
+    }
 }
 
 fn is_file(path: &Path) -> bool {

@@ -2,17 +2,24 @@
 //! local includes, reading, hashing and lexing every file once.
 
 use std::collections::HashSet;
-use std::io;
+use std::fs::File;
+use std::io::{self, Read};
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::SystemTime;
 
+use abicache_fs::FileStamp;
+
+use crate::absent::{AbsentLookups, AbsentMap};
 use crate::error::ScanError;
-use crate::lexer::{lex, FileFacts, IncludeKind};
+use crate::lexer::{lex, FileFacts, Include, IncludeKind};
+use crate::macros::{Expansion, MacroDef, MacroTable};
 use crate::report::{
     ComputedInclude, Location, PythonMarker, ScanReport, ScannedFile, SourceReport, TorchInclude,
 };
-use crate::resolve::{DirId, FileId, Resolution, Resolver};
+use crate::resolve::{DirId, FastMap, FileId, Resolution, Resolver};
+use crate::stat_cache::{FreshFile, StatCache};
 
 /// Where to look for headers and how to name files.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,6 +32,9 @@ pub struct ScanConfig {
     /// System include roots (torch, Python, CUDA): headers found there are
     /// neither hashed, followed nor named.
     pub system_roots: Vec<PathBuf>,
+    /// Macros defined on the command line (`-D`): with those of the visited
+    /// files, what computed includes are expanded with.
+    pub defines: Vec<MacroDef>,
 }
 
 impl ScanConfig {
@@ -34,7 +44,15 @@ impl ScanConfig {
             root: root.into(),
             include_paths: Vec::new(),
             system_roots: Vec::new(),
+            defines: Vec::new(),
         }
+    }
+
+    /// Adds the `-D` definitions found in compiler `flags` (`-DNAME[=V]`,
+    /// `-D NAME[=V]`); other flags are ignored.
+    pub fn defines_from_flags(mut self, flags: &[String]) -> Self {
+        self.defines.extend(crate::macros::defines_in_flags(flags));
+        self
     }
 
     /// Appends an extra include path (tried after earlier ones).
@@ -52,6 +70,13 @@ impl ScanConfig {
 
 /// Scans `sources` (in order) and every local header they reach (SPEC §2–3).
 ///
+/// A computed include (`#include MACRO`) is expanded with every macro
+/// defined in the files the extension reaches and in `config.defines` (all
+/// alternatives of each name, see [`crate::macros`]); the headers it names
+/// are resolved like any other include, and it is reported in
+/// [`SourceReport::computed_includes`] (and as a Python-ABI marker) only
+/// when some alternative cannot be resolved.
+///
 /// Guarantees: each file is read, hashed and lexed once per call; each
 /// source lists each file it reaches once, depth-first in include order
 /// (preorder, the source first); the walk is iterative, so neither depth
@@ -66,6 +91,46 @@ impl ScanConfig {
 /// [`ScanError::Unreadable`] when a source or a resolved header cannot be
 /// read, [`ScanError::InvalidRoot`] when `config.root` is not a directory.
 pub fn scan(sources: &[PathBuf], config: &ScanConfig) -> Result<ScanReport, ScanError> {
+    walk(sources, config, None).map(|(report, _, _)| report)
+}
+
+/// [`scan`] through a [`StatCache`]: a file whose stat stamp matches its
+/// cache entry is not read, hashed nor lexed; every other file is, and is
+/// remembered in `cache` when its stamp can be trusted (the racy rule, see
+/// [`crate::stat_cache`]).
+///
+/// Guarantees: the report is exactly the one [`scan`] returns for the same
+/// files at the same moment, whatever the cache holds. Save the cache
+/// afterwards with [`StatCache::save`].
+///
+/// # Errors
+/// As [`scan`]; on an error nothing is remembered.
+pub fn scan_cached(
+    sources: &[PathBuf],
+    config: &ScanConfig,
+    cache: &mut StatCache,
+) -> Result<ScanReport, ScanError> {
+    let (report, seen, absent) = walk(sources, config, Some(cache))?;
+    if let Some(absent) = absent {
+        cache.set_absent(absent);
+    }
+    for origin in seen {
+        match origin {
+            Origin::Cached(path) => cache.touch(&path),
+            Origin::Read(fresh) => cache.remember(fresh),
+            Origin::Untracked => {}
+        }
+    }
+    Ok(report)
+}
+
+/// The walk behind [`scan`] and [`scan_cached`]: the report, and for every
+/// file it loaded, whether it came from the cache.
+fn walk(
+    sources: &[PathBuf],
+    config: &ScanConfig,
+    cache: Option<&StatCache>,
+) -> Result<(ScanReport, Vec<Origin>, Option<AbsentMap>), ScanError> {
     let root = std::fs::canonicalize(&config.root)
         .map_err(|e| e.to_string())
         .and_then(|r| {
@@ -79,11 +144,17 @@ pub fn scan(sources: &[PathBuf], config: &ScanConfig) -> Result<ScanReport, Scan
             path: config.root.clone(),
             reason,
         })?;
+    let mut resolver = Resolver::new(config.include_paths.clone(), config.system_roots.clone());
+    if let Some(cache) = cache {
+        resolver = resolver.with_absent(AbsentLookups::new(cache.absent()));
+    }
     let mut walk = Walk {
         root,
-        resolver: Resolver::new(config.include_paths.clone(), config.system_roots.clone()),
+        cache,
+        resolver,
         files: Vec::new(),
         stamp: Vec::new(),
+        macros: Macros::new(&config.defines),
         report: ScanReport {
             sources: Vec::new(),
             python_markers: Vec::new(),
@@ -115,7 +186,16 @@ pub fn scan(sources: &[PathBuf], config: &ScanConfig) -> Result<ScanReport, Scan
         let report = walk.source(file, dir, n + 1)?;
         walk.report.sources.push(report);
     }
-    Ok(walk.report)
+    let absent = walk.resolver.take_absent().and_then(AbsentLookups::merged);
+    let seen = walk
+        .files
+        .into_iter()
+        .filter_map(|slot| match slot {
+            Slot::Ready(entry) => Some(entry.origin),
+            _ => None,
+        })
+        .collect();
+    Ok((walk.report, seen, absent))
 }
 
 /// A file's state in the walk.
@@ -132,27 +212,99 @@ struct FileEntry {
     display: String,
     blake3: String,
     facts: Arc<FileFacts>,
+    origin: Origin,
 }
 
-struct Walk {
+/// Where a loaded file's facts came from.
+enum Origin {
+    /// The stat cache: the stamp of this path matched, nothing was read.
+    Cached(PathBuf),
+    /// A full read, with what the stat cache may remember.
+    Read(FreshFile),
+    /// A full read by a scan without a stat cache.
+    Untracked,
+}
+
+struct Walk<'c> {
     root: PathBuf,
+    cache: Option<&'c StatCache>,
     resolver: Resolver,
     /// Indexed by [`FileId::index`].
     files: Vec<Slot>,
     /// Indexed by [`FileId::index`]: the number of the last source that
     /// visited the file (0: none yet).
     stamp: Vec<usize>,
+    macros: Macros,
     report: ScanReport,
 }
 
-impl Walk {
+/// The macro table of the extension, filled from the files read so far
+/// only once a computed include needs it, and the expansions made with it.
+struct Macros {
+    table: MacroTable,
+    /// Indexed by [`FileId::index`]: whether the file's defines are in `table`.
+    added: Vec<bool>,
+    /// Whether a file was read since the table was last filled.
+    stale: bool,
+    /// Expansions by operand, valid for `generation`.
+    expansions: FastMap<String, Arc<Expansion>>,
+    generation: u64,
+}
+
+impl Macros {
+    fn new(flag_defines: &[MacroDef]) -> Self {
+        let mut table = MacroTable::default();
+        for def in flag_defines {
+            table.add(def);
+        }
+        let generation = table.generation();
+        Macros {
+            table,
+            added: Vec::new(),
+            stale: true,
+            expansions: FastMap::default(),
+            generation,
+        }
+    }
+}
+
+impl Walk<'_> {
     /// Reads, hashes and lexes every file reachable from `starts`, level
     /// by level, two files at a time. Only speeds up the walk: results are
     /// stored by file id, and read errors wait until the walk visits the file.
+    ///
+    /// It also reaches the headers of computed includes: when the frontier
+    /// is exhausted, every computed include met so far is expanded with the
+    /// macros of every file read so far, and what it names joins the walk;
+    /// this repeats until nothing new is reached, so the macro table the
+    /// walk then uses holds every definition of every reachable file.
     fn prefetch(&mut self, starts: &[(FileId, DirId)]) {
         let mut seen: HashSet<(FileId, DirId)> = starts.iter().copied().collect();
         let mut frontier: Vec<(FileId, DirId)> = starts.to_vec();
-        while !frontier.is_empty() {
+        let mut computed: Vec<(DirId, String)> = Vec::new();
+        let mut computed_seen: HashSet<(DirId, String)> = HashSet::new();
+        loop {
+            if frontier.is_empty() {
+                for (dir, text) in &computed {
+                    for (angle, name) in &self.expansion(text).headers {
+                        let kind = if *angle {
+                            IncludeKind::Angle
+                        } else {
+                            IncludeKind::Quoted
+                        };
+                        if let Resolution::Local { dir, file } =
+                            self.resolver.resolve(*dir, name, kind)
+                        {
+                            if seen.insert((file, dir)) {
+                                frontier.push((file, dir));
+                            }
+                        }
+                    }
+                }
+                if frontier.is_empty() {
+                    return;
+                }
+            }
             let mut todo: Vec<FileId> = frontier
                 .iter()
                 .map(|&(file, _)| file)
@@ -164,9 +316,10 @@ impl Walk {
                 .iter()
                 .map(|&file| (file, self.resolver.file_path(file)))
                 .collect();
-            for (file, slot) in read_all(&self.root, &jobs) {
+            for (file, slot) in read_all(&self.root, &jobs, self.cache) {
                 self.files[file.index()] = slot;
             }
+            self.macros.stale = true;
             let mut next = Vec::new();
             for &(file, dir) in &frontier {
                 let Slot::Ready(entry) = self.slot(file) else {
@@ -174,6 +327,12 @@ impl Walk {
                 };
                 let facts = Arc::clone(&entry.facts);
                 for inc in &facts.includes {
+                    if inc.kind == IncludeKind::Computed {
+                        if computed_seen.insert((dir, inc.name.clone())) {
+                            computed.push((dir, inc.name.clone()));
+                        }
+                        continue;
+                    }
                     if let Resolution::Local { dir, file } =
                         self.resolver.resolve(dir, &inc.name, inc.kind)
                     {
@@ -185,6 +344,34 @@ impl Walk {
             }
             frontier = next;
         }
+    }
+
+    /// What `operand` expands to with the macros of every file read so far
+    /// (and the `-D` flags), cached until a new definition arrives.
+    fn expansion(&mut self, operand: &str) -> Arc<Expansion> {
+        let m = &mut self.macros;
+        if m.stale {
+            m.added.resize(self.files.len(), false);
+            for (k, slot) in self.files.iter().enumerate() {
+                if let (Slot::Ready(entry), false) = (slot, m.added[k]) {
+                    for def in &entry.facts.defines {
+                        m.table.add(def);
+                    }
+                    m.added[k] = true;
+                }
+            }
+            m.stale = false;
+        }
+        if m.table.generation() != m.generation {
+            m.expansions.clear();
+            m.generation = m.table.generation();
+        }
+        if let Some(e) = m.expansions.get(operand) {
+            return Arc::clone(e);
+        }
+        let e = Arc::new(m.table.expand(operand));
+        m.expansions.insert(operand.to_owned(), Arc::clone(&e));
+        e
     }
 
     /// The slot of `id`, growing the tables as needed.
@@ -201,7 +388,8 @@ impl Walk {
     fn load(&mut self, id: FileId) -> Result<&FileEntry, ScanError> {
         let k = id.index();
         if matches!(self.slot(id), Slot::Empty) {
-            self.files[k] = read_entry(&self.root, self.resolver.file_path(id));
+            self.files[k] = read_entry(&self.root, self.resolver.file_path(id), self.cache);
+            self.macros.stale = true;
         }
         if let Slot::Failed(_) = self.files[k] {
             let Slot::Failed(source) = std::mem::replace(&mut self.files[k], Slot::Empty) else {
@@ -251,22 +439,30 @@ impl Walk {
                 self.collect_facts(&display, &facts);
             }
             for inc in &facts.includes {
-                match self.resolver.resolve(dir, &inc.name, inc.kind) {
-                    Resolution::Local { dir, file } => children.push((file, dir)),
-                    Resolution::Missing => {
-                        let missing = format!("{display}:{}", inc.name);
-                        if !out.missing_includes.contains(&missing) {
-                            out.missing_includes.push(missing);
-                        }
+                let targets = if inc.kind == IncludeKind::Computed {
+                    let expansion = self.expansion(&inc.name);
+                    if expansion.unresolved.is_some() {
+                        out.computed_includes.push(ComputedInclude {
+                            file: display.clone(),
+                            line: inc.line,
+                            text: inc.name.clone(),
+                        });
                     }
-                    Resolution::System => {}
-                }
-                if inc.kind == IncludeKind::Computed {
-                    out.computed_includes.push(ComputedInclude {
-                        file: display.clone(),
-                        line: inc.line,
-                        text: inc.name.clone(),
-                    });
+                    resolved_includes(inc, &expansion)
+                } else {
+                    vec![inc.clone()]
+                };
+                for target in &targets {
+                    match self.resolver.resolve(dir, &target.name, target.kind) {
+                        Resolution::Local { dir, file } => children.push((file, dir)),
+                        Resolution::Missing => {
+                            let missing = format!("{display}:{}", target.name);
+                            if !out.missing_includes.contains(&missing) {
+                                out.missing_includes.push(missing);
+                            }
+                        }
+                        Resolution::System => {}
+                    }
                 }
             }
             for &(file, dir) in children.iter().rev() {
@@ -279,51 +475,139 @@ impl Walk {
         Ok(out)
     }
 
-    /// Records a file's markers, torch includes and registrations (once per file).
+    /// Records a file's markers, torch includes and registrations (once per
+    /// file). A computed include counts by the headers it resolves to (a
+    /// marker header as `#include <Python.h> (via #include MACRO)`, a torch
+    /// header by its resolved name), and is itself a marker when it cannot
+    /// be resolved.
     fn collect_facts(&mut self, display: &str, facts: &FileFacts) {
+        let mut markers: Vec<(u32, String)> = facts.python_markers.clone();
+        let mut torch = Vec::new();
+        for inc in &facts.includes {
+            if inc.kind != IncludeKind::Computed {
+                if is_torch_header(&inc.name) {
+                    torch.push((inc.line, inc.name.clone()));
+                }
+                continue;
+            }
+            let expansion = self.expansion(&inc.name);
+            if expansion.unresolved.is_some() {
+                markers.push((inc.line, inc.directive()));
+            }
+            for target in resolved_includes(inc, &expansion) {
+                if target.is_python_marker() {
+                    let via = format!("{} (via {})", target.directive(), inc.directive());
+                    markers.push((inc.line, via));
+                }
+                if is_torch_header(&target.name) {
+                    torch.push((inc.line, target.name));
+                }
+            }
+        }
+        // Lexer markers are in line order; computed ones join them there.
+        markers.sort_by_key(|(line, _)| *line);
         let r = &mut self.report;
-        r.python_markers.extend(
-            facts
-                .python_markers
-                .iter()
-                .map(|(line, marker)| PythonMarker {
-                    file: display.to_owned(),
-                    line: *line,
-                    marker: marker.clone(),
-                }),
-        );
+        r.python_markers
+            .extend(markers.into_iter().map(|(line, marker)| PythonMarker {
+                file: display.to_owned(),
+                line,
+                marker,
+            }));
         r.stable_registrations
             .extend(facts.stable_registrations.iter().map(|&line| Location {
                 file: display.to_owned(),
                 line,
             }));
-        for inc in &facts.includes {
-            if inc.kind != IncludeKind::Computed && is_torch_header(&inc.name) {
-                r.torch_includes.push(TorchInclude {
-                    file: display.to_owned(),
-                    line: inc.line,
-                    include: inc.name.clone(),
-                    stable: is_stable_header(&inc.name),
-                });
-            }
+        for (line, name) in torch {
+            r.torch_includes.push(TorchInclude {
+                file: display.to_owned(),
+                line,
+                stable: is_stable_header(&name),
+                include: name,
+            });
         }
     }
 }
 
-/// Reads, hashes and lexes one file.
-fn read_entry(root: &Path, path: &Path) -> Slot {
-    match std::fs::read(path) {
-        Ok(bytes) => Slot::Ready(FileEntry {
-            display: display_path(root, path),
-            blake3: blake3::hash(&bytes).to_hex().to_string(),
-            facts: Arc::new(lex(&bytes)),
-        }),
+/// The includes a computed include `inc` resolves to: one per header name
+/// of its expansion, on the same line.
+fn resolved_includes(inc: &Include, expansion: &Expansion) -> Vec<Include> {
+    expansion
+        .headers
+        .iter()
+        .map(|(angle, name)| Include {
+            name: name.clone(),
+            kind: if *angle {
+                IncludeKind::Angle
+            } else {
+                IncludeKind::Quoted
+            },
+            line: inc.line,
+            next: inc.next,
+        })
+        .collect()
+}
+
+/// Reads, hashes and lexes one file, unless `cache` has an entry whose
+/// stamp matches the file's current one (then only a `stat` is made).
+fn read_entry(root: &Path, path: &Path, cache: Option<&StatCache>) -> Slot {
+    let display = display_path(root, path);
+    if let Some(cache) = cache.filter(|c| c.knows(path)) {
+        if let Ok(meta) = std::fs::metadata(path) {
+            if let Some(hit) = cache.get(path, &FileStamp::of(&meta)) {
+                return Slot::Ready(FileEntry {
+                    display,
+                    blake3: hit.blake3.clone(),
+                    facts: Arc::clone(&hit.facts),
+                    origin: Origin::Cached(path.to_path_buf()),
+                });
+            }
+        }
+    }
+    // The clock is read before the file is opened, so a stamp counts as
+    // trusted only when the file's last change lies a racy window before
+    // the read: a later write in the same timestamp tick cannot exist.
+    let now = SystemTime::now();
+    let read = || -> io::Result<(Vec<u8>, std::fs::Metadata)> {
+        let mut file = File::open(path)?;
+        let meta = file.metadata()?;
+        let mut bytes = Vec::with_capacity(meta.len() as usize);
+        file.read_to_end(&mut bytes)?;
+        Ok((bytes, meta))
+    };
+    match read() {
+        Ok((bytes, meta)) => {
+            let blake3 = blake3::hash(&bytes).to_hex().to_string();
+            let facts = Arc::new(lex(&bytes));
+            let origin = match cache {
+                Some(cache) => {
+                    cache.count_read();
+                    Origin::Read(FreshFile {
+                        path: path.to_path_buf(),
+                        stamp: FileStamp::trusted(&meta, now),
+                        blake3: blake3.clone(),
+                        facts: Arc::clone(&facts),
+                    })
+                }
+                None => Origin::Untracked,
+            };
+            Slot::Ready(FileEntry {
+                display,
+                blake3,
+                facts,
+                origin,
+            })
+        }
         Err(e) => Slot::Failed(e),
     }
 }
 
 /// [`read_entry`] for each job, on two threads when there is enough work.
-fn read_all(root: &Path, jobs: &[(FileId, &Path)]) -> Vec<(FileId, Slot)> {
+fn read_all(
+    root: &Path,
+    jobs: &[(FileId, &Path)],
+    cache: Option<&StatCache>,
+) -> Vec<(FileId, Slot)> {
     const PARALLEL_FROM: usize = 8;
     let next = AtomicUsize::new(0);
     let work = || {
@@ -333,7 +617,7 @@ fn read_all(root: &Path, jobs: &[(FileId, &Path)]) -> Vec<(FileId, Slot)> {
             let Some(&(file, path)) = jobs.get(i) else {
                 return out;
             };
-            out.push((file, read_entry(root, path)));
+            out.push((file, read_entry(root, path, cache)));
         }
     };
     if jobs.len() < PARALLEL_FROM {

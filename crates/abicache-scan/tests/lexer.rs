@@ -75,7 +75,10 @@ fn hash_not_first_on_line_is_not_a_directive() {
     assert_hidden("int x; #include \"a.h\"\n");
     // A block comment spanning lines is one space: no newline before `#`.
     assert_hidden("int x; /*\n*/ #include \"a.h\"\n");
-    assert_hidden("#define INC #include \"a.h\"\n");
+    // A `#` inside a macro body is no directive: only the define is recorded.
+    let facts = lex(b"#define INC #include \"a.h\"\n");
+    assert!(facts.includes.is_empty(), "{facts:?}");
+    assert_eq!(facts.defines.len(), 1);
 }
 
 #[test]
@@ -91,7 +94,7 @@ fn conditional_blocks_are_not_evaluated() {
 }
 
 #[test]
-fn computed_include_records_operand_and_is_a_marker() {
+fn computed_include_records_operand_and_leaves_the_verdict_to_the_scan() {
     let src = "#include KERNEL_HEADER // which one?\n#include_next NEXT(x) /* c */\n";
     assert_eq!(
         includes(src),
@@ -100,13 +103,38 @@ fn computed_include_records_operand_and_is_a_marker() {
             ("NEXT(x)".into(), IncludeKind::Computed, 2, true),
         ]
     );
+    // Whether it is a marker depends on what its macros expand to (scan).
+    assert!(markers(src).is_empty());
+}
+
+#[test]
+fn defines_are_recorded_with_parameters_and_body() {
+    let src = "#define A 1\n# define F(x, ...) <x/__VA_ARGS__> /* c\n */\n\
+               #define G (not params)\n\"#define NO\"\n#define L a \\\n  b // tail\n";
+    let defs: Vec<(String, Option<String>, String)> = lex(src.as_bytes())
+        .defines
+        .into_iter()
+        .map(|d| (d.name, d.params, d.body))
+        .collect();
     assert_eq!(
-        markers(src),
-        vec![
-            (1, "#include KERNEL_HEADER".to_owned()),
-            (2, "#include_next NEXT(x)".to_owned())
+        defs,
+        [
+            ("A".into(), None, "1".into()),
+            (
+                "F".into(),
+                Some("x, ...".into()),
+                "<x/__VA_ARGS__> /* c\n */".into()
+            ),
+            ("G".into(), None, "(not params)".into()),
+            ("L".into(), None, "a   b".into()),
         ]
     );
+}
+
+#[test]
+fn leading_byte_order_mark_is_skipped() {
+    let src = "\u{feff}#include \"h.h\"\n";
+    assert_eq!(names(src), ["h.h"]);
 }
 
 #[test]

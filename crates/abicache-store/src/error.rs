@@ -97,7 +97,7 @@ pub enum StoreError {
     /// A size like `10G` could not be parsed.
     #[error(
         "invalid size `{value}`: expected a number of bytes with an optional unit, e.g. `123`, `500M`, `10G`, `1.5GiB` \
-         (K/M/G/T and KiB/MiB/GiB/TiB are powers of 1024, KB/MB/GB/TB powers of 1000)"
+         (K/M/G/T, Ki/Mi/Gi/Ti and KiB/MiB/GiB/TiB are powers of 1024, KB/MB/GB/TB powers of 1000)"
     )]
     BadSize {
         /// The text given.

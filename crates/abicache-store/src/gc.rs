@@ -126,10 +126,13 @@ impl Store {
         entries.sort_by(|a, b| a.last_used.cmp(&b.last_used).then(a.key.cmp(&b.key)));
         let entry_bytes: u64 = entries.iter().map(|e| e.size).sum();
         let objects = self.objects_oldest_first();
-        let object_bytes: u64 = objects.iter().map(|o| o.size).sum();
+        // Precompiled headers are evicted after the objects: rebuilt in the background on demand.
+        let pch_dirs = self.pch_dirs_oldest_first();
+        let object_bytes: u64 =
+            objects.iter().map(|o| o.size).sum::<u64>() + pch_dirs.iter().map(|p| p.1).sum::<u64>();
         report.bytes_before = entry_bytes + object_bytes;
         let mut total = report.bytes_before;
-        if total > max_bytes && !objects.is_empty() {
+        if total > max_bytes && !(objects.is_empty() && pch_dirs.is_empty()) {
             if self.any_build_running(spare)? {
                 report.objects_skipped_busy = true;
             } else {
@@ -149,6 +152,20 @@ impl Store {
                         total -= files.size;
                         report.objects_evicted += 1;
                         report.object_bytes_freed += files.size;
+                    }
+                }
+                for (dir, size, last_used) in pch_dirs {
+                    if total <= max_bytes {
+                        break;
+                    }
+                    if self.is_recent(last_used) {
+                        report.skipped_recent += 1;
+                        continue;
+                    }
+                    if std::fs::remove_dir_all(&dir).is_ok() {
+                        total -= size;
+                        report.objects_evicted += 1;
+                        report.object_bytes_freed += size;
                     }
                 }
             }

@@ -25,6 +25,9 @@
 //!   least-recently-used entries and objects, never one used in the last
 //!   `ABICACHE_GC_GRACE` seconds (60) nor one whose key lock is held;
 //!   `ABICACHE_MAX_SIZE` applies it after every publish.
+//! - **Precompiled headers** under `v1/pch/<key>/` ([`Store::pch_lookup`]): built
+//!   privately, adopted with a manifest, verified (files and the headers they were
+//!   compiled from) before use, evicted by gc after the objects.
 //! - **Owner-only**: every directory of the layout must be owned by the
 //!   user and not writable by others (else the root is refused); files are
 //!   written 0600 and libraries and directories 0700, whatever the umask.
@@ -47,6 +50,7 @@ mod layout;
 mod lock;
 mod manifest;
 mod objects;
+mod pch;
 mod private_file;
 mod publish;
 mod size;
@@ -67,6 +71,7 @@ pub use lock::{
 };
 pub use manifest::{Manifest, MAX_MANIFEST_SIZE};
 pub use objects::{ObjectCache, ObjectCheck, OBJECT_RECORD_SUFFIX};
+pub use pch::{PchLookup, PchPaths, PCH_FAILED_RETRY};
 pub use publish::{BuildGuard, Published};
 pub use size::{max_size_from_env, parse_size};
 pub use stats::{Counters, Event, Stats};

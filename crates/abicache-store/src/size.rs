@@ -4,9 +4,9 @@ use crate::env;
 use crate::error::{Result, StoreError};
 
 /// Parses a size in bytes: a number (fractions allowed) with an optional,
-/// case-insensitive unit. `K`, `M`, `G`, `T` and `KiB`…`TiB` are powers of
-/// 1024 (so `10G` is 10 GiB, as in sccache and GNU `du`); `KB`…`TB` are
-/// powers of 1000; `B` or nothing is bytes. Fractions of a byte round down.
+/// case-insensitive unit. `K`, `M`, `G`, `T`, `Ki`…`Ti` and `KiB`…`TiB` are
+/// powers of 1024 (so `10G` is 10 GiB, as in sccache and GNU `du`); `KB`…`TB`
+/// are powers of 1000; `B` or nothing is bytes. Fractions of a byte round down.
 pub fn parse_size(text: &str) -> Result<u64> {
     let bad = || StoreError::BadSize {
         value: text.to_owned(),
@@ -29,7 +29,7 @@ pub fn parse_size(text: &str) -> Result<u64> {
     };
     let base: f64 = match rest {
         _ if power == 0 => 1.0,
-        "" | "ib" => 1024.0,
+        "" | "i" | "ib" => 1024.0,
         "b" => 1000.0,
         _ => return Err(bad()),
     };
@@ -69,6 +69,10 @@ mod tests {
             ("1.5GiB", 3 << 29),
             ("2k", 2048),
             ("1 KiB", 1024),
+            ("1Ki", 1024),
+            ("500Mi", 500 << 20),
+            ("10Gi", 10 << 30),
+            ("2ti", 2 << 40),
             ("1KB", 1000),
             ("3MB", 3_000_000),
             ("1T", 1 << 40),

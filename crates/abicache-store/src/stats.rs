@@ -12,7 +12,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::Result;
+use crate::error::{Result, StoreError};
+use crate::lock::FileLock;
 use crate::store::Store;
 
 /// Something worth counting.
@@ -151,6 +152,32 @@ impl Store {
     /// failure is left for the next [`Store::count`] to report.
     pub fn record_all(&self, events: &[Event]) -> Result<()> {
         let _ = self.append_events(events);
+        Ok(())
+    }
+
+    /// Resets every counter to zero (`abicache stats --zero`, like `ccache -z`):
+    /// holding `stats.lock` (as a fold does) and an exclusive lock on
+    /// `stats.log` (waiting for writers in flight), removes the log and
+    /// `stats.json` (missing files read as zero); entries are untouched. A
+    /// writer that opened the old log notices the unlink and opens a new one.
+    pub fn zero_counters(&self) -> Result<()> {
+        let layout = self.layout();
+        let _fold = FileLock::acquire(&layout.stats_lock_path(), "stats", self.lock_timeout())?;
+        let log = layout.stats_log_path();
+        let _held = match std::fs::File::open(&log) {
+            Ok(file) => {
+                file.lock().map_err(StoreError::io_at("lock", &log))?;
+                Some(file)
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(StoreError::opening("read", &log, e)),
+        };
+        for path in [log.clone(), layout.stats_path()] {
+            match fs_err::remove_file(&path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
+                _ => {}
+            }
+        }
         Ok(())
     }
 

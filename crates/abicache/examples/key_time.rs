@@ -1,19 +1,32 @@
 //! Times key computation in-process, without process start:
-//! `key_time SPEC.toml ENV.toml [--extension NAME] [--runs N] [--floor]`.
+//! `key_time SPEC.toml ENV.toml [--extension NAME] [--runs N] [--floor] [--warm]`.
 //!
-//! Each run is one `Session::prepare` (scan: read, hash and lex every
-//! reachable file; then the payload and its key), exactly what `abicache key`
-//! does after parsing its arguments; nothing is memoized between runs. With
-//! `--floor` it also times the raw floor: read + BLAKE3 of the same files
-//! (the scan's unique files), on one thread and on two. Prints one JSON
-//! object (times in milliseconds, medians over the runs).
+//! Each run is one `Session::prepare` (scan, payload, key), exactly what
+//! `abicache key` does after parsing its arguments:
+//! - `median_ms` (cold): the stat cache (`v1/scan-facts.bin`) is deleted
+//!   before each run (not timed), so every file is read, hashed and lexed
+//!   and the cache is written back: a first key;
+//! - `uncached_ms`: the scan without any stat cache plus the key (what a key
+//!   cost before the stat cache existed), for "a cold key no slower";
+//! - `warm_ms` (with `--warm`): after waiting out the racy window
+//!   (`RACY_WINDOW`) so the files' stamps can be trusted, and one untimed
+//!   prepare to stamp them, each run stats the files instead of reading them.
+//!
+//! `cpu_ms_per_run` gives the CPU time (all threads) per run of each phase,
+//! which a loaded machine does not inflate as it does wall time.
+//!
+//! With `--floor` it also times the raw floor: read + BLAKE3 of the same
+//! files (the scan's unique files), on one thread and on two. Prints one
+//! JSON object (times in milliseconds, medians over the runs).
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use abicache::key::{Environment, SpecFile};
+use abicache::key::{compute_key, Environment, SpecFile};
+use abicache::scan::ScanConfig;
 use abicache::store::Store;
 use abicache::Session;
+use abicache_fs::RACY_WINDOW;
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
@@ -35,6 +48,22 @@ fn read_and_hash(files: &[PathBuf]) -> u64 {
     bytes
 }
 
+/// CPU time (user + system, every thread, dead ones included) this process
+/// has used, in milliseconds, from `/proc/self/stat` (10 ms ticks: only
+/// meaningful summed over many runs). On a loaded machine wall time mostly
+/// measures waiting for a core; CPU time per run does not.
+fn cpu_ms() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after_name = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    // Fields 14 and 15 of the file (utime, stime) are 12 and 13 after the name.
+    let ticks: f64 = [11, 12]
+        .iter()
+        .filter_map(|&i| fields.get(i)?.parse::<f64>().ok())
+        .sum();
+    ticks * 10.0
+}
+
 fn time_ms(f: impl FnOnce()) -> f64 {
     let t = Instant::now();
     f();
@@ -48,12 +77,13 @@ fn main() {
             .expect("usage: key_time SPEC.toml ENV.toml [--extension NAME] [--runs N] [--floor]"),
     );
     let env_path = PathBuf::from(args.next().expect("ENV.toml"));
-    let (mut extension, mut runs, mut floor) = (None, 5usize, false);
+    let (mut extension, mut runs, mut floor, mut warm) = (None, 5usize, false, false);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--extension" => extension = args.next(),
             "--runs" => runs = args.next().and_then(|n| n.parse().ok()).expect("--runs N"),
             "--floor" => floor = true,
+            "--warm" => warm = true,
             other => panic!("unknown argument `{other}`"),
         }
     }
@@ -70,14 +100,54 @@ fn main() {
     let mut prepared = session
         .prepare(spec, &file.root)
         .unwrap_or_else(|e| panic!("{e}"));
+    let facts_file = session.scan_facts_path().unwrap_or_else(|e| panic!("{e}"));
     let mut times = Vec::with_capacity(runs);
+    let mut cold_cpu = 0.0;
     for _ in 0..runs {
+        let _ = std::fs::remove_file(&facts_file);
+        let cpu = cpu_ms();
         let t = Instant::now();
         prepared = session
             .prepare(spec, &file.root)
             .unwrap_or_else(|e| panic!("{e}"));
         times.push(t.elapsed().as_secs_f64() * 1e3);
+        cold_cpu += cpu_ms() - cpu;
     }
+    // Today's path before the stat cache: the plain scan, then the key.
+    let mut config = ScanConfig::new(&file.root);
+    for dir in &spec.extra_include_paths {
+        config = config.include_path(dir);
+    }
+    for dir in prepared.env.system_include_roots() {
+        config = config.system_root(dir);
+    }
+    let cpu = cpu_ms();
+    let uncached: Vec<f64> = (0..runs)
+        .map(|_| {
+            time_ms(|| {
+                let scan = abicache::scan::scan(&spec.sources, &config).expect("scan");
+                let keyed = compute_key(spec, &prepared.env, &scan, &file.root).expect("key");
+                assert_eq!(keyed.key, prepared.keyed.key, "uncached key differs");
+            })
+        })
+        .collect();
+    let uncached_cpu = cpu_ms() - cpu;
+    let mut warm_cpu = 0.0;
+    let warm_times: Option<Vec<f64>> = warm.then(|| {
+        std::thread::sleep(RACY_WINDOW + std::time::Duration::from_millis(100));
+        session.prepare(spec, &file.root).expect("stamping run");
+        let cpu = cpu_ms();
+        let times = (0..runs)
+            .map(|_| {
+                time_ms(|| {
+                    let again = session.prepare(spec, &file.root).expect("warm run");
+                    assert_eq!(again.keyed.key, prepared.keyed.key, "warm key differs");
+                })
+            })
+            .collect();
+        warm_cpu = cpu_ms() - cpu;
+        times
+    });
     let resolve = |p: &str| -> PathBuf {
         let path = Path::new(p);
         if path.is_absolute() {
@@ -103,6 +173,12 @@ fn main() {
         "runs": runs,
         "times_ms": times,
         "median_ms": median(times.clone()),
+        "uncached_ms": median(uncached),
+        "cpu_ms_per_run": {
+            "cold": cold_cpu / runs as f64,
+            "uncached": uncached_cpu / runs as f64,
+            "warm": warm_cpu / runs as f64,
+        },
         "files": files.len(),
         "file_visits": per_source_visits,
         "bytes": bytes,
@@ -110,6 +186,10 @@ fn main() {
         "python_markers": prepared.scan.python_markers,
         "visited": prepared.scan.unique_files().iter().map(|f| f.path.clone()).collect::<Vec<_>>(),
     });
+    if let Some(warm_times) = warm_times {
+        out["warm_times_ms"] = warm_times.clone().into();
+        out["warm_ms"] = median(warm_times).into();
+    }
     if floor {
         let one: Vec<f64> = (0..runs)
             .map(|_| {

@@ -7,12 +7,13 @@ use std::time::Instant;
 
 use abicache_build::{BuildOptions, BuildPlan, Nvcc, Progress, Toolchain, ToolchainEnv, Unit};
 use abicache_key::{compute_key, Environment, ExtensionSpec, Keyed};
-use abicache_scan::{ScanConfig, ScanReport};
+use abicache_scan::{ScanConfig, ScanReport, StatCache};
 use abicache_store::{Claim, Event, Hit, Manifest, Store, StoreWarning};
 use serde::Serialize;
 
 use crate::audit::{audit_against_key, AuditVerdict};
 use crate::error::{Error, Result};
+use crate::pch::{default_umbrellas, PchMode, PchPlan};
 use crate::remote::{Fetch, RemoteCache, RemoteState};
 
 /// Payload fields that describe the ABI a unit is compiled for; they are
@@ -26,6 +27,9 @@ const ABI_FIELDS: &[&str] = &[
     "cuda_archs",
     "nvcc",
 ];
+
+/// The stat cache of scanned files' facts, under the store's `v1/`.
+const SCAN_FACTS_FILE: &str = "scan-facts.bin";
 
 /// How a session builds.
 #[derive(Debug, Clone, Copy, Default)]
@@ -81,6 +85,9 @@ pub struct Outcome {
     pub compiled: Vec<String>,
     /// Units whose objects came from the object cache.
     pub cached_units: usize,
+    /// Compiled units that were compiled against a precompiled header.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pch_units: Vec<String>,
     /// True when the library was downloaded from the remote cache in this call.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub remote: bool,
@@ -121,9 +128,7 @@ impl Session {
             env,
             site_packages,
             toolchain_env: ToolchainEnv::from_process(),
-            arch_list_env: std::env::var(crate::env_vars::TORCH_CUDA_ARCH_LIST)
-                .ok()
-                .filter(|s| !s.trim().is_empty()),
+            arch_list_env: crate::env_vars::var(crate::env_vars::TORCH_CUDA_ARCH_LIST),
             options: SessionOptions::default(),
             nvcc: OnceLock::new(),
             remote: OnceLock::new(),
@@ -158,6 +163,12 @@ impl Session {
             Ok(remote) => Ok(remote.as_ref()),
             Err(warning) => Err(warning.as_str()),
         }
+    }
+
+    /// Where the stat cache of scanned files lives (`<cache>/v1/scan-facts.bin`);
+    /// opens the cache.
+    pub fn scan_facts_path(&self) -> Result<PathBuf> {
+        Ok(self.store()?.layout().version_dir().join(SCAN_FACTS_FILE))
     }
 
     /// The cache this session uses, opened (and created) on the first call.
@@ -205,14 +216,22 @@ impl Session {
     pub fn prepare(&self, spec: &ExtensionSpec, root: &Path) -> Result<Prepared> {
         self.check(spec)?;
         let env = self.complete_env(spec)?;
-        let mut config = ScanConfig::new(root);
+        let mut config = ScanConfig::new(root).defines_from_flags(&spec.extra_cflags);
+        if spec.requires_cuda() {
+            config = config.defines_from_flags(&spec.extra_cuda_cflags);
+        }
         for dir in &spec.extra_include_paths {
             config = config.include_path(dir);
         }
         for dir in env.system_include_roots() {
             config = config.system_root(dir);
         }
-        let scan = abicache_scan::scan(&spec.sources, &config)?;
+        // Files whose stat stamp matches the cache's are not read again;
+        // the report is the cold scan's. Saving is best effort: a read-only
+        // or full cache only loses the speed-up.
+        let mut facts = StatCache::open(self.scan_facts_path()?);
+        let scan = abicache_scan::scan_cached(&spec.sources, &config, &mut facts)?;
+        let _ = facts.save();
         let keyed = compute_key(spec, &env, &scan, root)?;
         Ok(Prepared { env, scan, keyed })
     }
@@ -273,6 +292,7 @@ impl Session {
                             seconds: started.elapsed().as_secs_f64(),
                             compiled: Vec::new(),
                             cached_units: 0,
+                            pch_units: Vec::new(),
                             remote: true,
                             warnings,
                         });
@@ -285,7 +305,8 @@ impl Session {
             }
             _ => guard,
         };
-        let result = self.compile_and_publish(spec, &prepared, guard, progress);
+        let result =
+            self.compile_and_publish(spec, &prepared, root, guard, progress, &mut warnings);
         let (hit, report) = match result {
             Ok(done) => done,
             Err(e) => {
@@ -310,6 +331,7 @@ impl Session {
             seconds: started.elapsed().as_secs_f64(),
             compiled: report.units_compiled,
             cached_units: report.units_cached,
+            pch_units: report.pch_units,
             remote: false,
             warnings,
         })
@@ -365,6 +387,7 @@ impl Session {
             seconds: started.elapsed().as_secs_f64(),
             compiled: Vec::new(),
             cached_units: 0,
+            pch_units: Vec::new(),
             remote: false,
             warnings,
         })
@@ -374,13 +397,24 @@ impl Session {
         &self,
         spec: &ExtensionSpec,
         prepared: &Prepared,
+        root: &Path,
         guard: abicache_store::BuildGuard,
         progress: &dyn Fn(Progress),
+        warnings: &mut Vec<String>,
     ) -> Result<(Hit, abicache_build::BuildReport)> {
         let requires_cuda = spec.requires_cuda();
+        let pch_mode = PchMode::from_env()?;
         let toolchain =
             Toolchain::discover(&self.toolchain_env, &self.site_packages, requires_cuda)?;
-        let plan = self.plan(spec, prepared)?;
+        let plan = self.plan(spec, prepared, root)?;
+        let pch_plan = match pch_mode {
+            PchMode::Auto => {
+                let requests =
+                    abicache_build::pch_requests(&plan, &toolchain, &default_umbrellas());
+                crate::pch::resolve(self.opened(), requests, warnings)
+            }
+            PchMode::Off => PchPlan::default(),
+        };
         let previous_seconds = self
             .opened()
             .find_by_name(&spec.name)
@@ -393,6 +427,7 @@ impl Session {
         let options = BuildOptions {
             jobs,
             previous_seconds,
+            pch: pch_plan.ready,
         };
         let report = abicache_build::build(
             &plan,
@@ -402,6 +437,7 @@ impl Session {
             &options,
             progress,
         )?;
+        crate::pch::drop_rejected(self.opened(), &report.pch_rejected, warnings);
         let audit = match audit_against_key(&report.library, &prepared.keyed, &prepared.scan)? {
             AuditVerdict::Refused(message) => return Err(Error::AuditRefused { message }),
             AuditVerdict::Passed(audit) => audit,
@@ -427,11 +463,18 @@ impl Session {
             })?
             .to_string();
         let published = guard.publish(&file_name, manifest)?;
+        // Only now, so the build never waited for it (see `crate::pch`).
+        crate::pch::start_missing(
+            self.opened(),
+            &pch_plan.missing,
+            &report.units_compiled,
+            warnings,
+        );
         Ok((published.hit, report))
     }
 
     /// The build plan for a prepared spec.
-    fn plan(&self, spec: &ExtensionSpec, prepared: &Prepared) -> Result<BuildPlan> {
+    fn plan(&self, spec: &ExtensionSpec, prepared: &Prepared, root: &Path) -> Result<BuildPlan> {
         let env = &prepared.env;
         let torch_dir = env.torch_dir.clone().ok_or_else(|| {
             Error::Input(
@@ -487,6 +530,8 @@ impl Session {
             extra_include_paths: spec.extra_include_paths.clone(),
             gencode: prepared.keyed.gencode.clone(),
             abi_fields,
+            // Compiled relative to the fingerprint root: relocatable objects.
+            root: std::path::absolute(root).ok(),
         })
     }
 
@@ -498,7 +543,11 @@ impl Session {
         if !spec.requires_cuda() {
             return Ok(env);
         }
-        if env.nvcc_version.is_none() || env.cuda_include_dirs.is_empty() {
+        // What the key needs is `nvcc_version`: when the environment gives
+        // it, nothing is probed (an environment file may describe a machine
+        // with no CUDA toolchain here). Unknown CUDA include dirs then only
+        // mean that angle includes found nowhere are system headers (SPEC §2).
+        if env.nvcc_version.is_none() {
             let nvcc = self
                 .nvcc
                 .get_or_init(|| {

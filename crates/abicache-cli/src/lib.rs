@@ -1,0 +1,65 @@
+//! The `abicache` command line as a library: [`main_with_args`] parses
+//! arguments and runs a command, returning the exit code.
+//!
+//! One implementation serves both entry points: the cargo binary
+//! (`src/main.rs`) and the Python wheel's `abicache` console script, which
+//! calls it through `abicache._native.cli_main`, so a `pip install` ships
+//! the command without a second native build. Exit codes: 0 success, 1 a
+//! failed build, 2 bad input or an ABI refusal, with the reason on stderr.
+
+#![deny(missing_docs)]
+
+mod args;
+mod commands;
+mod config_cmd;
+mod interpreter;
+mod remote_cmds;
+mod render;
+
+use std::ffi::OsString;
+
+use clap::Parser;
+
+/// Runs the command line `args` (the first item is the program name) and
+/// returns the process exit code. `--help` and `--version` print and return
+/// 0; a usage error prints clap's message and returns 2.
+pub fn main_with_args<I, T>(args: I) -> u8
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let cli = match args::Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(err) => {
+            let _ = err.print();
+            return if err.use_stderr() { 2 } else { 0 };
+        }
+    };
+    match commands::run(cli) {
+        Ok(()) => 0,
+        Err(err) => {
+            let code = match err.downcast_ref::<abicache::Error>() {
+                Some(e) => e.exit_code(),
+                None => 2,
+            };
+            eprintln!("error: {}", render_error(&err));
+            code as u8
+        }
+    }
+}
+
+/// The error and its causes joined with `: `, leaving out a cause whose
+/// text the message already contains (many errors quote their source, and
+/// printing the chain again repeated it: `…(os error 2). Check …: No such
+/// file or directory (os error 2)`).
+fn render_error(err: &anyhow::Error) -> String {
+    let mut message = err.to_string();
+    for cause in err.chain().skip(1) {
+        let text = cause.to_string();
+        if !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+    }
+    message
+}

@@ -1,0 +1,64 @@
+//! The names, as constants, so a typo is a compile error.
+
+/// Root of the cache.
+pub const ABICACHE_DIR: &str = "ABICACHE_DIR";
+/// Base of the default cache root (`$XDG_CACHE_HOME/abicache`), when absolute.
+pub const XDG_CACHE_HOME: &str = "XDG_CACHE_HOME";
+/// Home directory: base of the default cache root and config file.
+pub const HOME: &str = "HOME";
+/// Seconds to wait for a key's lock.
+pub const ABICACHE_LOCK_TIMEOUT: &str = "ABICACHE_LOCK_TIMEOUT";
+/// Size bound applied by an automatic gc after each publish.
+pub const ABICACHE_MAX_SIZE: &str = "ABICACHE_MAX_SIZE";
+/// Seconds after its last use during which gc never evicts an entry or object.
+pub const ABICACHE_GC_GRACE: &str = "ABICACHE_GC_GRACE";
+/// Compiler launcher (`ccache`, `sccache`) prepended to compile commands.
+pub const ABICACHE_COMPILER_LAUNCHER: &str = "ABICACHE_COMPILER_LAUNCHER";
+/// Forces a rebuild from the Python package (`1`).
+pub const ABICACHE_REBUILD: &str = "ABICACHE_REBUILD";
+/// Precompiled headers: `0` off, `auto` (default) on.
+pub const ABICACHE_PCH: &str = "ABICACHE_PCH";
+/// Parallel compile jobs.
+pub const MAX_JOBS: &str = "MAX_JOBS";
+/// Host C++ compiler.
+pub const CXX: &str = "CXX";
+/// Host C compiler, passed to nvcc as `-ccbin`.
+pub const CC: &str = "CC";
+/// CUDA toolkit root.
+pub const CUDA_HOME: &str = "CUDA_HOME";
+/// CUDA toolkit root (alternative name).
+pub const CUDA_PATH: &str = "CUDA_PATH";
+/// Directories searched for the compilers, nvcc and `python3`.
+pub const PATH: &str = "PATH";
+/// CUDA architectures to build for.
+pub const TORCH_CUDA_ARCH_LIST: &str = "TORCH_CUDA_ARCH_LIST";
+/// The active virtual environment: the command line's default interpreter.
+pub const VIRTUAL_ENV: &str = "VIRTUAL_ENV";
+/// Remote cache URL.
+pub const ABICACHE_REMOTE: &str = "ABICACHE_REMOTE";
+/// `read-write` or `read-only`.
+pub const ABICACHE_REMOTE_MODE: &str = "ABICACHE_REMOTE_MODE";
+/// Seconds one remote operation may take.
+pub const ABICACHE_REMOTE_TIMEOUT: &str = "ABICACHE_REMOTE_TIMEOUT";
+/// Public keys whose signatures make a remote entry trusted.
+pub const ABICACHE_TRUSTED_KEYS: &str = "ABICACHE_TRUSTED_KEYS";
+/// Secret key that uploads are signed with.
+pub const ABICACHE_SIGNING_KEY: &str = "ABICACHE_SIGNING_KEY";
+/// Path of the config file.
+pub const ABICACHE_CONFIG: &str = "ABICACHE_CONFIG";
+/// Base of the default config file.
+pub const XDG_CONFIG_HOME: &str = "XDG_CONFIG_HOME";
+/// S3 endpoint of an `s3://` remote.
+pub const AWS_ENDPOINT_URL: &str = "AWS_ENDPOINT_URL";
+/// S3 access key.
+pub const AWS_ACCESS_KEY_ID: &str = "AWS_ACCESS_KEY_ID";
+/// S3 secret key.
+pub const AWS_SECRET_ACCESS_KEY: &str = "AWS_SECRET_ACCESS_KEY";
+/// S3 region.
+pub const AWS_REGION: &str = "AWS_REGION";
+/// S3 region, read when `AWS_REGION` is unset.
+pub const AWS_DEFAULT_REGION: &str = "AWS_DEFAULT_REGION";
+/// Disables colour in progress output (<https://no-color.org>).
+pub const NO_COLOR: &str = "NO_COLOR";
+/// Terminal type: `dumb` turns the progress bar into plain lines.
+pub const TERM: &str = "TERM";

@@ -1,0 +1,246 @@
+//! The table: one [`EnvVar`] per variable, in the order the README lists them.
+
+use crate::names::*;
+
+/// What an empty (or all-blank) value means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Empty {
+    /// The variable counts as unset: its default applies.
+    Unset,
+    /// The value is used as it is (`PATH`: an empty entry is the current
+    /// directory, as the shell treats it).
+    AsIs,
+}
+
+/// The format of a variable's value, as documented and as its reader parses it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ValueFormat {
+    /// A file or directory path.
+    Path,
+    /// Directories separated by `:`.
+    PathList,
+    /// A program name looked up on `PATH`, or a path.
+    Program,
+    /// A number of seconds, fractions allowed.
+    Seconds,
+    /// A size: bytes, or a number with `K`/`M`/`G`/`T` (powers of 1024, also
+    /// written `Ki`/`KiB`…) or `KB`/`MB`/`GB`/`TB` (powers of 1000).
+    Size,
+    /// A whole number of at least 1.
+    Count,
+    /// `1` or empty.
+    Flag,
+    /// One of a fixed set of words.
+    Choice(&'static [&'static str]),
+    /// A remote-cache URL.
+    Url,
+    /// CUDA architectures such as `8.0 9.0+PTX`.
+    ArchList,
+    /// ed25519 public keys (hex, or files of them), comma or space separated.
+    PublicKeys,
+    /// An ed25519 secret key (hex, or a file holding it).
+    SecretKey,
+    /// Free text passed on as it is.
+    Text,
+}
+
+impl ValueFormat {
+    /// A short description for tables (`abicache config`, the README).
+    pub fn describe(&self) -> String {
+        match self {
+            ValueFormat::Path => "path".into(),
+            ValueFormat::PathList => "paths separated by `:`".into(),
+            ValueFormat::Program => "program name or path".into(),
+            ValueFormat::Seconds => "seconds".into(),
+            ValueFormat::Size => "size (`10G`, `500Mi`, `1.5GiB`, bytes)".into(),
+            ValueFormat::Count => "whole number ≥ 1".into(),
+            ValueFormat::Flag => "`1`".into(),
+            ValueFormat::Choice(words) => words
+                .iter()
+                .map(|w| format!("`{w}`"))
+                .collect::<Vec<_>>()
+                .join(" or "),
+            ValueFormat::Url => "URL".into(),
+            ValueFormat::ArchList => "architecture list".into(),
+            ValueFormat::PublicKeys => "public keys".into(),
+            ValueFormat::SecretKey => "secret key".into(),
+            ValueFormat::Text => "text".into(),
+        }
+    }
+}
+
+/// One environment variable abicache reads.
+#[derive(Debug, Clone, Copy)]
+pub struct EnvVar {
+    /// The variable's name.
+    pub name: &'static str,
+    /// What applies when it is unset (Markdown, as the README shows it).
+    pub default: &'static str,
+    /// The format of its value.
+    pub format: ValueFormat,
+    /// What an empty value means.
+    pub empty: Empty,
+    /// The key that sets the same thing in the config file, if any (the
+    /// variable wins over it).
+    pub config_key: Option<&'static str>,
+    /// Its value is a secret: `abicache config` shows only whether it is set.
+    pub secret: bool,
+    /// What it does (Markdown).
+    pub meaning: &'static str,
+}
+
+impl EnvVar {
+    const fn new(name: &'static str, default: &'static str, format: ValueFormat) -> EnvVar {
+        EnvVar {
+            name,
+            default,
+            format,
+            empty: Empty::Unset,
+            config_key: None,
+            secret: false,
+            meaning: "",
+        }
+    }
+
+    const fn meaning(mut self, meaning: &'static str) -> EnvVar {
+        self.meaning = meaning;
+        self
+    }
+
+    const fn config_key(mut self, key: &'static str) -> EnvVar {
+        self.config_key = Some(key);
+        self
+    }
+
+    const fn secret(mut self) -> EnvVar {
+        self.secret = true;
+        self
+    }
+
+    const fn empty_as_is(mut self) -> EnvVar {
+        self.empty = Empty::AsIs;
+        self
+    }
+}
+
+/// The README's table (header, separator, one row per variable), as
+/// `cargo run -p abicache-env-vars --example readme_table` prints it.
+pub fn markdown_table() -> String {
+    let mut out = String::from("| variable | default | value | meaning |\n|---|---|---|---|\n");
+    for var in ENV_VARS {
+        let value = match var.empty {
+            Empty::Unset => var.format.describe(),
+            Empty::AsIs => format!("{} (empty: used as is)", var.format.describe()),
+        };
+        out.push_str(&format!(
+            "| `{}` | {} | {} | {} |\n",
+            var.name, var.default, value, var.meaning
+        ));
+    }
+    out
+}
+
+/// The entry of `name`, if abicache reads it.
+pub fn lookup(name: &str) -> Option<&'static EnvVar> {
+    ENV_VARS.iter().find(|v| v.name == name)
+}
+
+/// All variables, in the order the README documents them.
+pub const ENV_VARS: &[EnvVar] = &[
+    EnvVar::new(ABICACHE_DIR, "`$XDG_CACHE_HOME/abicache`, else `~/.cache/abicache`", ValueFormat::Path)
+        .meaning("Root of the cache (entries, objects, locks, stats)."),
+    EnvVar::new(XDG_CACHE_HOME, "`~/.cache`", ValueFormat::Path)
+        .meaning("Base of the default cache root when `ABICACHE_DIR` is unset (used only when absolute)."),
+    EnvVar::new(HOME, "none", ValueFormat::Path)
+        .meaning("Home directory: base of the default cache root and config file."),
+    EnvVar::new(ABICACHE_LOCK_TIMEOUT, "`600`", ValueFormat::Seconds)
+        .meaning("Seconds to wait for another process building the same key before giving up with an error naming its pid."),
+    EnvVar::new(ABICACHE_MAX_SIZE, "unset (no bound)", ValueFormat::Size)
+        .meaning("Size bound applied by an automatic least-recently-used `gc` after each publish."),
+    EnvVar::new(ABICACHE_GC_GRACE, "`60`", ValueFormat::Seconds)
+        .meaning("Seconds after its last use during which `gc` never evicts an entry or a compiled object, so a path a hit returned stays loadable and a starting build keeps the objects it counted."),
+    EnvVar::new(ABICACHE_COMPILER_LAUNCHER, "unset", ValueFormat::Program)
+        .meaning("Compiler launcher (`ccache`, `sccache`) put in front of every compile command."),
+    EnvVar::new(ABICACHE_REBUILD, "unset", ValueFormat::Flag)
+        .meaning("`1` makes the Python package rebuild instead of using a cached entry."),
+    EnvVar::new(ABICACHE_PCH, "`auto`", ValueFormat::Choice(&["auto", "0"]))
+        .meaning("`0` turns precompiled headers off; `auto` uses ready ones and builds a missing one in the background after the build that needed it (see \"Building\")."),
+    EnvVar::new(MAX_JOBS, "number of cores", ValueFormat::Count)
+        .meaning("Translation units compiled in parallel."),
+    EnvVar::new(CXX, "`c++` on `PATH`", ValueFormat::Program)
+        .meaning("Host C++ compiler."),
+    EnvVar::new(CC, "unset", ValueFormat::Program)
+        .meaning("Host C compiler, passed to nvcc as `-ccbin` (as torch does)."),
+    EnvVar::new(CUDA_HOME, "unset", ValueFormat::Path)
+        .meaning("CUDA toolkit root searched for `bin/nvcc`, before `PATH` and NVIDIA's pip wheels."),
+    EnvVar::new(CUDA_PATH, "unset", ValueFormat::Path)
+        .meaning("Same as `CUDA_HOME` when that is unset."),
+    EnvVar::new(PATH, "the system's", ValueFormat::PathList)
+        .empty_as_is()
+        .meaning("Searched for `c++`, `nvcc`, the launcher and (without `VIRTUAL_ENV`) `python3`."),
+    EnvVar::new(TORCH_CUDA_ARCH_LIST, "the visible GPUs' capabilities", ValueFormat::ArchList)
+        .meaning("CUDA architectures (`8.0 9.0+PTX`) when an extension sets no `cuda_archs`."),
+    EnvVar::new(VIRTUAL_ENV, "unset", ValueFormat::Path)
+        .meaning("The active venv: the command line's interpreter is `$VIRTUAL_ENV/bin/python` unless `--python` or `--env` is given (else `python3` on `PATH`)."),
+    EnvVar::new(ABICACHE_REMOTE, "unset (no remote)", ValueFormat::Url)
+        .config_key("remote")
+        .meaning("Remote cache URL: `s3://BUCKET/PREFIX`, `redis://HOST:PORT/DB` or `file:///PATH` (`none` turns a configured one off); see \"Remote cache\"."),
+    EnvVar::new(ABICACHE_REMOTE_MODE, "`read-write`", ValueFormat::Choice(&["read-write", "read-only"]))
+        .config_key("remote_mode")
+        .meaning("`read-only` downloads but never uploads."),
+    EnvVar::new(ABICACHE_REMOTE_TIMEOUT, "`10`", ValueFormat::Seconds)
+        .config_key("remote_timeout")
+        .meaning("Seconds one remote operation may take before it counts as a failure (a warning and a local build)."),
+    EnvVar::new(ABICACHE_TRUSTED_KEYS, "unset (entries are not checked for a signature)", ValueFormat::PublicKeys)
+        .config_key("trusted_keys")
+        .meaning("ed25519 public keys (hex, or files of them; comma or space separated): only remote entries signed by one of them are used."),
+    EnvVar::new(ABICACHE_SIGNING_KEY, "unset (uploads are unsigned)", ValueFormat::SecretKey)
+        .config_key("signing_key")
+        .secret()
+        .meaning("ed25519 secret key (hex, or a file holding it, as `abicache keygen` writes) that uploads are signed with."),
+    EnvVar::new(ABICACHE_CONFIG, "`$XDG_CONFIG_HOME/abicache/config.toml`, else `~/.config/abicache/config.toml`", ValueFormat::Path)
+        .meaning("Config file with `remote`, `remote_mode`, `remote_timeout`, `trusted_keys`, `signing_key` (the variables above win)."),
+    EnvVar::new(XDG_CONFIG_HOME, "`~/.config`", ValueFormat::Path)
+        .meaning("Base of the default config file when `ABICACHE_CONFIG` is unset."),
+    EnvVar::new(AWS_ENDPOINT_URL, "AWS's endpoint for the region", ValueFormat::Url)
+        .meaning("S3 endpoint (MinIO, Ceph, moto) of an `s3://` remote."),
+    EnvVar::new(AWS_ACCESS_KEY_ID, "unset (AWS's other credential sources)", ValueFormat::Text)
+        .meaning("S3 access key of an `s3://` remote."),
+    EnvVar::new(AWS_SECRET_ACCESS_KEY, "unset (AWS's other credential sources)", ValueFormat::Text)
+        .secret()
+        .meaning("S3 secret key of an `s3://` remote."),
+    EnvVar::new(AWS_REGION, "`AWS_DEFAULT_REGION`, else `us-east-1`", ValueFormat::Text)
+        .meaning("S3 region of an `s3://` remote."),
+    EnvVar::new(AWS_DEFAULT_REGION, "`us-east-1`", ValueFormat::Text)
+        .meaning("S3 region of an `s3://` remote when `AWS_REGION` is unset."),
+    EnvVar::new(NO_COLOR, "unset", ValueFormat::Text)
+        .meaning("Any value: the progress bar is drawn without colour (<https://no-color.org>)."),
+    EnvVar::new(TERM, "set by the terminal", ValueFormat::Text)
+        .meaning("`dumb`: progress is printed as plain lines instead of a bar (as when stderr is not a terminal)."),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_documented() {
+        for (i, var) in ENV_VARS.iter().enumerate() {
+            assert!(!var.meaning.is_empty(), "`{}` has no meaning", var.name);
+            assert!(
+                ENV_VARS[..i].iter().all(|v| v.name != var.name),
+                "`{}` listed twice",
+                var.name
+            );
+        }
+    }
+
+    #[test]
+    fn config_keys_are_unique() {
+        let keys: Vec<_> = ENV_VARS.iter().filter_map(|v| v.config_key).collect();
+        let mut sorted = keys.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(keys.len(), sorted.len());
+    }
+}

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Checks the release wheel that scripts/install-python-package.sh built:
+#   - its platform tag is manylinux_2_28 or older (what `auditwheel show`
+#     finds from the symbols it really uses, and the tag in its name), so pip
+#     installs it wherever torch's own wheels install;
+#   - it is at most 15 MB (a stripped native module);
+#   - `pip install` of it into a fresh, empty venv gives both the `abicache`
+#     command and `python -m abicache`.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+. scripts/dev-env.sh
+
+max_bytes=$((15 * 1000 * 1000))
+max_glibc_minor=28
+wheel=$(ls "$CARGO_TARGET_DIR"/wheels/abicache/abicache-*.whl 2>/dev/null | head -n1 || true)
+if [ -z "$wheel" ]; then
+  echo "check-wheel: no wheel in \`$CARGO_TARGET_DIR/wheels/abicache\`; run scripts/install-python-package.sh" >&2
+  exit 2
+fi
+fail() { echo "check-wheel: $(basename "$wheel"): $*" >&2; exit 1; }
+
+size=$(stat -c %s "$wheel")
+[ "$size" -le "$max_bytes" ] || fail "$size bytes, over the $max_bytes-byte limit (is it stripped? see [tool.maturin] strip in pyproject.toml)"
+
+case $(basename "$wheel") in
+  *manylinux_2_*) name_minor=$(basename "$wheel" | sed -n 's/.*manylinux_2_\([0-9]*\)_.*/\1/p') ;;
+  *) fail "its name carries no manylinux_2_N tag (built without --compatibility?)" ;;
+esac
+[ "$name_minor" -le "$max_glibc_minor" ] || fail "tagged manylinux_2_$name_minor, newer than manylinux_2_$max_glibc_minor"
+
+show=$(.venv/bin/python -m auditwheel show "$wheel" 2>&1) || fail "auditwheel show failed: $show"
+found_minor=$(printf '%s\n' "$show" | tr '\n' ' ' | sed -n 's/.*consistent with the following platform tag:[^"]*"manylinux_2_\([0-9]*\)_.*/\1/p')
+[ -n "$found_minor" ] || fail "auditwheel found no manylinux tag:"$'\n'"$show"
+[ "$found_minor" -le "$max_glibc_minor" ] || fail "its symbols need manylinux_2_$found_minor (auditwheel show):"$'\n'"$show"
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+python3 -m venv "$tmp/venv"
+"$tmp/venv/bin/python" -m pip install --quiet --no-index --no-deps "$wheel"
+cli=$("$tmp/venv/bin/abicache" --version)
+module=$("$tmp/venv/bin/python" -m abicache --version)
+[ "$cli" = "$module" ] || fail "\`abicache --version\` ($cli) and \`python -m abicache --version\` ($module) differ"
+echo "check-wheel: $(basename "$wheel"): $((size / 1000)) kB, manylinux_2_$found_minor (auditwheel), \`$cli\` in a fresh venv" >&2

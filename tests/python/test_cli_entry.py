@@ -1,0 +1,47 @@
+"""Issue 14: `pip install abicache` gives the `abicache` command and `python -m
+abicache` (both run the command line compiled into ``abicache._native``), and
+in an activated venv ``abicache build SPEC`` needs no ``--python``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from _util import EXAMPLES
+
+SCRIPT = Path(sys.executable).parent / "abicache"
+
+
+def _run(args, cache: Path, **env_extra: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ABICACHE_") and k != "VIRTUAL_ENV"}
+    env.update(ABICACHE_DIR=str(cache), **env_extra)
+    return subprocess.run(args, capture_output=True, text=True, env=env, timeout=600)
+
+
+def test_console_script_and_module_are_the_same_command(tmp_path: Path) -> None:
+    assert SCRIPT.is_file(), f"the wheel installs no `abicache` script next to {sys.executable}"
+    script = _run([str(SCRIPT), "--version"], tmp_path)
+    module = _run([sys.executable, "-m", "abicache", "--version"], tmp_path)
+    assert script.returncode == module.returncode == 0, script.stderr + module.stderr
+    assert script.stdout == module.stdout and script.stdout.startswith("abicache ")
+    # Exit codes and messages are the native binary's: a bad size is bad input (2).
+    bad = _run([str(SCRIPT), "gc", "--max-size", "lots"], tmp_path)
+    assert bad.returncode == 2 and "invalid size `lots`" in bad.stderr, bad.stderr
+    zero = _run([sys.executable, "-m", "abicache", "stats", "-z", "--json"], tmp_path)
+    assert zero.returncode == 0, zero.stderr
+    assert json.loads(zero.stdout)["hits"] == 0
+
+
+def test_build_in_an_activated_venv_needs_no_python_flag(cache_dir: Path, cpu_loaded: str) -> None:
+    # The session's cache already holds the CPU example (built through the
+    # Python API), so this is usually a hit: the CLI and the package share entries.
+    venv = Path(sys.prefix)
+    spec = EXAMPLES / "cpu_muladd" / "abicache.toml"
+    out = _run([str(SCRIPT), "-v", "build", str(spec), "--json", "--quiet"], cache_dir, VIRTUAL_ENV=str(venv))
+    assert out.returncode == 0, out.stderr
+    assert f"python: {venv / 'bin' / 'python'} (from $VIRTUAL_ENV)" in out.stderr
+    built = json.loads(out.stdout)
+    assert Path(built["path"]).is_file(), built
