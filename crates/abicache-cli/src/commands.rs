@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use abicache::build::{progress_reporter, ProgressMode};
 use abicache::key::{Environment, SpecFile};
 use abicache::scan::ScanConfig;
-use abicache::store::{parse_size, Store};
+use abicache::store::{parse_size, Layout, Store};
 use abicache::{probe_interpreter, Error, Session, SessionOptions};
 use anyhow::{Context, Result};
 
@@ -79,7 +79,9 @@ struct SpecSession {
 
 /// The extension a spec argument names, its fingerprint root, and a session
 /// for the environment given by `--env` or `--python` (default: the active
-/// venv, else `python3` on `PATH`; `verbose` prints which on stderr).
+/// venv, else `python3` on `PATH`; `verbose` prints which on stderr). The
+/// cache is opened by the session when first needed, after its checks
+/// ([`Session::check`]).
 fn session_for(
     cache_dir: Option<PathBuf>,
     spec: &SpecArgs,
@@ -92,8 +94,7 @@ fn session_for(
         .map_err(Error::from)?
         .name
         .clone();
-    let store = open_store(cache_dir)?;
-    let (session, interpreter) = environment_session(store, &spec.env)?;
+    let (session, interpreter) = environment_session(cache_dir, &spec.env)?;
     if let (true, Some(chosen)) = (verbose, &interpreter) {
         eprintln!("{}", chosen.describe());
     }
@@ -106,20 +107,34 @@ fn session_for(
 }
 
 fn environment_session(
-    store: Store,
+    cache_dir: Option<PathBuf>,
     env: &EnvArgs,
 ) -> Result<(Session, Option<interpreter::Chosen>)> {
     if let Some(path) = &env.env {
         return Ok((
-            Session::new(store, Environment::load(path).map_err(Error::from)?),
+            Session::open_lazily(cache_dir, Environment::load(path).map_err(Error::from)?),
             None,
         ));
     }
     let chosen = interpreter::choose(env.python.as_deref())?;
-    let probe_cache = store.layout().version_dir().join("interpreters");
-    let probed = probe_interpreter(&chosen.path, Some(&probe_cache))?;
-    let session = Session::new(store, probed.environment).with_site_packages(probed.site_packages);
+    let probe_cache = probe_cache_dir(cache_dir.as_deref())?;
+    let probed = probe_interpreter(&chosen.path, probe_cache.as_deref())?;
+    let session = Session::open_lazily(cache_dir, probed.environment)
+        .with_site_packages(probed.site_packages);
     Ok((session, Some(chosen)))
+}
+
+/// Where interpreter probes are remembered: inside the cache, and only once
+/// the cache exists (probing never creates it; see [`Session::check`]).
+fn probe_cache_dir(cache_dir: Option<&Path>) -> Result<Option<PathBuf>, Error> {
+    let root = match cache_dir {
+        Some(dir) => dir.to_path_buf(),
+        None => abicache::store::root_from_env()?,
+    };
+    let version_dir = Layout::new(root).version_dir().to_path_buf();
+    Ok(version_dir
+        .is_dir()
+        .then(|| version_dir.join("interpreters")))
 }
 
 fn scan(args: ScanArgs) -> Result<()> {

@@ -37,13 +37,6 @@ fn torch_stable_abi_target_define(py: Python<'_>, major: i64, minor: i64) -> PyR
     Ok(target.define())
 }
 
-/// Refuses `torch_version` below the stable `target` ("M.m"), or unparseable.
-#[pyfunction]
-fn check_runtime_floor(py: Python<'_>, target: &str, torch_version: &str) -> PyResult<()> {
-    let check = StableTarget::parse(target).and_then(|t| t.check_runtime_floor(torch_version));
-    check.map_err(|e| to_py(py, e.into()))
-}
-
 /// Runs the `abicache` command line with `argv` (`argv[0]` is the program
 /// name) and returns its exit code: the wheel's `abicache` console script
 /// and `python -m abicache`, sharing this module's one native build.
@@ -83,7 +76,7 @@ fn prepare<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     let (spec, env) = (spec_from_json(spec)?, env_from_json(env)?);
     let answer = py.detach(|| {
-        let session = session(&spec, env, cache_dir, false)?;
+        let session = session(env, cache_dir, false);
         let prepared = session.prepare(&spec, &root)?;
         Ok(prepared_json(&spec, &prepared))
     });
@@ -110,7 +103,7 @@ fn build<'py>(
     let (spec, env) = (spec_from_json(spec)?, env_from_json(env)?);
     let cancel = Cancel::new();
     let build = || {
-        let mut session = session(&spec, env, cache_dir, rebuild)?.with_cancel(cancel.clone());
+        let mut session = session(env, cache_dir, rebuild).with_cancel(cancel.clone());
         if !site_packages.is_empty() {
             session = session.with_site_packages(site_packages);
         }
@@ -190,7 +183,7 @@ fn explain<'py>(
 ) -> PyResult<(String, Bound<'py, PyAny>)> {
     let (spec, env) = (spec_from_json(spec)?, env_from_json(env)?);
     let explanation = py.detach(|| {
-        let session = session(&spec, env, cache_dir, false)?;
+        let session = session(env, cache_dir, false);
         let prepared = session.prepare(&spec, &root)?;
         abicache::explain(&session, &prepared)
     });
@@ -208,22 +201,14 @@ pub(crate) fn open_store(cache_dir: Option<PathBuf>) -> abicache::Result<Store> 
     })
 }
 
-/// A session for `spec`, refusing a stable target above the running torch
-/// before the store is opened (so nothing in the cache is created or read).
-fn session(
-    spec: &ExtensionSpec,
-    env: Environment,
-    cache_dir: Option<PathBuf>,
-    rebuild: bool,
-) -> abicache::Result<Session> {
-    if let Some(target) = spec.torch_stable_abi_target {
-        target.check_runtime_floor(&env.torch_version)?;
-    }
-    let store = open_store(cache_dir)?;
-    Ok(Session::new(store, env).with_options(SessionOptions {
+/// A session for `env` over the cache at `cache_dir`; the cache is opened
+/// by the session when first needed, after [`Session::check`] passed (so a
+/// refused spec creates and reads nothing in the cache).
+fn session(env: Environment, cache_dir: Option<PathBuf>, rebuild: bool) -> Session {
+    Session::open_lazily(cache_dir, env).with_options(SessionOptions {
         rebuild,
         jobs: None,
-    }))
+    })
 }
 
 fn prepared_json(spec: &ExtensionSpec, prepared: &abicache::Prepared) -> serde_json::Value {
@@ -302,7 +287,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("LockTimeout", py.get_type::<errors::LockTimeout>())?;
     m.add("KEY_FORMAT", abicache::key::KEY_FORMAT)?;
     m.add_function(wrap_pyfunction!(torch_stable_abi_target_define, m)?)?;
-    m.add_function(wrap_pyfunction!(check_runtime_floor, m)?)?;
     m.add_function(wrap_pyfunction!(default_cache_dir, m)?)?;
     m.add_function(wrap_pyfunction!(cli_main, m)?)?;
     m.add_function(wrap_pyfunction!(stats, m)?)?;

@@ -100,7 +100,7 @@ fn main() {
     let mut prepared = session
         .prepare(spec, &file.root)
         .unwrap_or_else(|e| panic!("{e}"));
-    let facts_file = session.scan_facts_path();
+    let facts_file = session.scan_facts_path().unwrap_or_else(|e| panic!("{e}"));
     let mut times = Vec::with_capacity(runs);
     let mut cold_cpu = 0.0;
     for _ in 0..runs {

@@ -46,7 +46,7 @@ pub struct ClosestEntry {
 /// nothing is verified, counted or touched.
 pub fn explain(session: &Session, prepared: &Prepared) -> Result<Explanation> {
     let keyed = &prepared.keyed;
-    let entries = session.store().find_by_name(&keyed.name)?;
+    let entries = session.store()?.find_by_name(&keyed.name)?;
     let exact = entries.iter().find(|e| e.key == keyed.key);
     let closest = if exact.is_some() {
         None

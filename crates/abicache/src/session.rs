@@ -45,7 +45,11 @@ pub struct SessionOptions {
 /// One environment and one cache: computes keys and returns ABI-compatible
 /// libraries, building each key at most once across processes.
 pub struct Session {
-    store: Store,
+    /// The cache, opened on first use (see [`Session::store`]), so a spec
+    /// refused by [`Session::check`] creates nothing on disk.
+    store: OnceLock<Store>,
+    /// Where the cache is opened: this root, else `ABICACHE_DIR`'s default.
+    cache_dir: Option<PathBuf>,
     env: Environment,
     site_packages: Vec<PathBuf>,
     toolchain_env: ToolchainEnv,
@@ -97,9 +101,25 @@ pub struct Outcome {
 }
 
 impl Session {
-    /// A session for `env` over `store`. `site_packages` are searched for
-    /// NVIDIA's nvcc wheels; by default the parent of `env.torch_dir`.
+    /// A session for `env` over an already opened `store`. `site_packages`
+    /// are searched for NVIDIA's nvcc wheels; by default the parent of
+    /// `env.torch_dir`.
     pub fn new(store: Store, env: Environment) -> Self {
+        let session = Self::lazy(None, env);
+        let _ = session.store.set(store);
+        session
+    }
+
+    /// A session for `env` over the cache at `cache_dir` (`None`: the root
+    /// given by the environment), which is opened (and created) only when a
+    /// build or lookup first needs it: a spec refused by [`Session::check`]
+    /// (a stable target above the running torch, an invalid spec) leaves
+    /// nothing on disk.
+    pub fn open_lazily(cache_dir: Option<PathBuf>, env: Environment) -> Self {
+        Self::lazy(cache_dir, env)
+    }
+
+    fn lazy(cache_dir: Option<PathBuf>, env: Environment) -> Self {
         let site_packages = env
             .torch_dir
             .iter()
@@ -107,7 +127,8 @@ impl Session {
             .map(Path::to_path_buf)
             .collect();
         Session {
-            store,
+            store: OnceLock::new(),
+            cache_dir,
             env,
             site_packages,
             toolchain_env: ToolchainEnv::from_process(),
@@ -158,14 +179,43 @@ impl Session {
         }
     }
 
-    /// Where the stat cache of scanned files lives (`<cache>/v1/scan-facts.bin`).
-    pub fn scan_facts_path(&self) -> PathBuf {
-        self.store.layout().version_dir().join(SCAN_FACTS_FILE)
+    /// Where the stat cache of scanned files lives (`<cache>/v1/scan-facts.bin`);
+    /// opens the cache.
+    pub fn scan_facts_path(&self) -> Result<PathBuf> {
+        Ok(self.store()?.layout().version_dir().join(SCAN_FACTS_FILE))
     }
 
-    /// The cache this session uses.
-    pub fn store(&self) -> &Store {
-        &self.store
+    /// The cache this session uses, opened (and created) on the first call.
+    pub fn store(&self) -> Result<&Store> {
+        if let Some(store) = self.store.get() {
+            return Ok(store);
+        }
+        let store = match &self.cache_dir {
+            Some(dir) => Store::open(dir)?,
+            None => Store::open_default()?,
+        };
+        // Another thread may have won the race: both opened the same root.
+        Ok(self.store.get_or_init(|| store))
+    }
+
+    /// The cache once [`Session::build`] has opened it.
+    fn opened(&self) -> &Store {
+        self.store
+            .get()
+            .expect("the store is opened before it is used")
+    }
+
+    /// The checks a spec passes before anything is read or created: under
+    /// a stable target the running torch must reach the target's runtime
+    /// floor (an unparseable torch version is refused too), then the
+    /// spec's names and sources must be valid. The one home of both rules
+    /// for the CLI and the Python package.
+    pub fn check(&self, spec: &ExtensionSpec) -> Result<()> {
+        if let Some(target) = spec.torch_stable_abi_target {
+            target.check_runtime_floor(&self.env.torch_version)?;
+        }
+        spec.validate()?;
+        Ok(())
     }
 
     /// The environment as given (before per-extension completion).
@@ -178,10 +228,7 @@ impl Session {
     /// target a too-old or unparseable torch is refused first, before any
     /// file is read or any cache is looked at.
     pub fn prepare(&self, spec: &ExtensionSpec, root: &Path) -> Result<Prepared> {
-        if let Some(target) = spec.torch_stable_abi_target {
-            target.check_runtime_floor(&self.env.torch_version)?;
-        }
-        spec.validate()?;
+        self.check(spec)?;
         let env = self.complete_env(spec)?;
         let mut config = ScanConfig::new(root).defines_from_flags(&spec.extra_cflags);
         if spec.requires_cuda() {
@@ -196,7 +243,7 @@ impl Session {
         // Files whose stat stamp matches the cache's are not read again;
         // the report is the cold scan's. Saving is best effort: a read-only
         // or full cache only loses the speed-up.
-        let mut facts = StatCache::open(self.scan_facts_path());
+        let mut facts = StatCache::open(self.scan_facts_path()?);
         let scan = abicache_scan::scan_cached(&spec.sources, &config, &mut facts)?;
         let _ = facts.save();
         let keyed = compute_key(spec, &env, &scan, root)?;
@@ -215,10 +262,11 @@ impl Session {
     ) -> Result<Outcome> {
         let started = Instant::now();
         let prepared = self.prepare(spec, root)?;
+        let store = self.store()?;
         let key = prepared.keyed.key.clone();
         let mut warnings = Vec::new();
         if !self.options.rebuild {
-            let lookup = self.store.lookup(&key)?;
+            let lookup = store.lookup(&key)?;
             self.note_corrupt(&lookup.warnings, &mut warnings);
             if let Some(hit) = lookup.hit {
                 return self.finish_hit(hit, &prepared, started, warnings);
@@ -229,9 +277,9 @@ impl Session {
             None
         });
         let guard = if self.options.rebuild {
-            self.store.begin_build(&key)?
+            store.begin_build(&key)?
         } else {
-            match self.store.lookup_or_lock(&key)? {
+            match store.lookup_or_lock(&key)? {
                 Claim::Hit { hit, warnings: w } => {
                     // Another process built it while we waited: a hit, not a miss.
                     self.note_corrupt(&w, &mut warnings);
@@ -248,7 +296,7 @@ impl Session {
         let mut remote_state = RemoteState::NotAsked;
         let guard = match remote {
             Some(remote) if !self.options.rebuild => {
-                match remote.fetch_locked(&self.store, guard, &prepared, &mut warnings)? {
+                match remote.fetch_locked(store, guard, &prepared, &mut warnings)? {
                     Fetch::Hit(hit) => {
                         // Verified, audited and counted (as a remote hit) by `fetch_locked`.
                         return Ok(Outcome {
@@ -276,7 +324,7 @@ impl Session {
         let (hit, report) = match result {
             Ok(done) => done,
             Err(e) => {
-                let _ = self.store.count(&[Event::Error]);
+                let _ = store.count(&[Event::Error]);
                 return Err(e);
             }
         };
@@ -288,7 +336,7 @@ impl Session {
             &mut warnings,
         );
         if let Some(remote) = remote {
-            remote.upload_after_build(&self.store, &hit, remote_state, &mut warnings);
+            remote.upload_after_build(store, &hit, remote_state, &mut warnings);
         }
         Ok(Outcome {
             path: hit.library,
@@ -317,7 +365,7 @@ impl Session {
     /// written (read-only, full) still serves and builds; the first such
     /// failure in this process becomes a warning.
     fn count(&self, events: &[Event], warnings: &mut Vec<String>) {
-        warnings.extend(self.store.count(events));
+        warnings.extend(self.opened().count(events));
     }
 
     fn finish_hit(
@@ -332,7 +380,7 @@ impl Session {
             if let AuditVerdict::Refused(message) =
                 audit_against_key(&hit.library, &prepared.keyed, &prepared.scan)?
             {
-                self.store.remove(&prepared.keyed.key)?;
+                self.opened().remove(&prepared.keyed.key)?;
                 return Err(Error::AuditRefused { message });
             }
             warnings.push(format!(
@@ -377,12 +425,12 @@ impl Session {
             PchMode::Auto => {
                 let requests =
                     abicache_build::pch_requests(&plan, &toolchain, &default_umbrellas());
-                crate::pch::resolve(&self.store, requests, warnings)
+                crate::pch::resolve(self.opened(), requests, warnings)
             }
             PchMode::Off => PchPlan::default(),
         };
         let previous_seconds = self
-            .store
+            .opened()
             .find_by_name(&spec.name)
             .ok()
             .and_then(|entries| entries.first().map(|e| e.manifest.compile_seconds));
@@ -399,12 +447,12 @@ impl Session {
         let report = abicache_build::build(
             &plan,
             &toolchain,
-            &self.store.objects_dir(),
+            &self.opened().objects_dir(),
             guard.temp_dir(),
             &options,
             progress,
         )?;
-        crate::pch::drop_rejected(&self.store, &report.pch_rejected, warnings);
+        crate::pch::drop_rejected(self.opened(), &report.pch_rejected, warnings);
         let audit = match audit_against_key(&report.library, &prepared.keyed, &prepared.scan)? {
             AuditVerdict::Refused(message) => return Err(Error::AuditRefused { message }),
             AuditVerdict::Passed(audit) => audit,
@@ -432,7 +480,7 @@ impl Session {
         let published = guard.publish(&file_name, manifest)?;
         // Only now, so the build never waited for it (see `crate::pch`).
         crate::pch::start_missing(
-            &self.store,
+            self.opened(),
             &pch_plan.missing,
             &report.units_compiled,
             warnings,
