@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 import sys
 import warnings
 from pathlib import Path
@@ -163,7 +164,9 @@ def test_build_error_starts_with_torchs_text_then_compiler_output_and_command(
     assert "error:" in err.output and "return 0 }" in err.output and "main.cpp" in err.command
     # After torch's prefix: abicache's compiler output and the exact command.
     assert "error:" in messages["abicache"] and "return 0 }" in messages["abicache"]
-    assert "command:" in messages["abicache"] and err.command in messages["abicache"]
+    # The command line, headed `command:` or `command (run in `DIR`):` (relocatable compiles).
+    assert re.search(r"command( \(run in `[^`]*`\))?:", messages["abicache"]), messages["abicache"]
+    assert err.command in messages["abicache"]
 
 
 def test_functions_must_be_a_name_list_or_dict(cache_dir: Path) -> None:
