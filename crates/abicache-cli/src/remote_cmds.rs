@@ -89,14 +89,7 @@ pub fn push(store: Store, url: Option<&str>, args: PushArgs) -> Result<()> {
     } else {
         let mut chosen = Vec::new();
         for target in &args.targets {
-            let matched: Vec<_> = entries
-                .iter()
-                .filter(|e| {
-                    e.name == *target
-                        || e.key == *target
-                        || (target.len() >= 8 && e.key.starts_with(target.as_str()))
-                })
-                .collect();
+            let matched: Vec<_> = entries.iter().filter(|e| e.matches(target)).collect();
             if matched.is_empty() {
                 bail!("no local entry named or keyed `{target}` (see `abicache ls`)");
             }

@@ -91,5 +91,5 @@ pub use size::{max_size_from_env, parse_size};
 pub use sources::{sources_dir_for, GeneratedFile, SOURCES_DIR};
 pub use stats::{Counters, Event, Stats};
 pub use storage::{Storage, StoredEntry};
-pub use store::{Claim, EntryInfo, Hit, Lookup, Store};
+pub use store::{key_matches, Claim, EntryInfo, Hit, Lookup, Store};
 pub use warning::{Corruption, StoreWarning};

@@ -95,6 +95,20 @@ pub struct EntryInfo {
     pub manifest: Manifest,
 }
 
+/// True when `target` names the entry with key `key`: the whole key, or a
+/// prefix of it of at least 8 characters. The one rule behind `rm`, `push`
+/// and `export` (with [`EntryInfo::matches`], which also accepts the name).
+pub fn key_matches(key: &str, target: &str) -> bool {
+    key == target || (target.len() >= 8 && key.starts_with(target))
+}
+
+impl EntryInfo {
+    /// True when `target` is this entry's name, key, or key prefix (≥ 8 characters).
+    pub fn matches(&self, target: &str) -> bool {
+        self.name == target || key_matches(&self.key, target)
+    }
+}
+
 /// What verification of an entry directory found.
 pub(crate) enum Verified {
     Hit(Hit),
@@ -366,7 +380,7 @@ impl Store {
             .entry_dirs()?
             .into_iter()
             .filter_map(|(key, dir)| {
-                let matches_key = key == arg || (arg.len() >= 8 && key.starts_with(arg));
+                let matches_key = key_matches(&key, arg);
                 let matches_name = || {
                     self.entry_info(key.clone(), dir)
                         .is_some_and(|e| e.name == arg)

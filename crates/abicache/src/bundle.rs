@@ -73,14 +73,7 @@ pub fn select_entries(store: &Store, targets: &[String]) -> Result<Vec<EntryInfo
     }
     let mut chosen: Vec<EntryInfo> = Vec::new();
     for target in targets {
-        let matched: Vec<&EntryInfo> = entries
-            .iter()
-            .filter(|e| {
-                e.name == *target
-                    || e.key == *target
-                    || (target.len() >= 8 && e.key.starts_with(target.as_str()))
-            })
-            .collect();
+        let matched: Vec<&EntryInfo> = entries.iter().filter(|e| e.matches(target)).collect();
         if matched.is_empty() {
             return Err(Error::Input(format!(
                 "no local entry named or keyed `{target}`; see `abicache ls`"
