@@ -23,6 +23,11 @@ cd "$repo"
 # `torch/extension.h` PCH is ~40 s of CPU and ~800 MB each); the PCH tests
 # drive the build crate directly, and the torch-sized case is in bench.sh.
 export ABICACHE_PCH=${ABICACHE_PCH:-0}
+# The target directory is shared by every checkout on the machine, and cargo
+# reuses a test binary built in another checkout when this one's sources are
+# older; insta would then look for snapshots in that other checkout (the path
+# baked in at compile time). Point it at this checkout.
+export INSTA_WORKSPACE_ROOT=$repo
 
 echo "== cargo fmt --check, clippy, doc" >&2
 cargo fmt --all --check
