@@ -75,7 +75,7 @@ lap()
 from abicache import _env, _native
 args = ext._args()
 lap()
-key = _native.prepare(*args)["key"]
+key = _native.key(*args)
 lap()
 outcome = _native.build(*args, rebuild=False, site_packages=_env.site_packages(), progress=None)
 assert outcome["hit"] and outcome["key"] == key
@@ -84,7 +84,7 @@ torch.ops.load_library(outcome["path"])
 lap()
 ext._check_required_ops()
 lap()
-names = ["import abicache", "TorchOpsExtension(...)", "environment probe + JSON", "key (scan + payload)",
+names = ["import abicache", "TorchOpsExtension(...)", "environment probe + JSON", "key (key memo: a stat per dependency)",
          "hit: key + lookup + verify + counters", "torch.ops.load_library", "required_ops check"]
 print(json.dumps(dict(zip(names, [b - a for a, b in zip(T, T[1:])]))))
 """

@@ -18,6 +18,8 @@ use crate::error::{Error, Result};
 use crate::pch::{default_umbrellas, PchMode, PchPlan};
 use crate::remote::{Fetch, RemoteCache, RemoteState};
 
+mod warm_key;
+
 /// Payload fields that describe the ABI a unit is compiled for; they are
 /// mixed into every object's key so objects never cross ABIs.
 const ABI_FIELDS: &[&str] = &[
@@ -244,9 +246,13 @@ impl Session {
         // the report is the cold scan's. Saving is best effort: a read-only
         // or full cache only loses the speed-up.
         let mut facts = StatCache::open(self.scan_facts_path()?);
-        let scan = abicache_scan::scan_cached(&spec.sources, &config, &mut facts)?;
+        let (scan, deps) = abicache_scan::scan_recorded(&spec.sources, &config, &mut facts)?;
         let _ = facts.save();
         let keyed = compute_key(spec, &env, &scan, root)?;
+        if let Some(deps) = deps {
+            // The next key of the same inputs is one `stat` per dependency.
+            self.remember_key(spec, &env, root, &keyed.key, &deps);
+        }
         Ok(Prepared { env, scan, keyed })
     }
 
@@ -261,10 +267,15 @@ impl Session {
         progress: &dyn Fn(Progress),
     ) -> Result<Outcome> {
         let started = Instant::now();
+        let mut warnings = Vec::new();
+        if !self.options.rebuild {
+            if let Some(outcome) = self.memo_hit(spec, root, started, &mut warnings)? {
+                return Ok(outcome);
+            }
+        }
         let prepared = self.prepare(spec, root)?;
         let store = self.store()?;
         let key = prepared.keyed.key.clone();
-        let mut warnings = Vec::new();
         if !self.options.rebuild {
             let lookup = store.lookup(&key)?;
             self.note_corrupt(&lookup.warnings, &mut warnings);
@@ -368,6 +379,59 @@ impl Session {
         warnings.extend(self.opened().count(events));
     }
 
+    /// The warm path: a hit found by the remembered key (no scan), when
+    /// the memo holds, the entry is there and was audited at publish.
+    /// `None` sends the caller down the full path (warnings kept).
+    fn memo_hit(
+        &self,
+        spec: &ExtensionSpec,
+        root: &Path,
+        started: Instant,
+        warnings: &mut Vec<String>,
+    ) -> Result<Option<Outcome>> {
+        self.check(spec)?;
+        let env = self.complete_env(spec)?;
+        let Some(key) = self.memo_key(spec, &env, root) else {
+            return Ok(None);
+        };
+        let lookup = self.store()?.lookup(&key)?;
+        self.note_corrupt(&lookup.warnings, warnings);
+        match lookup.hit {
+            Some(hit) if hit.manifest.audit.is_some() => {
+                let warnings = std::mem::take(warnings);
+                Ok(Some(self.hit_outcome(hit, key, started, warnings)))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Counts a hit and describes it.
+    fn hit_outcome(
+        &self,
+        hit: Hit,
+        key: String,
+        started: Instant,
+        mut warnings: Vec<String>,
+    ) -> Outcome {
+        self.count(
+            &[Event::Hit {
+                compile_seconds: hit.manifest.compile_seconds,
+            }],
+            &mut warnings,
+        );
+        Outcome {
+            path: hit.library,
+            key,
+            hit: true,
+            seconds: started.elapsed().as_secs_f64(),
+            compiled: Vec::new(),
+            cached_units: 0,
+            pch_units: Vec::new(),
+            remote: false,
+            warnings,
+        }
+    }
+
     fn finish_hit(
         &self,
         hit: Hit,
@@ -388,23 +452,8 @@ impl Session {
                 hit.dir.display()
             ));
         }
-        self.count(
-            &[Event::Hit {
-                compile_seconds: hit.manifest.compile_seconds,
-            }],
-            &mut warnings,
-        );
-        Ok(Outcome {
-            path: hit.library,
-            key: prepared.keyed.key.clone(),
-            hit: true,
-            seconds: started.elapsed().as_secs_f64(),
-            compiled: Vec::new(),
-            cached_units: 0,
-            pch_units: Vec::new(),
-            remote: false,
-            warnings,
-        })
+        let key = prepared.keyed.key.clone();
+        Ok(self.hit_outcome(hit, key, started, warnings))
     }
 
     fn compile_and_publish(
