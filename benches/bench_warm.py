@@ -21,9 +21,11 @@ stops when the op is registered. The figure is the time beyond
 
 `--breakdown` also prints where one warm abicache load spends its time
 (median over the runs, fresh processes): `import abicache`, the extension
-object, the environment probe, the native call split into key (scan +
-payload, through the stat cache) and the store's hit (lookup, verification,
-counters), `torch.ops.load_library`, the `required_ops` check.
+object, the environment probe, the native call split into key (the key
+memo) and the store's hit (key memo again, lookup, verification,
+counters), `torch.ops.load_library`, the `required_ops` check. The key
+step is `_native.key`: the key memo (one `stat` per file and directory the
+scan depended on, no file read).
 
 Writes `warm.json` in the work dir. The blob and the caches are deleted at
 the end.

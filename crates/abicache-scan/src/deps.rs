@@ -179,7 +179,8 @@ impl Recorder {
 
     /// The dependencies, given every file the scan loaded with the stamp it
     /// had when read (`None`: not trusted). `None` when anything cannot be
-    /// trusted or changed during the scan.
+    /// trusted. A file is not stat'ed again: the stamp it had when read is
+    /// what is checked later, so a change after the read is a miss then.
     pub(crate) fn finish(
         mut self,
         files: Vec<(PathBuf, Option<FileStamp>)>,
@@ -187,10 +188,6 @@ impl Recorder {
         let mut checks = Vec::with_capacity(files.len() + self.followed.len());
         for (path, stamp) in files {
             let stamp = stamp?;
-            let now = std::fs::metadata(&path).ok().map(|m| FileStamp::of(&m));
-            if now != Some(stamp) {
-                return None;
-            }
             self.followed.remove(&path);
             self.canonical(&path);
             checks.push(check(&path, Expect::Stamp(stamp)));
