@@ -18,18 +18,6 @@ use crate::error::{Error, Result};
 use crate::pch::{default_umbrellas, PchMode, PchPlan};
 use crate::remote::{Fetch, RemoteCache, RemoteState};
 
-/// Payload fields that describe the ABI a unit is compiled for; they are
-/// mixed into every object's key so objects never cross ABIs.
-const ABI_FIELDS: &[&str] = &[
-    "python_abi",
-    "torch_abi",
-    "torch",
-    "torch_cuda",
-    "cxx11_abi",
-    "cuda_archs",
-    "nvcc",
-];
-
 /// The stat cache of scanned files' facts, under the store's `v1/`.
 const SCAN_FACTS_FILE: &str = "scan-facts.bin";
 
@@ -98,6 +86,38 @@ pub struct Outcome {
     /// Warnings to show the user (corrupt entries removed, audit notes).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+}
+
+/// What [`Session::claim`] found: an entry to use, or the build lock with
+/// the remote cache to try first.
+enum Claimed<'a> {
+    Hit(Hit),
+    Build(abicache_store::BuildGuard, Option<&'a RemoteCache>),
+}
+
+impl Outcome {
+    /// A library that was already built: nothing compiled in this call.
+    fn cached(path: PathBuf, prepared: &Prepared, started: Instant, warnings: Vec<String>) -> Self {
+        Outcome {
+            path,
+            key: prepared.keyed.key.clone(),
+            hit: true,
+            seconds: started.elapsed().as_secs_f64(),
+            compiled: Vec::new(),
+            cached_units: 0,
+            pch_units: Vec::new(),
+            remote: false,
+            warnings,
+        }
+    }
+
+    /// Marks the library as downloaded from the remote cache in this call.
+    fn downloaded(self) -> Self {
+        Outcome {
+            remote: true,
+            ..self
+        }
+    }
 }
 
 impl Session {
@@ -211,11 +231,7 @@ impl Session {
     /// spec's names and sources must be valid. The one home of both rules
     /// for the CLI and the Python package.
     pub fn check(&self, spec: &ExtensionSpec) -> Result<()> {
-        if let Some(target) = spec.torch_stable_abi_target {
-            target.check_runtime_floor(&self.env.torch_version)?;
-        }
-        spec.validate()?;
-        Ok(())
+        Ok(spec.check_for(&self.env)?)
     }
 
     /// The environment as given (before per-extension completion).
@@ -272,72 +288,32 @@ impl Session {
     ) -> Result<Outcome> {
         let started = Instant::now();
         let prepared = self.prepare(spec, root)?;
-        let store = self.store()?;
-        let key = prepared.keyed.key.clone();
         let mut warnings = Vec::new();
-        if !self.options.rebuild {
-            let lookup = store.lookup(&key)?;
-            self.note_corrupt(&lookup.warnings, &mut warnings);
-            if let Some(hit) = lookup.hit {
-                return self.finish_hit(hit, &prepared, started, warnings);
-            }
-        }
-        let remote = self.remote().unwrap_or_else(|warning| {
-            warnings.push(warning.to_owned());
-            None
-        });
-        let guard = if self.options.rebuild {
-            store.begin_build(&key)?
-        } else {
-            match store.lookup_or_lock(&key)? {
-                Claim::Hit { hit, warnings: w } => {
-                    // Another process built it while we waited: a hit, not a miss.
-                    self.note_corrupt(&w, &mut warnings);
-                    return self.finish_hit(hit, &prepared, started, warnings);
-                }
-                Claim::Build { guard, warnings: w } => {
-                    self.note_corrupt(&w, &mut warnings);
-                    guard
-                }
-            }
+        let (guard, remote) = match self.claim(&prepared.keyed.key, &mut warnings)? {
+            Claimed::Hit(hit) => return self.finish_hit(hit, &prepared, started, warnings),
+            Claimed::Build(guard, remote) => (guard, remote),
         };
         // One miss per build, counted by the process that builds.
         self.count(&[Event::Miss], &mut warnings);
-        let mut remote_state = RemoteState::NotAsked;
-        let guard = match remote {
+        let (guard, remote_state) = match remote {
             Some(remote) if !self.options.rebuild => {
-                match remote.fetch_locked(store, guard, &prepared, &mut warnings)? {
+                match remote.fetch_locked(self.opened(), guard, &prepared, &mut warnings)? {
+                    // Verified, audited and counted (as a remote hit) by `fetch_locked`.
                     Fetch::Hit(hit) => {
-                        // Verified, audited and counted (as a remote hit) by `fetch_locked`.
-                        return Ok(Outcome {
-                            path: hit.library,
-                            key,
-                            hit: true,
-                            seconds: started.elapsed().as_secs_f64(),
-                            compiled: Vec::new(),
-                            cached_units: 0,
-                            pch_units: Vec::new(),
-                            remote: true,
-                            warnings,
-                        });
+                        return Ok(
+                            Outcome::cached(hit.library, &prepared, started, warnings).downloaded()
+                        )
                     }
-                    Fetch::Build(guard, state) => {
-                        remote_state = state;
-                        guard
-                    }
+                    Fetch::Build(guard, state) => (guard, state),
                 }
             }
-            _ => guard,
+            _ => (guard, RemoteState::NotAsked),
         };
-        let result =
-            self.compile_and_publish(spec, &prepared, root, guard, progress, &mut warnings);
-        let (hit, report) = match result {
-            Ok(done) => done,
-            Err(e) => {
-                let _ = store.count(&[Event::Error]);
-                return Err(e);
-            }
-        };
+        let (hit, report) = self
+            .compile_and_publish(spec, &prepared, root, guard, progress, &mut warnings)
+            .inspect_err(|_| {
+                let _ = self.opened().count(&[Event::Error]);
+            })?;
         warnings.extend(report.warnings.iter().cloned());
         self.count(
             &[Event::Build {
@@ -346,11 +322,11 @@ impl Session {
             &mut warnings,
         );
         if let Some(remote) = remote {
-            remote.upload_after_build(store, &hit, remote_state, &mut warnings);
+            remote.upload_after_build(self.opened(), &hit, remote_state, &mut warnings);
         }
         Ok(Outcome {
             path: hit.library,
-            key,
+            key: prepared.keyed.key.clone(),
             hit: false,
             seconds: started.elapsed().as_secs_f64(),
             compiled: report.units_compiled,
@@ -358,6 +334,39 @@ impl Session {
             pch_units: report.pch_units,
             remote: false,
             warnings,
+        })
+    }
+
+    /// Looks `key` up (unless rebuilding) and, on a miss, takes its build
+    /// lock; a hit published while waiting for the lock is a hit. The
+    /// remote cache is resolved here (a configuration error is a warning),
+    /// and corrupt entries found on the way are counted.
+    fn claim(&self, key: &str, warnings: &mut Vec<String>) -> Result<Claimed<'_>> {
+        let store = self.store()?;
+        if !self.options.rebuild {
+            let lookup = store.lookup(key)?;
+            self.note_corrupt(&lookup.warnings, warnings);
+            if let Some(hit) = lookup.hit {
+                return Ok(Claimed::Hit(hit));
+            }
+        }
+        let remote = self.remote().unwrap_or_else(|warning| {
+            warnings.push(warning.to_owned());
+            None
+        });
+        if self.options.rebuild {
+            return Ok(Claimed::Build(store.begin_build(key)?, remote));
+        }
+        Ok(match store.lookup_or_lock(key)? {
+            Claim::Hit { hit, warnings: w } => {
+                // Another process built it while we waited: a hit, not a miss.
+                self.note_corrupt(&w, warnings);
+                Claimed::Hit(hit)
+            }
+            Claim::Build { guard, warnings: w } => {
+                self.note_corrupt(&w, warnings);
+                Claimed::Build(guard, remote)
+            }
         })
     }
 
@@ -404,17 +413,7 @@ impl Session {
             }],
             &mut warnings,
         );
-        Ok(Outcome {
-            path: hit.library,
-            key: prepared.keyed.key.clone(),
-            hit: true,
-            seconds: started.elapsed().as_secs_f64(),
-            compiled: Vec::new(),
-            cached_units: 0,
-            pch_units: Vec::new(),
-            remote: false,
-            warnings,
-        })
+        Ok(Outcome::cached(hit.library, prepared, started, warnings))
     }
 
     fn compile_and_publish(
@@ -533,14 +532,6 @@ impl Session {
                 }
             })
             .collect();
-        let abi_fields = prepared
-            .keyed
-            .payload
-            .entries()
-            .iter()
-            .filter(|(field, _)| ABI_FIELDS.contains(&field.as_str()))
-            .map(|(field, value)| format!("{field}={value}\n"))
-            .collect();
         Ok(BuildPlan {
             name: spec.name.clone(),
             sources,
@@ -555,7 +546,7 @@ impl Session {
             extra_ldflags: spec.extra_ldflags.clone(),
             extra_include_paths: spec.extra_include_paths.clone(),
             gencode: prepared.keyed.gencode.clone(),
-            abi_fields,
+            abi_fields: prepared.keyed.abi_fields(),
             // Compiled relative to the fingerprint root: relocatable objects.
             root: std::path::absolute(root).ok(),
         })
