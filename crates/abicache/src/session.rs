@@ -17,6 +17,7 @@ use crate::audit::{audit_against_key, AuditVerdict};
 use crate::error::{Error, Result};
 use crate::pch::{default_umbrellas, PchMode, PchPlan};
 use crate::remote::{Fetch, RemoteCache, RemoteState};
+use crate::remote_objects::SharedObjects;
 
 /// The stat cache of scanned files' facts, under the store's `v1/`.
 const SCAN_FACTS_FILE: &str = "scan-facts.bin";
@@ -309,8 +310,18 @@ impl Session {
             }
             _ => (guard, RemoteState::NotAsked),
         };
-        let (hit, report) = self
-            .compile_and_publish(spec, &prepared, root, guard, progress, &mut warnings)
+        // Objects go through the remote too, unless it failed already.
+        let object_remote =
+            remote.filter(|_| !self.options.rebuild && remote_state != RemoteState::Unavailable);
+        let (hit, report, shared) = self
+            .compile_and_publish(
+                spec,
+                &prepared,
+                root,
+                (guard, object_remote),
+                progress,
+                &mut warnings,
+            )
             .inspect_err(|_| {
                 let _ = self.opened().count(&[Event::Error]);
             })?;
@@ -322,7 +333,11 @@ impl Session {
             &mut warnings,
         );
         if let Some(remote) = remote {
-            remote.upload_after_build(self.opened(), &hit, remote_state, &mut warnings);
+            let usable =
+                remote.upload_after_build(self.opened(), &hit, remote_state, &mut warnings);
+            if let (true, Some(shared)) = (usable, shared) {
+                shared.after_build(self.opened(), &report.units_compiled, &mut warnings);
+            }
         }
         Ok(Outcome {
             path: hit.library,
@@ -416,15 +431,16 @@ impl Session {
         Ok(Outcome::cached(hit.library, prepared, started, warnings))
     }
 
-    fn compile_and_publish(
+    fn compile_and_publish<'r>(
         &self,
         spec: &ExtensionSpec,
         prepared: &Prepared,
         root: &Path,
-        guard: abicache_store::BuildGuard,
+        // The key's build guard, and the remote its objects go through (if any).
+        (guard, remote): (abicache_store::BuildGuard, Option<&'r RemoteCache>),
         progress: &dyn Fn(Progress),
         warnings: &mut Vec<String>,
-    ) -> Result<(Hit, abicache_build::BuildReport)> {
+    ) -> Result<(Hit, abicache_build::BuildReport, Option<SharedObjects<'r>>)> {
         let requires_cuda = spec.requires_cuda();
         let pch_mode = PchMode::from_env()?;
         let toolchain =
@@ -453,6 +469,13 @@ impl Session {
             pch: pch_plan.ready,
             cancel: self.cancel.clone(),
         };
+        let shared = crate::remote_objects::before_build(
+            remote,
+            self.opened(),
+            &plan,
+            &toolchain,
+            warnings,
+        )?;
         let report = abicache_build::build(
             &plan,
             &toolchain,
@@ -462,6 +485,7 @@ impl Session {
             progress,
         )?;
         crate::pch::drop_rejected(self.opened(), &report.pch_rejected, warnings);
+        self.count(&vec![Event::PchHit; report.pch_units.len()], warnings);
         let audit = match audit_against_key(&report.library, &prepared.keyed, &prepared.scan)? {
             AuditVerdict::Refused(message) => return Err(Error::AuditRefused { message }),
             AuditVerdict::Passed(audit) => audit,
@@ -494,7 +518,7 @@ impl Session {
             &report.units_compiled,
             warnings,
         );
-        Ok((published.hit, report))
+        Ok((published.hit, report, shared))
     }
 
     /// The build plan for a prepared spec.
