@@ -14,10 +14,11 @@ use abicache_store::{Claim, Event, Hit, Manifest, Store, StoreWarning};
 use serde::Serialize;
 
 use crate::audit::{audit_against_key, AuditVerdict};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, TorchDirProblem};
 use crate::pch::{default_umbrellas, PchMode, PchPlan};
 use crate::remote::{Fetch, RemoteCache, RemoteState};
 use crate::remote_objects::SharedObjects;
+use abicache_remote::RemoteError;
 
 /// The stat cache of scanned files' facts, under the store's `v1/`.
 const SCAN_FACTS_FILE: &str = "scan-facts.bin";
@@ -44,10 +45,11 @@ pub struct Session {
     toolchain_env: ToolchainEnv,
     arch_list_env: Option<String>,
     options: SessionOptions,
-    nvcc: OnceLock<std::result::Result<Nvcc, String>>,
+    /// The nvcc found for CUDA keys (a failed search is not remembered).
+    nvcc: OnceLock<Nvcc>,
     /// The remote cache: set by [`Session::with_remote`], else resolved from
     /// the environment at the first build (an error is a warning per build).
-    remote: OnceLock<std::result::Result<Option<RemoteCache>, String>>,
+    remote: OnceLock<std::result::Result<Option<RemoteCache>, RemoteError>>,
     /// Stops a running build when set (Ctrl-C from Python).
     cancel: Cancel,
 }
@@ -191,12 +193,10 @@ impl Session {
 
     /// The remote cache, resolved from the environment on first use; a
     /// configuration error is returned as the warning to show.
-    fn remote(&self) -> std::result::Result<Option<&RemoteCache>, &str> {
-        match self.remote.get_or_init(|| {
-            RemoteCache::from_env(None).map_err(|e| format!("remote cache disabled: {e}"))
-        }) {
+    fn remote(&self) -> std::result::Result<Option<&RemoteCache>, String> {
+        match self.remote.get_or_init(|| RemoteCache::from_env(None)) {
             Ok(remote) => Ok(remote.as_ref()),
-            Err(warning) => Err(warning.as_str()),
+            Err(e) => Err(format!("remote cache disabled: {e}")),
         }
     }
 
@@ -366,7 +366,7 @@ impl Session {
             }
         }
         let remote = self.remote().unwrap_or_else(|warning| {
-            warnings.push(warning.to_owned());
+            warnings.push(warning);
             None
         });
         if self.options.rebuild {
@@ -503,11 +503,8 @@ impl Session {
             .library
             .file_name()
             .and_then(|n| n.to_str())
-            .ok_or_else(|| {
-                Error::Input(format!(
-                    "built library `{}` has no file name",
-                    report.library.display()
-                ))
+            .ok_or_else(|| Error::LibraryWithoutFileName {
+                path: report.library.clone(),
             })?
             .to_string();
         let published = guard.publish(&file_name, manifest)?;
@@ -524,13 +521,7 @@ impl Session {
     /// The build plan for a prepared spec.
     fn plan(&self, spec: &ExtensionSpec, prepared: &Prepared, root: &Path) -> Result<BuildPlan> {
         let env = &prepared.env;
-        let torch_dir = env.torch_dir.clone().ok_or_else(|| {
-            Error::Input(
-                "the environment has no `torch_dir`, so there is nothing to build against: \
-                 use `--python PATH` for an interpreter with torch, or add `torch_dir` to the environment file"
-                    .into(),
-            )
-        })?;
+        let torch_dir = env.torch_dir.clone().ok_or(Error::NoTorchDir)?;
         check_torch_dir(&torch_dir)?;
         let sources = spec
             .sources
@@ -589,14 +580,14 @@ impl Session {
         // with no CUDA toolchain here). Unknown CUDA include dirs then only
         // mean that angle includes found nowhere are system headers (SPEC §2).
         if env.nvcc_version.is_none() {
-            let nvcc = self
-                .nvcc
-                .get_or_init(|| {
-                    abicache_build::find_nvcc(&self.toolchain_env, &self.site_packages)
-                        .map_err(|e| e.to_string())
-                })
-                .as_ref()
-                .map_err(|e| Error::Input(e.clone()))?;
+            let nvcc = match self.nvcc.get() {
+                Some(nvcc) => nvcc,
+                None => {
+                    let found =
+                        abicache_build::find_nvcc(&self.toolchain_env, &self.site_packages)?;
+                    self.nvcc.get_or_init(|| found)
+                }
+            };
             env.nvcc_version.get_or_insert_with(|| nvcc.release.clone());
             if env.cuda_include_dirs.is_empty() {
                 env.cuda_include_dirs = nvcc.include_dirs.clone();
@@ -617,17 +608,17 @@ fn check_torch_dir(torch_dir: &Path) -> Result<()> {
     if include.join("torch").is_dir() {
         return Ok(());
     }
-    let what = if torch_dir.is_dir() {
-        format!("has no `{}`", include.join("torch").display())
+    let problem = if torch_dir.is_dir() {
+        TorchDirProblem::NoHeaders {
+            expected: include.join("torch"),
+        }
     } else {
-        "does not exist or is not a directory".to_owned()
+        TorchDirProblem::NotADirectory
     };
-    Err(Error::Input(format!(
-        "`torch_dir` `{}` {what}, so there is nothing to build against: point `torch_dir` \
-         in the environment file at an installed torch package (its `site-packages/torch`), \
-         or use `--python PATH` for an interpreter with torch",
-        torch_dir.display()
-    )))
+    Err(Error::TorchDirUnusable {
+        path: torch_dir.to_path_buf(),
+        problem,
+    })
 }
 
 /// The compute capabilities of the visible GPUs as an arch list (`9.0 8.6`),
