@@ -64,6 +64,16 @@ pub enum Error {
         /// What is wrong with it.
         problem: TorchDirProblem,
     },
+    /// An environment variable has a value abicache cannot use.
+    #[error("`{name}={value}` {problem}")]
+    InvalidVariable {
+        /// The variable.
+        name: &'static str,
+        /// Its value.
+        value: String,
+        /// What is wrong with it and what to set instead.
+        problem: &'static str,
+    },
     /// The linker's output path has no file name to publish it under.
     #[error("built library `{}` has no file name", path.display())]
     LibraryWithoutFileName {
