@@ -230,17 +230,7 @@ impl Session {
     /// file is read or any cache is looked at.
     pub fn prepare(&self, spec: &ExtensionSpec, root: &Path) -> Result<Prepared> {
         self.check(spec)?;
-        let env = self.complete_env(spec)?;
-        let mut config = ScanConfig::new(root).defines_from_flags(&spec.extra_cflags);
-        if spec.requires_cuda() {
-            config = config.defines_from_flags(&spec.extra_cuda_cflags);
-        }
-        for dir in &spec.extra_include_paths {
-            config = config.include_path(dir);
-        }
-        for dir in env.system_include_roots() {
-            config = config.system_root(dir);
-        }
+        let (env, config) = self.configure_scan(spec, root)?;
         // Files whose stat stamp matches the cache's are not read again;
         // the report is the cold scan's. Saving is best effort: a read-only
         // or full cache only loses the speed-up.
@@ -249,6 +239,26 @@ impl Session {
         let _ = facts.save();
         let keyed = compute_key(spec, &env, &scan, root)?;
         Ok(Prepared { env, scan, keyed })
+    }
+
+    /// The scan configuration keying uses for `spec` under the fingerprint
+    /// `root` in this session's environment (completed for a CUDA spec as
+    /// [`Session::prepare`] does): `abicache scan --python/--env` scans
+    /// with it, so it resolves every include as `abicache key` does. Reads
+    /// no source and opens no cache.
+    pub fn scan_config(&self, spec: &ExtensionSpec, root: &Path) -> Result<ScanConfig> {
+        Ok(self.configure_scan(spec, root)?.1)
+    }
+
+    /// The environment completed for `spec` and the scan configuration in it.
+    fn configure_scan(
+        &self,
+        spec: &ExtensionSpec,
+        root: &Path,
+    ) -> Result<(Environment, ScanConfig)> {
+        let env = self.complete_env(spec)?;
+        let config = spec.scan_config(Some(&env), root);
+        Ok((env, config))
     }
 
     /// Returns a verified library for `spec`: from the cache when its key
