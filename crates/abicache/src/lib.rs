@@ -26,6 +26,7 @@ mod pch;
 mod probe;
 mod probe_run;
 mod remote;
+mod remote_objects;
 mod session;
 
 pub use audit::{audit_against_key, check as check_audit, AuditVerdict};
