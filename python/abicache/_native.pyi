@@ -65,4 +65,7 @@ def prebuild(
     *,
     jobs: Optional[int] = None,
     quiet: bool = True,
+    matrix: Optional[str] = None,
+    uv: Optional[_Path] = None,
+    keep_envs: Optional[_Path] = None,
 ) -> Dict[str, Any]: ...

@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use abicache::key::Keyed;
+use abicache::key::{Keyed, Payload};
 use abicache::scan::ScanReport;
 use abicache::store::{Counters, EntryInfo, GcReport, Stats};
 use serde_json::{json, Value};
@@ -71,13 +71,8 @@ fn unix_secs(t: SystemTime) -> u64 {
 
 /// One entry of `abicache ls --json`.
 pub fn entry_json(e: &EntryInfo) -> Value {
-    let payload = |field: &str| {
-        e.manifest.payload.lines().find_map(|l| {
-            l.strip_prefix(field)
-                .and_then(|r| r.strip_prefix('='))
-                .map(str::to_owned)
-        })
-    };
+    let payload = Payload::parse(&e.manifest.payload).ok();
+    let payload = payload.as_ref();
     json!({
         "key": e.key,
         "name": e.name,
@@ -85,8 +80,8 @@ pub fn entry_json(e: &EntryInfo) -> Value {
         "size": e.size,
         "created": e.created,
         "last_used": unix_secs(e.last_used),
-        "python_abi": payload("python_abi"),
-        "torch_abi": payload("torch_abi").or_else(|| payload("torch")),
+        "python_abi": payload.and_then(Payload::python_abi),
+        "torch_abi": payload.and_then(Payload::torch_abi),
         "compile_seconds": e.manifest.compile_seconds,
         "units": e.manifest.units,
         "toolchain": e.manifest.toolchain,
@@ -193,12 +188,29 @@ pub fn stats_human(stats: &Stats, root: &Path) -> String {
         s.saved_seconds,
         stats.entries,
         human_size(stats.bytes)
-    ) + &remote_stats_human(s)
+    ) + &pch_stats_human(stats)
+        + &remote_stats_human(s)
+}
+
+/// The precompiled-header lines of `abicache stats`, shown once one was built or used.
+fn pch_stats_human(stats: &Stats) -> String {
+    if stats.pchs + stats.counters.pch_hits == 0 {
+        return String::new();
+    }
+    format!(
+        "precompiled headers  {}\n\
+         pch size             {}\n\
+         units using a pch    {}\n",
+        stats.pchs,
+        human_size(stats.pch_bytes),
+        stats.counters.pch_hits
+    )
 }
 
 /// The remote-cache lines of `abicache stats`, shown once a remote was used.
 fn remote_stats_human(s: &Counters) -> String {
-    if s.remote_hits + s.remote_misses + s.remote_errors + s.remote_uploads == 0 {
+    let objects = s.remote_object_hits + s.remote_object_uploads;
+    if s.remote_hits + s.remote_misses + s.remote_errors + s.remote_uploads + objects == 0 {
         return String::new();
     }
     format!(
@@ -206,12 +218,15 @@ fn remote_stats_human(s: &Counters) -> String {
          remote misses        {}\n\
          remote errors        {}\n\
          remote uploads       {}\n\
+         remote objects       {} down, {} up\n\
          remote downloaded    {}\n\
          remote uploaded      {}\n",
         s.remote_hits,
         s.remote_misses,
         s.remote_errors,
         s.remote_uploads,
+        s.remote_object_hits,
+        s.remote_object_uploads,
         human_size(s.remote_bytes_down),
         human_size(s.remote_bytes_up)
     )

@@ -9,7 +9,8 @@
 //! most once at a time across processes.
 //!
 //! For fleets: [`prebuild`] keys a matrix of extensions × environments and
-//! builds each distinct key once; [`bundle`] exports entries as one signed
+//! builds each distinct key once ([`matrix`] creates the
+//! environments of a `python=… torch=…` matrix with `uv`); [`bundle`] exports entries as one signed
 //! file and imports one only after verifying all of it.
 
 #![deny(missing_docs)]
@@ -20,16 +21,19 @@ pub mod env_vars;
 mod error;
 mod explain;
 pub mod fleet;
+pub mod matrix;
 mod pch;
 mod probe;
 mod probe_run;
 mod remote;
+mod remote_objects;
 mod session;
 
 pub use audit::{audit_against_key, check as check_audit, AuditVerdict};
-pub use error::{Error, ErrorKind, Result};
+pub use error::{Error, ErrorKind, Result, TorchDirProblem};
 pub use explain::{explain, render_explanation, ClosestEntry, Explanation};
 pub use fleet::{prebuild, render_coverage, Coverage, FleetEnvironment, FleetExtension};
+pub use matrix::{Matrix, MatrixEnvironments, MatrixOptions};
 pub use pch::PchMode;
 pub use probe::{
     probe_interpreter, probe_timeout_from_env, ProbedInterpreter, DEFAULT_PROBE_TIMEOUT,

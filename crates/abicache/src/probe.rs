@@ -117,11 +117,11 @@ pub fn probe_timeout_from_env() -> Result<Duration> {
         .ok()
         .filter(|s| s.is_finite() && *s > 0.0)
         .map(Duration::from_secs_f64)
-        .ok_or_else(|| {
-            Error::Input(format!(
-                "`{ABICACHE_PROBE_TIMEOUT}={value}` is not a positive number of seconds; \
-                 set it to how long an interpreter probe may take (e.g. `60`), or unset it"
-            ))
+        .ok_or_else(|| Error::InvalidVariable {
+            name: ABICACHE_PROBE_TIMEOUT,
+            value: value.clone(),
+            problem: "is not a positive number of seconds; set it to how long an \
+                      interpreter probe may take (e.g. `60`), or unset it",
         })
 }
 
