@@ -33,7 +33,7 @@ pub use compile::{build, parse_max_jobs, BuildOptions, BuildReport, ReadyPch, OB
 pub use error::BuildError;
 pub use flags::{BuildPlan, CompileCommand, Unit, UnitKind};
 pub use pch::{pch_requests, spawn_background_build, PchRequest, PchSlot};
-pub use progress::{plain_line, progress_reporter, Progress, ProgressMode};
+pub use progress::{plain_line, progress_json, progress_reporter, Progress, ProgressMode};
 pub use quote::{shell_join, shell_quote};
 pub use run::Cancel;
 pub use toolchain::{
