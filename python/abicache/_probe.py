@@ -1,22 +1,43 @@
-# Probes a Python interpreter for abicache without importing torch.
-# Run as `python -I -B -c <this>`; prints one line: `ABICACHE-PROBE <json>`.
+"""What abicache needs to know about a Python interpreter, without importing torch.
+
+One definition for both probes: imported by ``abicache._env`` for the running
+interpreter, and run by the command line (Rust, ``crates/abicache/src/probe.rs``)
+as ``python -I -B -c <this file>`` for another one, where it prints one line:
+``ABICACHE-PROBE <json>``. Keep it free of imports from ``abicache``.
+"""
+
 import importlib.util
 import json
 import os
 import sys
 import sysconfig
 
-out = {
-    "executable": sys.executable,
-    "python_version": "%d.%d.%d" % sys.version_info[:3],
-    "python_soabi": sysconfig.get_config_var("SOABI"),
-    "python_abiflags": getattr(sys, "abiflags", None),
-    "python_include": sysconfig.get_paths().get("include"),
-    "site_packages": sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}),
-    "torch": None,
-}
-spec = importlib.util.find_spec("torch")
-if spec is not None and spec.submodule_search_locations:
+
+def python_fields():
+    """The environment fields of this interpreter that do not need torch
+    (named as in ``abicache_key::Environment``)."""
+    return {
+        "python_version": "%d.%d.%d" % sys.version_info[:3],
+        "python_soabi": sysconfig.get_config_var("SOABI") or None,
+        "python_abiflags": getattr(sys, "abiflags", None),
+        "python_include": sysconfig.get_paths().get("include"),
+    }
+
+
+def site_packages():
+    """Where this interpreter's packages live (``purelib``, ``platlib``):
+    searched for NVIDIA's pip wheels (``nvidia/*/bin/nvcc``)."""
+    paths = sysconfig.get_paths()
+    return sorted({paths["purelib"], paths["platlib"]})
+
+
+def torch_files():
+    """Where torch is and what its files say (``version.py``,
+    ``TorchConfig.cmake``), found without executing torch; ``None`` when it
+    is not installed. A read error is reported in ``error``, not raised."""
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        return None
     torch_dir = list(spec.submodule_search_locations)[0]
     version_py = os.path.join(torch_dir, "version.py")
     torch = {"dir": torch_dir, "version_py": version_py, "version": None, "cuda": None, "hip": None,
@@ -39,5 +60,9 @@ if spec is not None and spec.submodule_search_locations:
             torch["cxx11_abi_flag"] = text.split(marker, 1)[1][:1]
     except OSError:
         pass
-    out["torch"] = torch
-print("ABICACHE-PROBE " + json.dumps(out))
+    return torch
+
+
+if __name__ == "__main__":
+    out = dict(python_fields(), executable=sys.executable, site_packages=site_packages(), torch=torch_files())
+    print("ABICACHE-PROBE " + json.dumps(out))

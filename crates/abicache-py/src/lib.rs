@@ -17,6 +17,7 @@ mod convert;
 mod errors;
 mod fleet;
 mod inline;
+mod rules;
 
 use std::path::PathBuf;
 
@@ -252,7 +253,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("BuildError", build_error)?;
     m.add("AbiError", py.get_type::<errors::AbiError>())?;
     m.add("LockTimeout", py.get_type::<errors::LockTimeout>())?;
-    m.add("KEY_FORMAT", abicache::key::KEY_FORMAT)?;
     m.add_function(wrap_pyfunction!(torch_stable_abi_target_define, m)?)?;
     m.add_function(wrap_pyfunction!(default_cache_dir, m)?)?;
     m.add_function(wrap_pyfunction!(cli_main, m)?)?;
@@ -262,5 +262,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(explain, m)?)?;
     m.add_function(wrap_pyfunction!(inline::store_generated_sources, m)?)?;
     m.add_function(wrap_pyfunction!(fleet::prebuild, m)?)?;
+    m.add_function(wrap_pyfunction!(rules::visible_cuda_archs, m)?)?;
+    m.add_function(wrap_pyfunction!(rules::requires_cuda, m)?)?;
     Ok(())
 }

@@ -11,6 +11,23 @@
 //! For fleets: [`prebuild`] keys a matrix of extensions × environments and
 //! builds each distinct key once; [`bundle`] exports entries as one signed
 //! file and imports one only after verifying all of it.
+//!
+//! ```
+//! use abicache::key::{Environment, ExtensionSpec, StableTarget};
+//! use abicache::{ErrorKind, Session};
+//!
+//! // A stable-ABI target above the running torch is refused by the session's
+//! // checks before the cache is opened: nothing is created on disk.
+//! let env = Environment::parse("python_version = \"3.12.9\"\ntorch_version = \"2.9.1\"\ncxx11_abi = true\n",
+//!                              std::path::Path::new("env.toml")).unwrap();
+//! let dir = tempfile::tempdir().unwrap();
+//! let cache = dir.path().join("cache");
+//! let session = Session::open_lazily(Some(cache.clone()), env);
+//! let spec = ExtensionSpec::new("ext", ["ops.cpp"])
+//!     .with_torch_stable_abi_target(Some(StableTarget::new(2, 10)));
+//! assert_eq!(session.check(&spec).unwrap_err().kind(), ErrorKind::Abi);
+//! assert!(!cache.exists());
+//! ```
 
 #![deny(missing_docs)]
 
@@ -20,6 +37,7 @@ pub mod env_vars;
 mod error;
 mod explain;
 pub mod fleet;
+mod gpu;
 mod pch;
 mod probe;
 mod probe_run;
@@ -30,6 +48,7 @@ pub use audit::{audit_against_key, check as check_audit, AuditVerdict};
 pub use error::{Error, ErrorKind, Result};
 pub use explain::{explain, render_explanation, ClosestEntry, Explanation};
 pub use fleet::{prebuild, render_coverage, Coverage, FleetEnvironment, FleetExtension};
+pub use gpu::{default_cuda_archs, visible_gpu_archs};
 pub use pch::PchMode;
 pub use probe::{
     probe_interpreter, probe_timeout_from_env, ProbedInterpreter, DEFAULT_PROBE_TIMEOUT,
