@@ -29,12 +29,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from bench_common import abicache_build, builder_env, fresh_work_dir
 
 TORCH_LOAD = r"""
 import json, sys, time
@@ -80,15 +81,6 @@ def write_extension(dir: Path, name: str, variant: int) -> list[str]:
     return sources
 
 
-def abicache_build(abicache: Path, spec: Path, cache: Path, env: dict) -> dict:
-    t = time.perf_counter()
-    out = subprocess.run([str(abicache), "--cache-dir", str(cache), "build", str(spec), "--python", sys.executable,
-                          "--json", "--quiet"], check=True, capture_output=True, text=True, env=env)
-    result = json.loads(out.stdout)
-    result["process_s"] = time.perf_counter() - t
-    return result
-
-
 def torch_load(name: str, src: Path, sources: list[str], build_dir: Path, env: dict) -> dict:
     build_dir.mkdir(parents=True)
     out = subprocess.run([sys.executable, "-W", "ignore", "-c", TORCH_LOAD, name, str(build_dir),
@@ -120,13 +112,8 @@ def main() -> None:
     ap.add_argument("--abicache", type=Path, required=True)
     ap.add_argument("--work", type=Path, required=True)
     args = ap.parse_args()
-    work = (args.work / "pch").resolve()
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
-    env = dict(os.environ)
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    env.setdefault("MAX_JOBS", str(os.cpu_count()))
-    env.pop("ABICACHE_COMPILER_LAUNCHER", None)
+    work = fresh_work_dir(args.work, "pch")
+    env = builder_env()
     env.pop("ABICACHE_PCH", None)
     cache = work / "abicache-cache"
 
