@@ -18,11 +18,15 @@ extension to the next:
 2. the first extension copied into a second directory with one unit edited
    (a second checkout): abicache must compile exactly that unit; torch
    compiles all three (its build directory is per checkout);
-3. disk: the size of the PCH directory.
+3. disk: the size of the PCH directory;
+4. the 4-unit `benches/ext4` extension (its units do not start with an
+   umbrella header, so PCHs do not apply) and `examples/cuda_axpy` (one `.cu`
+   unit through nvcc from NVIDIA's wheels, plus one `.cpp`), each on the same
+   cache, the order of the builders alternating. torch needs a `CUDA_HOME`
+   with `lib64/libcudart.so`, which the wheels lack: the benchmark makes one
+   of symlinks in the work dir.
 
-The 4-unit `ext4` figures are in `bench_build.py` (its units do not start with
-an umbrella header, so PCHs do not apply). Prints a table and writes
-`pch.json` in the work dir.
+Prints a table and writes `pch.json` in the work dir.
 """
 
 from __future__ import annotations
@@ -103,6 +107,45 @@ def wait_for_pch(cache: Path, timeout: float) -> tuple[float, Path | None]:
     return time.perf_counter() - t, None
 
 
+REPO = Path(__file__).resolve().parent.parent
+
+
+def cuda_home(work: Path) -> Path | None:
+    """A CUDA_HOME for torch made of symlinks into the venv's NVIDIA wheel (`None` without one)."""
+    import site
+    for sp in site.getsitepackages():
+        wheel = Path(sp) / "nvidia" / "cu13"
+        if (wheel / "bin" / "nvcc").is_file():
+            break
+    else:
+        return None
+    home = work / "cuda_home"
+    (home / "lib64").mkdir(parents=True)
+    for part in ("bin", "include", "nvvm"):
+        (home / part).symlink_to(wheel / part)
+    for lib in (wheel / "lib").iterdir():
+        (home / "lib64" / lib.name).symlink_to(lib)
+    (home / "lib64" / "libcudart.so").symlink_to(wheel / "lib" / "libcudart.so.13")
+    return home
+
+
+def side_by_side(label: str, example: Path, sources: list[str], first: str, args, cache: Path,
+                 work: Path, env: dict) -> dict:
+    """One extension built by both, in the order given, each on a fresh copy of its sources."""
+    row = {"name": label, "order": (first, "torch" if first == "abicache" else "abicache")}
+    for who in row["order"]:
+        src = work / f"{who}-{label}"
+        shutil.copytree(example, src)
+        log(f"{label}: {who}")
+        if who == "abicache":
+            row["abicache"] = abicache_build(args.abicache, src / "abicache.toml", cache, env)
+            log(f"  {row['abicache']['process_s']:.1f} s")
+        else:
+            row["torch"] = torch_load(label, src, sources, work / f"torch-{label}", env)
+            log(f"  {row['torch']['load_s']:.1f} s")
+    return row
+
+
 def dir_bytes(d: Path) -> int:
     return sum(f.stat().st_size for f in d.rglob("*") if f.is_file())
 
@@ -116,6 +159,7 @@ def main() -> None:
     env = builder_env()
     env.pop("ABICACHE_PCH", None)
     cache = work / "abicache-cache"
+    load_start = os.getloadavg()
 
     rows = []
     pch_wait = None
@@ -150,12 +194,26 @@ def main() -> None:
     moved["torch"] = torch_load(rows[0]["name"], second, ["ops.cpp", "op1.cpp", "op2.cpp"],
                                 work / "torch-second-checkout", env)
 
+    others = [side_by_side("ext4_bench", REPO / "benches" / "ext4",
+                           ["ops.cpp", "muladd.cpp", "scale_shift.cpp", "clamp_abs.cpp"], "torch", args,
+                           cache, work, env)]
+    home = cuda_home(work)
+    if home is None:
+        log("no nvcc in the venv's NVIDIA wheels: the CUDA row is skipped")
+    else:
+        cuda_env = dict(env, CUDA_HOME=str(home), TORCH_CUDA_ARCH_LIST="9.0")
+        others.append(side_by_side("cuda_axpy", REPO / "examples" / "cuda_axpy",
+                                   ["ops.cpp", "axpy_kernel.cu"], "abicache", args, cache, work, cuda_env))
+
     result = {
         "max_jobs": env["MAX_JOBS"],
+        "load_average_start": load_start,
+        "load_average_end": os.getloadavg(),
         "rows": rows,
         "pch_wait_s": pch_wait,
         "pch_bytes": dir_bytes(pch_dir) if pch_dir else None,
         "second_checkout": moved,
+        "others": others,
     }
     (args.work / "pch.json").write_text(json.dumps(result, indent=1))
 
@@ -175,6 +233,13 @@ def main() -> None:
     print(f"  second checkout, one unit edited: abicache {m['abicache']['process_s']:.2f} s, compiled "
           f"{m['abicache']['compiled']} ({'ok' if len(m['abicache']['compiled']) == 1 else 'MISSED'}: target "
           f"exactly 1); torch {m['torch']['load_s']:.2f} s (all {UNITS})")
+    for row in others:
+        a, t = row["abicache"]["process_s"], row["torch"]["load_s"]
+        print(f"  {row['name']:12s} first build, same cache  abicache {a:6.2f} s  torch {t:6.2f} s  "
+              f"ratio {a / t:.2f}  target <= 1.2  {'ok' if a / t <= 1.2 else 'MISSED'}  "
+              f"(order {'/'.join(row['order'])})")
+    print(f"  load average {result['load_average_start'][0]:.1f} at the start, "
+          f"{result['load_average_end'][0]:.1f} at the end")
 
 
 if __name__ == "__main__":

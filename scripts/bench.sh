@@ -57,6 +57,7 @@ cargo run --release --quiet -p abicache-store --example lookup_latency
 # Issue 12: warm load against the torch.ops.load_library floor, 0.5 and 256 MiB libraries.
 "$venv/bin/python" benches/bench_warm.py --work "$work" --breakdown
 # Issue 10: PyTorch's JIT-extension tests, cold and warm, torch's vs abicache's load/load_inline.
+scripts/link-torch-jit-upstream.sh
 "$venv/bin/python" -m pip install --quiet -r tests/torch_jit/requirements.txt
 "$venv/bin/python" benches/bench_torch_jit.py --work "$work/torch_jit"
 python3 benches/summary.py "$work"

@@ -50,12 +50,17 @@ else
 fi
 
 # PyTorch's own test/test_cpp_extensions_jit.py, unmodified, with abicache's
-# load/load_inline swapped in (tests/torch_jit/README.md). Its imports need
-# expecttest and numpy, installed once into .venv (a stamp keyed by the file).
-# They run before the project's own Python tests, so the run
-# closes on the suite that always executes tests (the JIT step may only skip).
+# load/load_inline swapped in (tests/torch_jit/README.md). PyTorch's files are
+# kept per machine, never in git: tests/torch_jit/upstream is linked to
+# $ABICACHE_DEV_HOME/torch-jit-upstream/ when that exists, else the step
+# reports a skip saying what is missing. Each run starts from an empty cache
+# (a fresh ABICACHE_DIR): a warm one would hide a broken build. Its imports
+# need expecttest and numpy, installed once into .venv (a stamp keyed by the
+# file). They run before the project's own Python tests, so the run closes on
+# the suite that always executes tests (the JIT step may only skip).
 if [ -d tests/torch_jit ]; then
   echo "== PyTorch's JIT-extension tests (abicache's load/load_inline)" >&2
+  scripts/link-torch-jit-upstream.sh
   reqs=tests/torch_jit/requirements.txt
   stamp=.venv/.abicache-torch-jit-$(sha256sum "$reqs" | cut -c1-16)
   if [ ! -f "$stamp" ]; then

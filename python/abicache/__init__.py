@@ -68,6 +68,9 @@ def prebuild(
     cache_dir: Optional[Union[str, "os.PathLike[str]"]] = None,
     jobs: Optional[int] = None,
     quiet: bool = True,
+    matrix: Optional[str] = None,
+    uv: Optional[Union[str, "os.PathLike[str]"]] = None,
+    keep_envs: Optional[Union[str, "os.PathLike[str]"]] = None,
 ) -> Dict[str, Any]:
     """``abicache prebuild`` from Python, e.g. in a package's build step.
 
@@ -78,15 +81,29 @@ def prebuild(
     ``key``, ``status``: ``built``/``cached``/``key-only``/``refused``/``failed``),
     ``environments``, ``distinct_keys``, ``built``, ``cached``, ``key_only``, ``failed``.
     A failed build is reported in its cells, not raised.
+
+    ``matrix`` (``"python=3.10,3.12 torch=2.12,2.15"``) adds every cell of
+    that matrix; those no interpreter of ``pythons`` covers are created
+    with ``uv`` (``uv``: its path, default ``uv`` on ``PATH``) in a
+    throwaway directory, or kept in ``keep_envs``, as ``--matrix`` does.
     """
     if isinstance(specs, (str, os.PathLike)):
         specs = [specs]
     pythons = [os.fspath(p) for p in pythons]
     envs = [os.fspath(e) for e in envs]
-    if not pythons and not envs:
+    if not pythons and not envs and matrix is None:
         pythons = [sys.executable]
     return _native.prebuild(
-        [os.fspath(s) for s in specs], pythons, envs, list(extensions), cache_dir, jobs=jobs, quiet=quiet
+        [os.fspath(s) for s in specs],
+        pythons,
+        envs,
+        list(extensions),
+        cache_dir,
+        jobs=jobs,
+        quiet=quiet,
+        matrix=matrix,
+        uv=None if uv is None else os.fspath(uv),
+        keep_envs=None if keep_envs is None else os.fspath(keep_envs),
     )
 
 

@@ -64,6 +64,9 @@ def prebuild(
     *,
     jobs: Optional[int] = None,
     quiet: bool = True,
+    matrix: Optional[str] = None,
+    uv: Optional[_Path] = None,
+    keep_envs: Optional[_Path] = None,
 ) -> Dict[str, Any]: ...
 def visible_cuda_archs() -> Optional[str]: ...
 def requires_cuda(spec: str) -> bool: ...

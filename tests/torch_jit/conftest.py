@@ -3,22 +3,27 @@ unmodified, with ``torch.utils.cpp_extension.load`` and ``load_inline``
 replaced by abicache's.
 
 The upstream file and the C++ files it compiles are PyTorch's
-(BSD-3-Clause); they are not part of this repository and are looked up in
-``tests/torch_jit/upstream/`` (git-ignored; see ``README.md`` there for how
-to get them). Without them ``test_upstream_present.py`` skips and says so.
+(BSD-3-Clause); they are not part of this repository: they are kept per
+machine in ``$ABICACHE_DEV_HOME/torch-jit-upstream/`` and reached through
+``tests/torch_jit/upstream`` (a git-ignored link that
+``scripts/link-torch-jit-upstream.sh`` makes; ``README.md`` here says how to
+get them). Without them ``test_upstream_present.py`` skips and says so.
 
 ``ABICACHE_TORCH_JIT_IMPL=torch`` runs the same file with torch's own
 functions (the baseline ``benches/bench_torch_jit.py`` compares against);
 the default is ``abicache``. Builds go to a private cache (``ABICACHE_DIR``)
 and a private ``TORCH_EXTENSIONS_DIR`` for the session unless those are set,
-so a run never touches the user's caches.
+so a run never touches the user's caches; those private directories are
+removed when the session ends.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import tempfile
+from typing import List
 
 import pytest
 
@@ -31,12 +36,17 @@ def implementation() -> str:
     return impl
 
 
+# The private directories this session created (and removes at its end).
+_created: List[str] = []
+
+
 def pytest_configure(config: pytest.Config) -> None:
     # torch's builds run `ninja` from PATH: the venv's own comes first.
     os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
     for var, prefix in (("ABICACHE_DIR", "abicache-torch-jit-"), ("TORCH_EXTENSIONS_DIR", "torch-ext-jit-")):
         if not os.environ.get(var):
             os.environ[var] = tempfile.mkdtemp(prefix=prefix)
+            _created.append(os.environ[var])
     if implementation() == "abicache":
         import torch.utils.cpp_extension
 
@@ -51,3 +61,9 @@ def pytest_report_header(config: pytest.Config) -> str:
         f"torch_jit: load/load_inline from {implementation()}; "
         f"ABICACHE_DIR={os.environ.get('ABICACHE_DIR')}; TORCH_EXTENSIONS_DIR={os.environ.get('TORCH_EXTENSIONS_DIR')}"
     )
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    # A cold run leaves a few hundred MB of builds: CI runs it every time.
+    for directory in _created:
+        shutil.rmtree(directory, ignore_errors=True)

@@ -344,7 +344,7 @@ fn check_objects<'a, 'p>(
 
 /// The object key of `unit`: BLAKE3 over the compiler identity, the key argv, the unit's
 /// files and the plan's ABI fields, each field length-prefixed so no two inputs collide.
-fn object_key(
+pub(crate) fn object_key(
     plan: &BuildPlan,
     toolchain: &Toolchain,
     unit: &crate::Unit,

@@ -40,6 +40,7 @@ mod progress;
 mod quote;
 mod run;
 mod toolchain;
+mod unit_objects;
 
 pub use compile::{build, parse_max_jobs, BuildOptions, BuildReport, ReadyPch, OBJECT_KEY_FORMAT};
 pub use error::BuildError;
@@ -51,3 +52,4 @@ pub use run::Cancel;
 pub use toolchain::{
     find_cxx, find_nvcc, parse_nvcc_release, which, Nvcc, Tool, Toolchain, ToolchainEnv,
 };
+pub use unit_objects::{unit_objects, UnitObject};

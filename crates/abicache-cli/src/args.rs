@@ -77,9 +77,26 @@ pub struct ScanArgs {
     /// Fingerprint root: paths under it are shown relative to it [default: current directory].
     #[arg(long, value_name = "DIR")]
     pub root: Option<PathBuf>,
+    /// The environment whose torch, Python and CUDA headers are system headers, as
+    /// `abicache key` sees them (neither: no system roots, so a local header shadowing
+    /// `<torch/…>` is followed).
+    #[command(flatten)]
+    pub env: ScanEnvArgs,
     /// Print one JSON object instead of a summary.
     #[arg(long)]
     pub json: bool,
+}
+
+/// Where `abicache scan` takes its system include roots from (neither: none).
+#[derive(Debug, Args)]
+#[group(required = false, multiple = false)]
+pub struct ScanEnvArgs {
+    /// An environment TOML, as for `abicache key --env`.
+    #[arg(long, value_name = "ENV.toml")]
+    pub env: Option<PathBuf>,
+    /// A Python interpreter with torch, as for `abicache key --python`.
+    #[arg(long, value_name = "PATH")]
+    pub python: Option<PathBuf>,
 }
 
 /// An extension spec and the environment it is for.

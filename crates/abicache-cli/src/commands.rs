@@ -3,15 +3,13 @@
 use std::path::{Path, PathBuf};
 
 use abicache::build::{progress_reporter, ProgressMode};
-use abicache::key::{Environment, SpecFile};
-use abicache::scan::ScanConfig;
+use abicache::key::{Environment, ExtensionSpec, SpecFile};
 use abicache::store::{parse_size, Layout, Store};
 use abicache::{probe_interpreter, Error, Session, SessionOptions};
 use anyhow::{Context, Result};
 
 use crate::args::{
-    AuditArgs, BuildArgs, Cli, Command, EnvArgs, GcArgs, JsonArgs, RmArgs, ScanArgs, SpecArgs,
-    StatsArgs,
+    AuditArgs, BuildArgs, Cli, Command, GcArgs, JsonArgs, RmArgs, ScanArgs, SpecArgs, StatsArgs,
 };
 use crate::interpreter;
 use crate::render;
@@ -22,7 +20,7 @@ pub fn run(cli: Cli) -> Result<()> {
     let remote = cli.remote;
     let verbose = cli.verbose;
     match cli.command {
-        Command::Scan(args) => scan(args),
+        Command::Scan(args) => scan(cache_dir, args),
         Command::Key(args) => key(cache_dir, verbose, args),
         Command::Build(args) => build(cache_dir, remote.as_deref(), verbose, args),
         Command::Ls(args) => ls(cache_dir, args),
@@ -109,7 +107,11 @@ fn session_for(
         .map_err(Error::from)?
         .name
         .clone();
-    let (session, interpreter) = environment_session(cache_dir, &spec.env)?;
+    let (session, interpreter) = environment_session(
+        cache_dir,
+        spec.env.env.as_deref(),
+        spec.env.python.as_deref(),
+    )?;
     if let (true, Some(chosen)) = (verbose, &interpreter) {
         eprintln!("{}", chosen.describe());
     }
@@ -121,17 +123,20 @@ fn session_for(
     })
 }
 
+/// A session for the environment file `env_file`, else for the interpreter
+/// `python` (neither: the default interpreter), and the interpreter chosen.
 fn environment_session(
     cache_dir: Option<PathBuf>,
-    env: &EnvArgs,
+    env_file: Option<&Path>,
+    python: Option<&Path>,
 ) -> Result<(Session, Option<interpreter::Chosen>)> {
-    if let Some(path) = &env.env {
+    if let Some(path) = env_file {
         return Ok((
             Session::open_lazily(cache_dir, Environment::load(path).map_err(Error::from)?),
             None,
         ));
     }
-    let chosen = interpreter::choose(env.python.as_deref())?;
+    let chosen = interpreter::choose(python)?;
     let probe_cache = probe_cache_dir(cache_dir.as_deref())?;
     let probed = probe_interpreter(&chosen.path, probe_cache.as_deref())?;
     let session = Session::open_lazily(cache_dir, probed.environment)
@@ -152,19 +157,28 @@ fn probe_cache_dir(cache_dir: Option<&Path>) -> Result<Option<PathBuf>, Error> {
         .then(|| version_dir.join("interpreters")))
 }
 
-fn scan(args: ScanArgs) -> Result<()> {
+/// `abicache scan`: the sources as one extension with the `-I` and `-D`
+/// given, configured by the rule keying uses ([`ExtensionSpec::scan_config`]);
+/// with `--python` or `--env` in that environment, as `abicache key` scans.
+/// Opens no cache.
+fn scan(cache_dir: Option<PathBuf>, args: ScanArgs) -> Result<()> {
     let root = match args.root {
         Some(root) => root,
         None => std::env::current_dir()
             .context("cannot read the current directory; pass `--root DIR`")?,
     };
-    let config = args
-        .include
-        .iter()
-        .fold(ScanConfig::new(&root), |c, dir| c.include_path(dir));
     let defines: Vec<String> = args.define.iter().map(|d| format!("-D{d}")).collect();
-    let config = config.defines_from_flags(&defines);
-    let report = abicache::scan::scan(&args.sources, &config).map_err(Error::from)?;
+    let sources = ExtensionSpec::new("scan", args.sources)
+        .with_extra_include_paths(args.include)
+        .with_extra_cflags(defines);
+    let (env_file, python) = (args.env.env.as_deref(), args.env.python.as_deref());
+    let config = if env_file.is_some() || python.is_some() {
+        let (session, _) = environment_session(cache_dir, env_file, python)?;
+        session.scan_config(&sources, &root)?
+    } else {
+        sources.scan_config(None, &root)
+    };
+    let report = abicache::scan::scan(&sources.sources, &config).map_err(Error::from)?;
     print_json_or(args.json, &render::scan_json(&report), || {
         abicache::scan::render_summary(&report)
     })

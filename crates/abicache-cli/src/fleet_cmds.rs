@@ -9,7 +9,7 @@ use abicache::bundle::{self, ImportReport};
 use abicache::key::SpecFile;
 use abicache::remote_crate::Keys;
 use abicache::store::Store;
-use abicache::{FleetEnvironment, FleetExtension, SessionOptions};
+use abicache::{FleetEnvironment, FleetExtension, Matrix, MatrixOptions, SessionOptions};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 
@@ -31,6 +31,17 @@ pub struct PrebuildArgs {
     /// An environment TOML (repeatable); one without a torch installation (`torch_dir`) is keyed only.
     #[arg(long, value_name = "ENV.toml")]
     pub env: Vec<PathBuf>,
+    /// Also every Python × torch release of this matrix; those no `--python` covers are
+    /// created with `uv` (installed interpreters only; torch without its CUDA dependencies).
+    #[arg(long, value_name = "'python=3.10,3.12 torch=2.12,2.15'")]
+    pub matrix: Option<String>,
+    /// The `uv` that creates the matrix's environments [default: `uv` on `PATH`].
+    #[arg(long, value_name = "PATH", requires = "matrix")]
+    pub uv: Option<PathBuf>,
+    /// Keep the matrix's environments in DIR, and reuse the complete ones found there
+    /// [default: a throwaway directory under the cache, removed at the end].
+    #[arg(long, value_name = "DIR", requires = "matrix")]
+    pub keep_envs: Option<PathBuf>,
     /// Parallel compile jobs [default: `MAX_JOBS`, else the number of cores].
     #[arg(long, short, value_name = "N")]
     pub jobs: Option<usize>,
@@ -70,9 +81,19 @@ pub struct ImportArgs {
 /// `abicache prebuild SPEC... (--python PATH)... (--env FILE)...`; exits 1
 /// after printing the table when a build failed.
 pub fn prebuild(store: Store, args: PrebuildArgs) -> Result<()> {
-    if args.python.is_empty() && args.env.is_empty() {
-        bail!("no environment to prebuild for: pass `--python PATH` or `--env FILE` (repeatable)");
+    if args.python.is_empty() && args.env.is_empty() && args.matrix.is_none() {
+        bail!(
+            "no environment to prebuild for: pass `--python PATH` or `--env FILE` (repeatable), \
+             or `--matrix 'python=3.10,3.12 torch=2.12,2.15'`"
+        );
     }
+    // A malformed matrix is refused before anything is probed or created.
+    let matrix = args
+        .matrix
+        .as_deref()
+        .map(str::parse::<Matrix>)
+        .transpose()
+        .map_err(abicache::Error::from)?;
     let files = args
         .specs
         .iter()
@@ -87,6 +108,26 @@ pub fn prebuild(store: Store, args: PrebuildArgs) -> Result<()> {
     for env in &args.env {
         environments.push(FleetEnvironment::from_file(env)?);
     }
+    // Held until the builds are done: dropping it removes throwaway environments.
+    let _created = match &matrix {
+        Some(matrix) => {
+            let options = MatrixOptions {
+                uv: args.uv.clone(),
+                keep_envs: args.keep_envs.clone(),
+            };
+            let quiet = args.quiet;
+            let report = move |line: &str| {
+                if !quiet {
+                    eprintln!("{line}");
+                }
+            };
+            let created =
+                abicache::matrix::create_missing(&store, matrix, &environments, &options, &report)?;
+            environments.extend(created.environments.iter().cloned());
+            Some(created)
+        }
+        None => None,
+    };
     let mode = if args.quiet || args.json {
         ProgressMode::Quiet
     } else {

@@ -193,12 +193,29 @@ pub fn stats_human(stats: &Stats, root: &Path) -> String {
         s.saved_seconds,
         stats.entries,
         human_size(stats.bytes)
-    ) + &remote_stats_human(s)
+    ) + &pch_stats_human(stats)
+        + &remote_stats_human(s)
+}
+
+/// The precompiled-header lines of `abicache stats`, shown once one was built or used.
+fn pch_stats_human(stats: &Stats) -> String {
+    if stats.pchs + stats.counters.pch_hits == 0 {
+        return String::new();
+    }
+    format!(
+        "precompiled headers  {}\n\
+         pch size             {}\n\
+         units using a pch    {}\n",
+        stats.pchs,
+        human_size(stats.pch_bytes),
+        stats.counters.pch_hits
+    )
 }
 
 /// The remote-cache lines of `abicache stats`, shown once a remote was used.
 fn remote_stats_human(s: &Counters) -> String {
-    if s.remote_hits + s.remote_misses + s.remote_errors + s.remote_uploads == 0 {
+    let objects = s.remote_object_hits + s.remote_object_uploads;
+    if s.remote_hits + s.remote_misses + s.remote_errors + s.remote_uploads + objects == 0 {
         return String::new();
     }
     format!(
@@ -206,12 +223,15 @@ fn remote_stats_human(s: &Counters) -> String {
          remote misses        {}\n\
          remote errors        {}\n\
          remote uploads       {}\n\
+         remote objects       {} down, {} up\n\
          remote downloaded    {}\n\
          remote uploaded      {}\n",
         s.remote_hits,
         s.remote_misses,
         s.remote_errors,
         s.remote_uploads,
+        s.remote_object_hits,
+        s.remote_object_uploads,
         human_size(s.remote_bytes_down),
         human_size(s.remote_bytes_up)
     )

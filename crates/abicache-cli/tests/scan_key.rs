@@ -243,3 +243,129 @@ cxx11_abi = true
         .settings()
         .bind(|| insta::assert_snapshot!("build_env_without_torch_dir", stderr(&out)));
 }
+
+/// The `(path, blake3)` of every file a key hashes, from its payload's
+/// `file=<blake3> <path>` lines.
+fn keyed_files(key: &Value) -> BTreeSet<(String, String)> {
+    strings(&key["payload"])
+        .iter()
+        .filter_map(|l| l.strip_prefix("file="))
+        .map(|v| {
+            let (hash, path) = v.split_once(' ').expect("file=<blake3> <path>");
+            (path.to_owned(), hash.to_owned())
+        })
+        .collect()
+}
+
+/// The `(path, blake3)` of every file `abicache scan --json` lists.
+fn scanned_files(scan: &Value) -> BTreeSet<(String, String)> {
+    scan["files"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no files: {scan}"))
+        .iter()
+        .map(|f| {
+            let field = |k: &str| f[k].as_str().unwrap().to_owned();
+            (field("path"), field("blake3"))
+        })
+        .collect()
+}
+
+/// Issue 15: `abicache scan` built its own scan configuration without the
+/// environment's system roots, so a local `torch/all.h` next to a source
+/// was followed by `scan` and not by `key`. Both now take their
+/// configuration from `ExtensionSpec::scan_config`; `--python`/`--env` give
+/// `scan` the environment `key` uses, and they agree on every file.
+#[test]
+fn scan_with_python_or_env_agrees_with_key_on_every_file() {
+    let cache = Cache::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let project = tmp.path().canonicalize().unwrap();
+    let write = |rel: &str, text: &str| {
+        let path = project.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    };
+    write(
+        "ops.cpp",
+        "#include <torch/all.h>\n#include \"local.h\"\n#include HDR\n\
+         int ops() { return local() + computed(); }\n",
+    );
+    write(
+        "local.h",
+        "#pragma once\ninline int local() { return 1; }\n",
+    );
+    write(
+        "inc/computed.h",
+        "#pragma once\ninline int computed() { return 2; }\n",
+    );
+    // Shadows torch's own header: a system header for a compiler given torch's roots.
+    write("torch/all.h", "#pragma once\n#include \"shadow_only.h\"\n");
+    write("torch/shadow_only.h", "#pragma once\n");
+    write(
+        "abicache.toml",
+        "[[extension]]\nname = \"shadowed\"\nsources = [\"ops.cpp\"]\n\
+         extra_include_paths = [\"inc\"]\nextra_cflags = ['-DHDR=\"computed.h\"']\n",
+    );
+    let key = cache.json(args![
+        "key",
+        project.join("abicache.toml"),
+        "--python",
+        python(),
+        "--json"
+    ]);
+    let keyed = keyed_files(&key);
+    let paths: BTreeSet<&str> = keyed.iter().map(|(p, _)| p.as_str()).collect();
+    assert_eq!(
+        paths,
+        BTreeSet::from(["ops.cpp", "local.h", "inc/computed.h"]),
+        "the key follows local and computed includes, not the shadow of <torch/all.h>"
+    );
+    // Scans run against a cache of their own: `scan` must not create it.
+    let scan_cache = Cache::new();
+    let scan = |how: Vec<std::ffi::OsString>| {
+        let mut argv = args![
+            "scan",
+            project.join("ops.cpp"),
+            "--root",
+            project,
+            "-I",
+            project.join("inc"),
+            "-D",
+            "HDR=\"computed.h\"",
+            "--json"
+        ];
+        argv.extend(how);
+        scanned_files(&scan_cache.json(argv))
+    };
+    assert_eq!(scan(args!["--python", python()]), keyed, "scan --python");
+
+    // An environment file naming the same torch gives the same system roots.
+    let torch_dir = std::fs::read_dir(repo_path(".venv/lib"))
+        .unwrap()
+        .map(|e| e.unwrap().path().join("site-packages/torch"))
+        .find(|t| t.join("include/torch").is_dir())
+        .expect("the venv's torch package");
+    let env = env_file(
+        &project,
+        "env.toml",
+        &format!(
+            "python_version = \"3.12.0\"\ntorch_version = \"2.15.0\"\ncxx11_abi = true\n\
+             torch_dir = \"{}\"\n",
+            torch_dir.display()
+        ),
+    );
+    assert_eq!(scan(args!["--env", env]), keyed, "scan --env");
+
+    // With no environment there are no system roots: the shadow is a local header.
+    let without = scan(Vec::new());
+    assert!(
+        without.iter().any(|(p, _)| p == "torch/all.h")
+            && without.iter().any(|(p, _)| p == "torch/shadow_only.h"),
+        "{without:?}"
+    );
+    assert!(
+        !scan_cache.dir.exists(),
+        "`abicache scan` opened the cache `{}`",
+        scan_cache.dir.display()
+    );
+}

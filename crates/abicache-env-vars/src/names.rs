@@ -42,6 +42,8 @@ pub const ABICACHE_REMOTE: &str = "ABICACHE_REMOTE";
 pub const ABICACHE_REMOTE_MODE: &str = "ABICACHE_REMOTE_MODE";
 /// Seconds one remote operation may take.
 pub const ABICACHE_REMOTE_TIMEOUT: &str = "ABICACHE_REMOTE_TIMEOUT";
+/// Compiled objects through the remote cache: `1` (default) or `0`.
+pub const ABICACHE_REMOTE_OBJECTS: &str = "ABICACHE_REMOTE_OBJECTS";
 /// Largest remote entry a download reads.
 pub const ABICACHE_REMOTE_MAX_SIZE: &str = "ABICACHE_REMOTE_MAX_SIZE";
 /// Public keys whose signatures make a remote entry trusted.

@@ -193,6 +193,8 @@ pub const ENV_VARS: &[EnvVar] = &[
     EnvVar::new(ABICACHE_REMOTE_TIMEOUT, "`10`", ValueFormat::Seconds)
         .config_key("remote_timeout")
         .meaning("Seconds one remote operation may take before it counts as a failure (a warning and a local build)."),
+    EnvVar::new(ABICACHE_REMOTE_OBJECTS, "`1`", ValueFormat::Choice(&["1", "0"]))
+        .meaning("`0` keeps compiled objects out of the remote cache; `1` downloads the objects a build lacks before it compiles and uploads the ones it compiled (see \"Remote cache\")."),
     EnvVar::new(ABICACHE_REMOTE_MAX_SIZE, "`4G`", ValueFormat::Size)
         .meaning("Largest remote entry downloaded (`8G`, `500M`); a larger one is refused after at most that many bytes (a warning and a local build)."),
     EnvVar::new(ABICACHE_TRUSTED_KEYS, "unset (entries are not checked for a signature)", ValueFormat::PublicKeys)

@@ -32,6 +32,7 @@ mod arch;
 mod env;
 mod error;
 mod payload;
+mod scan_config;
 mod spec;
 mod stable;
 mod version;

@@ -114,7 +114,7 @@ impl Remote {
             object: object.clone(),
             reason,
         };
-        let Some(download) = self.download(&object, dir)? else {
+        let Some(download) = self.download::<Header>(&object, dir)? else {
             return Ok(None);
         };
         let verified = verify_entry(
@@ -145,7 +145,11 @@ impl Remote {
     }
 
     /// Streams `object` into a temporary file in `dir`; `None` when absent.
-    fn download(&self, object: &str, dir: &Path) -> Result<Option<Download>> {
+    pub(crate) fn download<H: Framed>(
+        &self,
+        object: &str,
+        dir: &Path,
+    ) -> Result<Option<Download<H>>> {
         use futures::TryStreamExt;
         use std::io::Write;
 
@@ -169,7 +173,7 @@ impl Remote {
         };
         let io = |e: std::io::Error| RemoteError::Io(with_path(e, dir));
         // Created once the header is in: a remote that fails first leaves nothing.
-        let mut sink: Option<(object::Header, Library)> = None;
+        let mut sink: Option<(H, Library)> = None;
         let mut pending = Vec::new();
         let mut bytes = 0u64;
         // Each chunk must arrive within the time-out; the size cap bounds the whole.
@@ -184,7 +188,7 @@ impl Remote {
                 }
                 let rest = match &mut sink {
                     Some((header, library)) => {
-                        let expected = header.manifest.size;
+                        let expected = header.body_size();
                         if library.size() + chunk.len() as u64 > expected {
                             return Err(corrupt(longer_than(expected)));
                         }
@@ -193,14 +197,14 @@ impl Remote {
                     }
                     None => {
                         pending.extend_from_slice(&chunk);
-                        match object::decode_header(&pending).map_err(corrupt)? {
+                        match H::decode(&pending).map_err(corrupt)? {
                             Some(parsed) => parsed,
                             None => continue,
                         }
                     }
                 };
                 let (header, used) = rest;
-                let size = header.manifest.size;
+                let size = header.body_size();
                 if used as u64 + size > cap {
                     return Err(too_large(used as u64 + size));
                 }
@@ -232,14 +236,7 @@ impl Remote {
 
     /// True when the remote has an object for `key` (intact or not).
     pub fn contains(&self, key: &str) -> Result<bool> {
-        let path = Self::object_path(key);
-        match self.bounded("stat", &path, self.op.stat(&path)) {
-            Ok(_) => Ok(true),
-            Err(RemoteError::Backend { source, .. }) if source.kind() == ErrorKind::NotFound => {
-                Ok(false)
-            }
-            Err(e) => Err(e),
-        }
+        self.exists(&Self::object_path(key))
     }
 
     /// Uploads `library` with `manifest` (a published local entry's), signed
@@ -295,8 +292,12 @@ impl Remote {
     /// The raw object of `key` (`None` when absent), unverified: for tools
     /// and tests; loaders use [`Remote::fetch`].
     pub fn read_object(&self, key: &str) -> Result<Option<Vec<u8>>> {
-        let path = Self::object_path(key);
-        match self.bounded("read", &path, self.op.read(&path)) {
+        self.read_raw(&Self::object_path(key))
+    }
+
+    /// The raw blob at `path` inside the remote (`None` when absent), unverified.
+    pub fn read_raw(&self, path: &str) -> Result<Option<Vec<u8>>> {
+        match self.bounded("read", path, self.op.read(path)) {
             Ok(buffer) => Ok(Some(buffer.to_vec())),
             Err(e) if is_not_found(&e) => Ok(None),
             Err(e) => Err(e),
@@ -306,9 +307,22 @@ impl Remote {
     /// Writes `bytes` as `key`'s object, replacing any: for tools and tests;
     /// writers use [`Remote::upload`].
     pub fn write_object(&self, key: &str, bytes: Vec<u8>) -> Result<()> {
-        let path = Self::object_path(key);
-        self.bounded("write", &path, self.op.write(&path, bytes))
+        self.write_raw(&Self::object_path(key), bytes)
+    }
+
+    /// Writes `bytes` at `path` inside the remote, replacing any blob there.
+    pub fn write_raw(&self, path: &str, bytes: Vec<u8>) -> Result<()> {
+        self.bounded("write", path, self.op.write(path, bytes))
             .map(|_| ())
+    }
+
+    /// True when the remote has a blob at `path` (intact or not).
+    pub(crate) fn exists(&self, path: &str) -> Result<bool> {
+        match self.bounded("stat", path, self.op.stat(path)) {
+            Ok(_) => Ok(true),
+            Err(e) if is_not_found(&e) => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
     /// Runs `fut` on the client's runtime, giving up after the time-out.
@@ -357,11 +371,30 @@ fn longer_than(size: u64) -> String {
 }
 
 /// A streamed download before verification.
-struct Download {
-    header: Header,
-    library: tempfile::NamedTempFile,
-    library_digest: abicache_fs::Digest,
-    bytes: u64,
+pub(crate) struct Download<H> {
+    pub(crate) header: H,
+    pub(crate) library: tempfile::NamedTempFile,
+    pub(crate) library_digest: abicache_fs::Digest,
+    pub(crate) bytes: u64,
+}
+
+/// A blob's header as a download reads it: parsed from a prefix of the
+/// blob, and saying how many bytes follow it.
+pub(crate) trait Framed: Sized {
+    /// The header at the start of `bytes` and the bytes it takes; `Ok(None)`
+    /// when more bytes are needed.
+    fn decode(bytes: &[u8]) -> std::result::Result<Option<(Self, usize)>, String>;
+    /// The size of what follows the header.
+    fn body_size(&self) -> u64;
+}
+
+impl Framed for Header {
+    fn decode(bytes: &[u8]) -> std::result::Result<Option<(Self, usize)>, String> {
+        object::decode_header(bytes)
+    }
+    fn body_size(&self) -> u64 {
+        self.manifest.size
+    }
 }
 
 fn is_not_found(e: &RemoteError) -> bool {

@@ -20,6 +20,12 @@
 //! - **Configuration in one place** ([`RemoteConfig::resolve`]): `--remote`,
 //!   then `ABICACHE_REMOTE`, then `remote` in the config file.
 //!
+//! - **Compiled objects too** ([`objects`], [`Remote::fetch_object`],
+//!   [`Remote::upload_object`]): one blob per object under `v1/objects/`,
+//!   checked on download against its record's name, size and BLAKE3, and —
+//!   with trusted keys — a signature over that record; streamed and bounded
+//!   like entries.
+//!
 //! The crate never decides what a failure means for a load: the façade turns
 //! every [`RemoteError`] into one warning and a local build.
 //!
@@ -41,6 +47,8 @@ mod config;
 mod error;
 mod hex;
 pub mod object;
+mod object_transfer;
+pub mod objects;
 mod sign;
 mod verify;
 
@@ -49,8 +57,9 @@ pub use abicache_fs::Digest;
 pub use client::{Fetched, Remote, Upload, OBJECT_DIR};
 pub use config::{config_file_settings, config_path, Keys, Mode, RemoteConfig, DEFAULT_MAX_SIZE};
 pub use error::{RemoteError, Result};
+pub use object_transfer::FetchedObject;
 pub use sign::{signature_message, KeyPair, PublicKey, SecretKey, Signature};
-pub use verify::{verify_entry, Verified};
+pub use verify::{verify_entry, Rejection, Verified};
 
 /// The variables this crate reads (defined, with their defaults and the
 /// empty-value rule, in `abicache-env-vars`).

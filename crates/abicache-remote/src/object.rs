@@ -55,18 +55,7 @@ impl Header {
 
     /// The object's bytes before the library.
     pub fn encode(&self) -> Vec<u8> {
-        let signature = self
-            .signature
-            .as_ref()
-            .map(|s| serde_json::to_vec(s).expect("a signature always serializes"))
-            .unwrap_or_default();
-        let mut out = Vec::with_capacity(MAGIC.len() + 42 + self.manifest_json.len());
-        out.extend_from_slice(MAGIC.as_bytes());
-        out.extend_from_slice(format!("{}\n", self.manifest_json.len()).as_bytes());
-        out.extend_from_slice(&self.manifest_json);
-        out.extend_from_slice(format!("{}\n", signature.len()).as_bytes());
-        out.extend_from_slice(&signature);
-        out
+        encode_frame(MAGIC, &self.manifest_json, self.signature.as_ref())
     }
 }
 
@@ -81,7 +70,55 @@ pub fn encode(header: &Header, library: &[u8]) -> Vec<u8> {
 /// `Ok(None)` when `bytes` is a valid but incomplete prefix (read more);
 /// `Err` says what is wrong with the object.
 pub fn decode_header(bytes: &[u8]) -> Result<Option<(Header, usize)>, String> {
-    let magic = MAGIC.as_bytes();
+    let Some((frame, used)) = decode_frame(bytes, MAGIC, "manifest")? else {
+        return Ok(None);
+    };
+    let manifest = Manifest::from_json(&frame.json, std::path::Path::new("<remote manifest>"))
+        .map_err(|e| format!("its manifest is not valid: {e}"))?;
+    Ok(Some((
+        Header {
+            manifest_json: frame.json,
+            manifest,
+            signature: frame.signature,
+        },
+        used,
+    )))
+}
+
+/// The framing every remote object shares: a format line (`magic`), a
+/// length-prefixed JSON document, a length-prefixed optional signature.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Frame {
+    /// The JSON document exactly as written: what a signature covers.
+    pub json: Vec<u8>,
+    /// The signature, when the writer had a signing key.
+    pub signature: Option<Signature>,
+}
+
+/// The bytes of a frame (what comes before an object's payload).
+pub(crate) fn encode_frame(magic: &str, json: &[u8], signature: Option<&Signature>) -> Vec<u8> {
+    let signature = signature
+        .map(|s| serde_json::to_vec(s).expect("a signature always serializes"))
+        .unwrap_or_default();
+    let mut out = Vec::with_capacity(magic.len() + 42 + json.len() + signature.len());
+    out.extend_from_slice(magic.as_bytes());
+    out.extend_from_slice(format!("{}\n", json.len()).as_bytes());
+    out.extend_from_slice(json);
+    out.extend_from_slice(format!("{}\n", signature.len()).as_bytes());
+    out.extend_from_slice(&signature);
+    out
+}
+
+/// The frame at the start of `bytes` (format line `magic`, its document
+/// called `document` in errors) and the bytes it takes; `Ok(None)` when
+/// `bytes` is a valid but incomplete prefix.
+pub(crate) fn decode_frame(
+    bytes: &[u8],
+    magic: &str,
+    document: &str,
+) -> Result<Option<(Frame, usize)>, String> {
+    let foreign = || foreign(magic);
+    let magic = magic.as_bytes();
     if bytes.len() < magic.len() {
         return if magic.starts_with(bytes) {
             Ok(None)
@@ -93,26 +130,24 @@ pub fn decode_header(bytes: &[u8]) -> Result<Option<(Header, usize)>, String> {
         return Err(foreign());
     }
     let mut at = magic.len();
-    let Some(manifest_len) = length_line(bytes, &mut at, "manifest")? else {
+    let Some(json_len) = length_line(bytes, &mut at, document)? else {
         return Ok(None);
     };
-    let Some(manifest_json) = take(bytes, &mut at, manifest_len) else {
+    let Some(json) = take(bytes, &mut at, json_len) else {
         return Ok(None);
     };
     let Some(signature_len) = length_line(bytes, &mut at, "signature")? else {
         return Ok(None);
     };
-    if manifest_len + signature_len > MAX_HEADER_SIZE {
+    if json_len + signature_len > MAX_HEADER_SIZE {
         return Err(format!(
             "its header ({} bytes) is larger than the {MAX_HEADER_SIZE}-byte limit",
-            manifest_len + signature_len
+            json_len + signature_len
         ));
     }
     let Some(signature) = take(bytes, &mut at, signature_len) else {
         return Ok(None);
     };
-    let manifest = Manifest::from_json(manifest_json, std::path::Path::new("<remote manifest>"))
-        .map_err(|e| format!("its manifest is not valid: {e}"))?;
     let signature = if signature.is_empty() {
         None
     } else {
@@ -122,9 +157,8 @@ pub fn decode_header(bytes: &[u8]) -> Result<Option<(Header, usize)>, String> {
         )
     };
     Ok(Some((
-        Header {
-            manifest_json: manifest_json.to_vec(),
-            manifest,
+        Frame {
+            json: json.to_vec(),
             signature,
         },
         at,
@@ -145,10 +179,12 @@ pub fn truncated(len: usize) -> String {
     format!("it is truncated: it ends after {len} bytes, inside its header")
 }
 
-fn foreign() -> String {
-    "it does not start with the abicache remote format line (`abicache-remote 2`); \
-     an older abicache may have written it"
-        .to_owned()
+fn foreign(magic: &str) -> String {
+    format!(
+        "it does not start with the abicache remote format line (`{}`); \
+         an older abicache may have written it",
+        magic.trim_end()
+    )
 }
 
 /// Reads a decimal length and its newline at `*at`; `Ok(None)` when the

@@ -88,6 +88,16 @@ fn check_signature(
     signature: Option<crate::sign::Signature>,
     trusted: &[PublicKey],
 ) -> Result<String, Rejection> {
+    check_signature_over(&signature_message(key, manifest_json), signature, trusted)
+}
+
+/// The trusted key (hex) whose valid signature over `message` was given;
+/// what is wrong otherwise (unsigned, signed by a stranger, not matching).
+pub(crate) fn check_signature_over(
+    message: &[u8],
+    signature: Option<crate::sign::Signature>,
+    trusted: &[PublicKey],
+) -> Result<String, Rejection> {
     let Some(signature) = signature else {
         return Err(Rejection::Untrusted("it is not signed".to_owned()));
     };
@@ -100,7 +110,7 @@ fn check_signature(
             signature.public_key
         )));
     };
-    if !signer.verifies(&signature_message(key, manifest_json), &signature) {
+    if !signer.verifies(message, &signature) {
         return Err(Rejection::Untrusted(format!(
             "its signature by `{}` does not match the entry",
             signature.public_key

@@ -67,6 +67,9 @@ pub struct GcReport {
     pub bytes_after: u64,
     /// Leftover temporary directories removed.
     pub temp_dirs_removed: usize,
+    /// Generated-source sets (`v1/sources/`) no entry was built from, unused
+    /// within the grace period, removed.
+    pub sources_removed: usize,
     /// Entry directories without a manifest (garbage) removed.
     pub incomplete_removed: usize,
     /// Problems that did not stop the collection.
@@ -124,6 +127,11 @@ impl Store {
             }
         }
         entries.sort_by(|a, b| a.last_used.cmp(&b.last_used).then(a.key.cmp(&b.key)));
+        let payloads: Vec<&str> = entries
+            .iter()
+            .map(|e| e.manifest.payload.as_str())
+            .collect();
+        report.sources_removed = self.gc_sources(&payloads).0;
         let entry_bytes: u64 = entries.iter().map(|e| e.size).sum();
         let objects = self.objects_oldest_first();
         // Precompiled headers are evicted after the objects: rebuilt in the background on demand.
@@ -235,7 +243,7 @@ impl Store {
     }
 
     /// True when `last_used` lies within [`Store::gc_grace`] of now (or in the future).
-    fn is_recent(&self, last_used: SystemTime) -> bool {
+    pub(crate) fn is_recent(&self, last_used: SystemTime) -> bool {
         SystemTime::now()
             .duration_since(last_used)
             .map_or(true, |age| age < self.gc_grace())

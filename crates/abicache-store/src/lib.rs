@@ -73,6 +73,7 @@ mod private_file;
 mod publish;
 mod size;
 mod sources;
+mod sources_gc;
 mod stats;
 mod stats_log;
 mod store;

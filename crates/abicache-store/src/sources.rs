@@ -95,6 +95,8 @@ impl Store {
         let dir = sources_dir_for(self, files);
         for _ in 0..ATTEMPTS {
             if holds(&dir, files) {
+                // Used now: gc spares it for the grace period (see `crate::sources_gc`).
+                crate::sources_gc::touch_dir(&dir);
                 return Ok(dir);
             }
             let parent = dir.parent().expect("sources dir has a parent");

@@ -56,6 +56,18 @@ pub enum Event {
         /// Bytes uploaded.
         bytes: u64,
     },
+    /// A remote cache supplied a verified compiled object of `bytes` bytes.
+    RemoteObjectHit {
+        /// Bytes downloaded.
+        bytes: u64,
+    },
+    /// A compiled object of `bytes` bytes was uploaded to a remote cache.
+    RemoteObjectUpload {
+        /// Bytes uploaded.
+        bytes: u64,
+    },
+    /// A unit was compiled against a cached precompiled header.
+    PchHit,
 }
 
 /// The persistent counters, as stored in `stats.json`.
@@ -90,6 +102,12 @@ pub struct Counters {
     pub remote_bytes_down: u64,
     /// Bytes uploaded to a remote cache.
     pub remote_bytes_up: u64,
+    /// Compiled objects downloaded from a remote cache.
+    pub remote_object_hits: u64,
+    /// Compiled objects uploaded to a remote cache.
+    pub remote_object_uploads: u64,
+    /// Units compiled against a cached precompiled header.
+    pub pch_hits: u64,
 }
 
 impl Counters {
@@ -121,12 +139,22 @@ impl Counters {
                 self.remote_uploads += 1;
                 self.remote_bytes_up += bytes;
             }
+            Event::RemoteObjectHit { bytes } => {
+                self.remote_object_hits += 1;
+                self.remote_bytes_down += bytes;
+            }
+            Event::RemoteObjectUpload { bytes } => {
+                self.remote_object_uploads += 1;
+                self.remote_bytes_up += bytes;
+            }
+            Event::PchHit => self.pch_hits += 1,
         }
     }
 }
 
 /// Counters plus what is in the store right now (for `abicache stats`).
-/// Serialises flat: the counters' fields, then `entries` and `bytes`.
+/// Serialises flat: the counters' fields, then `entries`, `bytes`, `pchs`
+/// and `pch_bytes`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Stats {
     /// The persistent counters.
@@ -136,6 +164,10 @@ pub struct Stats {
     pub entries: u64,
     /// Bytes of those entries.
     pub bytes: u64,
+    /// Precompiled headers in the store now (published ones).
+    pub pchs: u64,
+    /// Bytes of those precompiled headers.
+    pub pch_bytes: u64,
 }
 
 /// Whether this process has already warned that counting failed.
@@ -211,10 +243,18 @@ impl Store {
     pub fn stats(&self) -> Result<Stats> {
         let counters = self.counters()?;
         let entries = self.list()?;
+        // Published PCHs only: not the logs of failed builds (`<key>.failed`).
+        let pchs: Vec<_> = self
+            .pch_dirs_oldest_first()
+            .into_iter()
+            .filter(|(dir, ..)| dir.extension().is_none())
+            .collect();
         Ok(Stats {
             counters,
             entries: entries.len() as u64,
             bytes: entries.iter().map(|e| e.size).sum(),
+            pchs: pchs.len() as u64,
+            pch_bytes: pchs.iter().map(|p| p.1).sum(),
         })
     }
 }

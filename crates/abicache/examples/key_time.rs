@@ -23,7 +23,6 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use abicache::key::{compute_key, Environment, SpecFile};
-use abicache::scan::ScanConfig;
 use abicache::store::Store;
 use abicache::Session;
 use abicache_fs::RACY_WINDOW;
@@ -114,13 +113,7 @@ fn main() {
         cold_cpu += cpu_ms() - cpu;
     }
     // Today's path before the stat cache: the plain scan, then the key.
-    let mut config = ScanConfig::new(&file.root);
-    for dir in &spec.extra_include_paths {
-        config = config.include_path(dir);
-    }
-    for dir in prepared.env.system_include_roots() {
-        config = config.system_root(dir);
-    }
+    let config = spec.scan_config(Some(&prepared.env), &file.root);
     let cpu = cpu_ms();
     let uncached: Vec<f64> = (0..runs)
         .map(|_| {

@@ -8,6 +8,8 @@ use abicache_key::KeyError;
 use abicache_scan::ScanError;
 use abicache_store::StoreError;
 
+use crate::matrix::MatrixError;
+
 /// Anything that can go wrong between a spec and a loaded library.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -40,6 +42,9 @@ pub enum Error {
         /// What went wrong and what to do.
         message: String,
     },
+    /// The environments of `prebuild --matrix` could not be created.
+    #[error(transparent)]
+    Matrix(#[from] MatrixError),
     /// The request itself is wrong (e.g. no torch where one is needed).
     #[error("{0}")]
     Input(String),

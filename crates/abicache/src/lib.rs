@@ -9,7 +9,8 @@
 //! most once at a time across processes.
 //!
 //! For fleets: [`prebuild`] keys a matrix of extensions × environments and
-//! builds each distinct key once; [`bundle`] exports entries as one signed
+//! builds each distinct key once ([`matrix`] creates the
+//! environments of a `python=… torch=…` matrix with `uv`); [`bundle`] exports entries as one signed
 //! file and imports one only after verifying all of it.
 //!
 //! ```
@@ -38,10 +39,12 @@ mod error;
 mod explain;
 pub mod fleet;
 mod gpu;
+pub mod matrix;
 mod pch;
 mod probe;
 mod probe_run;
 mod remote;
+mod remote_objects;
 mod session;
 
 pub use audit::{audit_against_key, check as check_audit, AuditVerdict};
@@ -49,6 +52,7 @@ pub use error::{Error, ErrorKind, Result};
 pub use explain::{explain, render_explanation, ClosestEntry, Explanation};
 pub use fleet::{prebuild, render_coverage, Coverage, FleetEnvironment, FleetExtension};
 pub use gpu::{default_cuda_archs, visible_gpu_archs};
+pub use matrix::{Matrix, MatrixEnvironments, MatrixOptions};
 pub use pch::PchMode;
 pub use probe::{
     probe_interpreter, probe_timeout_from_env, ProbedInterpreter, DEFAULT_PROBE_TIMEOUT,

@@ -198,15 +198,20 @@ impl RemoteCache {
 
     /// The upload after a local build was published (the lock is released):
     /// skipped when builds do not upload or the remote failed in this call.
+    /// False when the remote failed (in this call or now): nothing more
+    /// should be sent to it.
     pub(crate) fn upload_after_build(
         &self,
         store: &Store,
         hit: &Hit,
         state: RemoteState,
         warnings: &mut Vec<String>,
-    ) {
-        if !self.uploads() || state == RemoteState::Unavailable {
-            return;
+    ) -> bool {
+        if state == RemoteState::Unavailable {
+            return false;
+        }
+        if !self.uploads() {
+            return true;
         }
         match self
             .remote
@@ -219,7 +224,9 @@ impl RemoteCache {
             Err(e) => {
                 let _ = store.record(Event::RemoteError);
                 warnings.push(format!("remote cache: {e}; the entry was not uploaded"));
+                return false;
             }
         }
+        true
     }
 }

@@ -17,6 +17,7 @@ use crate::audit::{audit_against_key, AuditVerdict};
 use crate::error::{Error, Result};
 use crate::pch::{default_umbrellas, PchMode, PchPlan};
 use crate::remote::{Fetch, RemoteCache, RemoteState};
+use crate::remote_objects::SharedObjects;
 
 /// Payload fields that describe the ABI a unit is compiled for; they are
 /// mixed into every object's key so objects never cross ABIs.
@@ -229,17 +230,7 @@ impl Session {
     /// file is read or any cache is looked at.
     pub fn prepare(&self, spec: &ExtensionSpec, root: &Path) -> Result<Prepared> {
         self.check(spec)?;
-        let env = self.complete_env(spec)?;
-        let mut config = ScanConfig::new(root).defines_from_flags(&spec.extra_cflags);
-        if spec.requires_cuda() {
-            config = config.defines_from_flags(&spec.extra_cuda_cflags);
-        }
-        for dir in &spec.extra_include_paths {
-            config = config.include_path(dir);
-        }
-        for dir in env.system_include_roots() {
-            config = config.system_root(dir);
-        }
+        let (env, config) = self.configure_scan(spec, root)?;
         // Files whose stat stamp matches the cache's are not read again;
         // the report is the cold scan's. Saving is best effort: a read-only
         // or full cache only loses the speed-up.
@@ -248,6 +239,26 @@ impl Session {
         let _ = facts.save();
         let keyed = compute_key(spec, &env, &scan, root)?;
         Ok(Prepared { env, scan, keyed })
+    }
+
+    /// The scan configuration keying uses for `spec` under the fingerprint
+    /// `root` in this session's environment (completed for a CUDA spec as
+    /// [`Session::prepare`] does): `abicache scan --python/--env` scans
+    /// with it, so it resolves every include as `abicache key` does. Reads
+    /// no source and opens no cache.
+    pub fn scan_config(&self, spec: &ExtensionSpec, root: &Path) -> Result<ScanConfig> {
+        Ok(self.configure_scan(spec, root)?.1)
+    }
+
+    /// The environment completed for `spec` and the scan configuration in it.
+    fn configure_scan(
+        &self,
+        spec: &ExtensionSpec,
+        root: &Path,
+    ) -> Result<(Environment, ScanConfig)> {
+        let env = self.complete_env(spec)?;
+        let config = spec.scan_config(Some(&env), root);
+        Ok((env, config))
     }
 
     /// Returns a verified library for `spec`: from the cache when its key
@@ -319,9 +330,18 @@ impl Session {
             }
             _ => guard,
         };
-        let result =
-            self.compile_and_publish(spec, &prepared, root, guard, progress, &mut warnings);
-        let (hit, report) = match result {
+        // Objects go through the remote too, unless it failed already.
+        let object_remote =
+            remote.filter(|_| !self.options.rebuild && remote_state != RemoteState::Unavailable);
+        let result = self.compile_and_publish(
+            spec,
+            &prepared,
+            root,
+            (guard, object_remote),
+            progress,
+            &mut warnings,
+        );
+        let (hit, report, shared) = match result {
             Ok(done) => done,
             Err(e) => {
                 let _ = store.count(&[Event::Error]);
@@ -336,7 +356,10 @@ impl Session {
             &mut warnings,
         );
         if let Some(remote) = remote {
-            remote.upload_after_build(store, &hit, remote_state, &mut warnings);
+            let usable = remote.upload_after_build(store, &hit, remote_state, &mut warnings);
+            if let (true, Some(shared)) = (usable, shared) {
+                shared.after_build(store, &report.units_compiled, &mut warnings);
+            }
         }
         Ok(Outcome {
             path: hit.library,
@@ -407,15 +430,16 @@ impl Session {
         })
     }
 
-    fn compile_and_publish(
+    fn compile_and_publish<'r>(
         &self,
         spec: &ExtensionSpec,
         prepared: &Prepared,
         root: &Path,
-        guard: abicache_store::BuildGuard,
+        // The key's build guard, and the remote its objects go through (if any).
+        (guard, remote): (abicache_store::BuildGuard, Option<&'r RemoteCache>),
         progress: &dyn Fn(Progress),
         warnings: &mut Vec<String>,
-    ) -> Result<(Hit, abicache_build::BuildReport)> {
+    ) -> Result<(Hit, abicache_build::BuildReport, Option<SharedObjects<'r>>)> {
         let requires_cuda = spec.requires_cuda();
         let pch_mode = PchMode::from_env()?;
         let toolchain =
@@ -444,6 +468,13 @@ impl Session {
             pch: pch_plan.ready,
             cancel: self.cancel.clone(),
         };
+        let shared = crate::remote_objects::before_build(
+            remote,
+            self.opened(),
+            &plan,
+            &toolchain,
+            warnings,
+        )?;
         let report = abicache_build::build(
             &plan,
             &toolchain,
@@ -453,6 +484,7 @@ impl Session {
             progress,
         )?;
         crate::pch::drop_rejected(self.opened(), &report.pch_rejected, warnings);
+        self.count(&vec![Event::PchHit; report.pch_units.len()], warnings);
         let audit = match audit_against_key(&report.library, &prepared.keyed, &prepared.scan)? {
             AuditVerdict::Refused(message) => return Err(Error::AuditRefused { message }),
             AuditVerdict::Passed(audit) => audit,
@@ -485,7 +517,7 @@ impl Session {
             &report.units_compiled,
             warnings,
         );
-        Ok((published.hit, report))
+        Ok((published.hit, report, shared))
     }
 
     /// The build plan for a prepared spec.

@@ -1,0 +1,346 @@
+//! `abicache prebuild --matrix`: the missing environments of a
+//! `python=… torch=…` matrix are created with a real `uv` (from
+//! `scripts/setup-uv.sh`), on a real interpreter installed on this machine,
+//! with torch from the package index, and real libraries are built against
+//! them. Torch wheels are per Python release (~900 MB each): the uv cache is
+//! per machine (`scripts/setup-uv.sh --cache-dir`), so only the first run on
+//! a machine downloads one; the matrix is the smallest that proves the point
+//! (the venv's Python and one other × the venv's torch).
+
+#[macro_use]
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use abicache::matrix::{InterpreterSearch, Uv};
+use common::{assert_exit, assert_success, python, repo_path, stderr, stdout, u64_of, Cache};
+use serde_json::Value;
+
+/// The project's `uv` and the per-machine uv cache, from `scripts/setup-uv.sh`.
+fn project_uv() -> (PathBuf, PathBuf) {
+    let script = repo_path("scripts/setup-uv.sh");
+    let run = |args: &[&str]| {
+        let out = Command::new(&script)
+            .args(args)
+            .output()
+            .expect("run setup-uv.sh");
+        assert_success(&out);
+        PathBuf::from(stdout(&out).trim())
+    };
+    (run(&[]), run(&["--cache-dir"]))
+}
+
+/// `abicache ARGS` in `cache`, with the per-machine uv cache.
+fn run_with_uv(
+    cache: &Cache,
+    uv_cache: &Path,
+    args: &[std::ffi::OsString],
+) -> std::process::Output {
+    cache
+        .cmd(args)
+        .env("UV_CACHE_DIR", uv_cache)
+        .output()
+        .expect("run abicache")
+}
+
+fn parse(out: &std::process::Output) -> Value {
+    assert_success(out);
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}", stdout(out)))
+}
+
+/// The Python release (`3.11`) of the project venv.
+fn venv_python_release() -> String {
+    let out = Command::new(python())
+        .args(["-c", "import sys; print('%d.%d' % sys.version_info[:2])"])
+        .output()
+        .unwrap();
+    stdout(&out).trim().to_owned()
+}
+
+/// A Python release installed on this machine other than the venv's, if any.
+fn other_python_release(uv: &Uv, venv_release: &str) -> Option<String> {
+    let search = InterpreterSearch::from_env();
+    ["3.12", "3.13", "3.10", "3.14"]
+        .into_iter()
+        .filter(|r| *r != venv_release)
+        .find(|r| search.find(r, uv).is_ok())
+        .map(str::to_owned)
+}
+
+fn cell<'a>(coverage: &'a Value, environment: &str, extension: &str) -> &'a Value {
+    coverage["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["environment"] == environment && c["extension"] == extension)
+        .unwrap_or_else(|| panic!("no cell for {environment} × {extension} in {coverage}"))
+}
+
+#[test]
+fn matrix_creates_the_missing_environment_with_uv_and_builds_each_distinct_key_once() {
+    let (uv, uv_cache) = project_uv();
+    let venv_release = venv_python_release();
+    let Some(other) = other_python_release(&Uv::locate(Some(&uv), None).unwrap(), &venv_release)
+    else {
+        eprintln!(
+            "SKIPPED: no Python release other than the venv's {venv_release} is installed \
+             (pyenv, `uv python find`, `python3.X` on PATH), so a matrix over Pythons cannot be \
+             created here"
+        );
+        return;
+    };
+    let (cpu, stable) = (
+        repo_path("examples/cpu_muladd/abicache.toml"),
+        repo_path("examples/stable_scale/abicache.toml"),
+    );
+    let dev = ".venv/bin/python";
+    let keep = tempfile::tempdir().unwrap();
+    let created_label = keep
+        .path()
+        .join(format!("py{other}-torch2.15/bin/python"))
+        .display()
+        .to_string();
+
+    // 1. The venv covers one cell; the other is created (kept, for step 2).
+    let cache = Cache::new();
+    let matrix = format!("python={venv_release},{other} torch=2.15");
+    let out = run_with_uv(
+        &cache,
+        &uv_cache,
+        &args![
+            "prebuild",
+            cpu,
+            stable,
+            "--python",
+            dev,
+            "--matrix",
+            matrix,
+            "--uv",
+            uv,
+            "--keep-envs",
+            keep.path(),
+            "--json"
+        ],
+    );
+    let coverage = parse(&out);
+    let progress = stderr(&out);
+    assert!(
+        progress.contains(&format!(
+            "matrix: python={venv_release} torch=2.15 is `{dev}`"
+        )),
+        "{progress}"
+    );
+    assert!(
+        progress.contains(&format!("matrix: python={other} torch=2.15: creating")),
+        "{progress}"
+    );
+    let envs = coverage["environments"].as_array().unwrap();
+    assert_eq!(envs.len(), 2, "{coverage}");
+    assert_eq!(envs[1]["label"], created_label.as_str());
+    assert!(envs[1]["python_version"]
+        .as_str()
+        .unwrap()
+        .starts_with(&format!("{other}.")));
+    assert!(envs[1]["torch_version"]
+        .as_str()
+        .unwrap()
+        .starts_with("2.15."));
+    assert_eq!(envs[1]["can_build"], true);
+    // Four cells, two distinct keys: neither op depends on the Python ABI, so
+    // each compiles once (with the venv, first in order) for both Pythons.
+    assert_eq!(coverage["cells"].as_array().unwrap().len(), 4, "{coverage}");
+    assert_eq!(u64_of(&coverage, "distinct_keys"), 2, "{coverage}");
+    assert_eq!(u64_of(&coverage, "built"), 2, "{coverage}");
+    assert_eq!(u64_of(&cache.stats(), "builds"), 2);
+    for ext in ["muladd_example", "stable_scale"] {
+        let (ours, theirs) = (
+            cell(&coverage, dev, ext),
+            cell(&coverage, &created_label, ext),
+        );
+        assert_eq!(ours["key"], theirs["key"], "{coverage}");
+        assert_eq!(theirs["status"], "built");
+        assert_eq!(theirs["built_by"], dev);
+    }
+
+    // 2. The created environment alone, into an empty cache: it is reused
+    // (nothing downloaded or installed) and builds both keys with its own torch.
+    let fresh = Cache::new();
+    let out = run_with_uv(
+        &fresh,
+        &uv_cache,
+        &args![
+            "prebuild",
+            cpu,
+            stable,
+            "--matrix",
+            format!("python={other} torch=2.15"),
+            "--uv",
+            uv,
+            "--keep-envs",
+            keep.path(),
+            "--json"
+        ],
+    );
+    let alone = parse(&out);
+    assert!(stderr(&out).contains("reusing"), "{}", stderr(&out));
+    assert_eq!(u64_of(&alone, "built"), 2, "{alone}");
+    for ext in ["muladd_example", "stable_scale"] {
+        let built = cell(&alone, &created_label, ext);
+        assert_eq!(built["built_by"], created_label.as_str());
+        assert_eq!(
+            built["key"],
+            cell(&coverage, dev, ext)["key"],
+            "same key, whoever builds it"
+        );
+    }
+    assert_eq!(u64_of(&fresh.stats(), "builds"), 2);
+
+    // 3. Without `--keep-envs`: a throwaway environment under the cache,
+    // removed at the end; the keys are cached, so nothing compiles.
+    let out = run_with_uv(
+        &fresh,
+        &uv_cache,
+        &args![
+            "prebuild",
+            cpu,
+            stable,
+            "--matrix",
+            format!("python={other} torch=2.15"),
+            "--uv",
+            uv
+        ],
+    );
+    assert_success(&out);
+    let table = stdout(&out);
+    assert!(table.contains(&format!("py{other}-torch2.15")), "{table}");
+    assert!(
+        table.contains("2 distinct key(s) for 2 cell(s): 0 built, 2 already cached"),
+        "{table}"
+    );
+    assert_eq!(u64_of(&fresh.stats(), "builds"), 2);
+    let leftovers: Vec<_> = std::fs::read_dir(fresh.dir.join("v1/matrix-envs"))
+        .unwrap()
+        .collect();
+    assert!(
+        leftovers.is_empty(),
+        "throwaway environments left: {leftovers:?}"
+    );
+}
+
+#[test]
+fn a_malformed_matrix_is_refused_before_anything_is_probed() {
+    let cache = Cache::new();
+    let spec = repo_path("examples/cpu_muladd/abicache.toml");
+    let out = cache.run(args![
+        "prebuild",
+        spec,
+        "--matrix",
+        "python=3.12 torch=latest"
+    ]);
+    assert_exit(&out, 2);
+    let err = stderr(&out);
+    assert!(
+        err.contains("`latest` in `torch=` is not a release like `2.15`"),
+        "{err}"
+    );
+    assert!(
+        err.contains("--matrix 'python=3.10,3.12 torch=2.12,2.15'"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_matrix_without_uv_or_with_an_interpreter_that_is_not_installed_says_what_to_do() {
+    let cache = Cache::new();
+    let spec = repo_path("examples/cpu_muladd/abicache.toml");
+    let empty = tempfile::tempdir().unwrap();
+    let out = cache
+        .cmd(args![
+            "prebuild",
+            spec,
+            "--matrix",
+            "python=3.12 torch=2.15"
+        ])
+        .env("PATH", empty.path())
+        .output()
+        .unwrap();
+    assert_exit(&out, 2);
+    assert!(
+        stderr(&out).contains("there is no `uv` on `PATH`"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(stderr(&out).contains("--uv PATH"), "{}", stderr(&out));
+
+    let (uv, _) = project_uv();
+    let out = cache.run(args![
+        "prebuild",
+        spec,
+        "--matrix",
+        "python=3.99 torch=2.15",
+        "--uv",
+        uv
+    ]);
+    assert_exit(&out, 2);
+    let err = stderr(&out);
+    assert!(
+        err.contains("no Python 3.99 interpreter on this machine"),
+        "{err}"
+    );
+    assert!(err.contains("never downloads interpreters"), "{err}");
+}
+
+#[test]
+fn an_unknown_torch_release_or_no_network_surfaces_uvs_error() {
+    let (uv, uv_cache) = project_uv();
+    let release = venv_python_release();
+    let cache = Cache::new();
+    let spec = repo_path("examples/cpu_muladd/abicache.toml");
+    // A torch release that does not exist: uv's resolver says so.
+    let out = run_with_uv(
+        &cache,
+        &uv_cache,
+        &args![
+            "prebuild",
+            spec,
+            "--matrix",
+            format!("python={release} torch=2.99"),
+            "--uv",
+            uv
+        ],
+    );
+    assert_exit(&out, 2);
+    let err = stderr(&out);
+    assert!(err.contains("torch==2.99.*"), "{err}");
+    assert!(err.contains("fix `torch=` in `--matrix`"), "{err}");
+    // No network (uv offline with an empty cache): the hint says what to do.
+    let empty_cache = tempfile::tempdir().unwrap();
+    let out = cache
+        .cmd(args![
+            "prebuild",
+            spec,
+            "--matrix",
+            format!("python={release} torch=2.15"),
+            "--uv",
+            uv
+        ])
+        .env("UV_CACHE_DIR", empty_cache.path())
+        .env("UV_OFFLINE", "1")
+        .output()
+        .unwrap();
+    assert_exit(&out, 2);
+    let err = stderr(&out);
+    assert!(
+        err.contains("without network access to the package index"),
+        "{err}"
+    );
+    assert!(
+        std::fs::read_dir(cache.dir.join("v1/matrix-envs"))
+            .unwrap()
+            .next()
+            .is_none(),
+        "a failed run leaves no environment behind"
+    );
+}

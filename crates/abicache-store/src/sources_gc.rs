@@ -1,0 +1,142 @@
+//! Collecting generated sources (`v1/sources/<digest>/`, see [`crate::sources`]).
+//!
+//! A set of generated sources is *referenced* while some entry in the store was built
+//! from it: that entry's payload records the BLAKE3 of every file of the set (its
+//! `file=<blake3> <path>` lines). Every gc removes the sets that no entry references
+//! and that were not used within the grace period (`ABICACHE_GC_GRACE`; a set's last
+//! use is its directory's mtime, refreshed by every [`crate::Store::store_generated_sources`]
+//! that finds it in place), so a `load_inline` between writing its sources and
+//! publishing its entry never loses them.
+
+use std::path::Path;
+use std::time::SystemTime;
+
+use crate::sources::SOURCES_DIR;
+use crate::store::{dir_size, Store};
+
+impl Store {
+    /// Removes unreferenced generated-source sets older than the grace period (see the
+    /// module documentation); `payloads` are the payloads of every entry in the store.
+    /// Best effort; returns how many sets were removed and the bytes they held.
+    pub(crate) fn gc_sources(&self, payloads: &[&str]) -> (usize, u64) {
+        let root = self.layout().version_dir().join(SOURCES_DIR);
+        let Ok(rd) = std::fs::read_dir(&root) else {
+            return (0, 0);
+        };
+        let (mut removed, mut bytes) = (0, 0);
+        for entry in rd.flatten() {
+            let dir = entry.path();
+            let Ok(meta) = std::fs::symlink_metadata(&dir) else {
+                continue;
+            };
+            if !meta.is_dir() || self.is_recent(meta.modified().unwrap_or(SystemTime::now())) {
+                continue;
+            }
+            let Some(hashes) = file_hashes(&dir) else {
+                continue;
+            };
+            let referenced = payloads
+                .iter()
+                .any(|payload| hashes.iter().all(|h| payload.contains(h.as_str())));
+            if referenced {
+                continue;
+            }
+            let size = dir_size(&dir);
+            if std::fs::remove_dir_all(&dir).is_ok() {
+                removed += 1;
+                bytes += size;
+            }
+        }
+        (removed, bytes)
+    }
+}
+
+/// The BLAKE3 (hex) of every regular file in `dir`; `None` when one cannot be read
+/// (the set is then left alone).
+fn file_hashes(dir: &Path) -> Option<Vec<String>> {
+    let mut hashes = Vec::new();
+    for entry in std::fs::read_dir(dir).ok()?.flatten() {
+        if !entry.file_type().ok()?.is_file() {
+            continue;
+        }
+        let bytes = std::fs::read(entry.path()).ok()?;
+        hashes.push(format!("file={}", blake3::hash(&bytes).to_hex()));
+    }
+    Some(hashes)
+}
+
+/// Marks a set of generated sources used now (its directory's mtime); best effort.
+pub(crate) fn touch_dir(dir: &Path) {
+    if let Ok(file) = std::fs::File::open(dir) {
+        let _ = file.set_modified(SystemTime::now());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use crate::sources::GeneratedFile;
+    use crate::Store;
+
+    fn set_mtime(dir: &std::path::Path, ago: Duration) {
+        let file = std::fs::File::open(dir).unwrap();
+        file.set_modified(std::time::SystemTime::now() - ago)
+            .unwrap();
+    }
+
+    #[test]
+    fn unreferenced_sources_past_the_grace_period_go_and_others_stay() {
+        let root = tempfile::tempdir().unwrap();
+        let store = Store::open(root.path()).unwrap();
+        let grace = store.gc_grace();
+        let old = Duration::from_secs(3600) + grace;
+        let kept_by_entry = store
+            .store_generated_sources(&[GeneratedFile {
+                name: "main.cpp",
+                contents: b"int a;",
+            }])
+            .unwrap();
+        let orphan = store
+            .store_generated_sources(&[GeneratedFile {
+                name: "main.cpp",
+                contents: b"int b;",
+            }])
+            .unwrap();
+        let recent = store
+            .store_generated_sources(&[GeneratedFile {
+                name: "main.cpp",
+                contents: b"int c;",
+            }])
+            .unwrap();
+        set_mtime(&kept_by_entry, old);
+        set_mtime(&orphan, old);
+        let payload = format!(
+            "format=1\nfile={} main.cpp\n",
+            blake3::hash(b"int a;").to_hex()
+        );
+        let (removed, bytes) = store.gc_sources(&[&payload]);
+        assert_eq!(removed, 1);
+        assert!(bytes > 0);
+        assert!(kept_by_entry.is_dir(), "referenced by an entry's payload");
+        assert!(!orphan.exists(), "unreferenced and old");
+        assert!(recent.is_dir(), "within the grace period");
+
+        // Storing a set again marks it used: an old orphan written again stays.
+        let again = store
+            .store_generated_sources(&[GeneratedFile {
+                name: "main.cpp",
+                contents: b"int b;",
+            }])
+            .unwrap();
+        set_mtime(&again, old);
+        store
+            .store_generated_sources(&[GeneratedFile {
+                name: "main.cpp",
+                contents: b"int b;",
+            }])
+            .unwrap();
+        assert_eq!(store.gc_sources(&[]).0, 0);
+        assert!(again.is_dir());
+    }
+}
