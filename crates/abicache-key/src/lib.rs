@@ -10,8 +10,9 @@
 //!   [`Payload`] whose first line is `format=`[`KEY_FORMAT`]; two keys are
 //!   equal exactly when their payloads are.
 //! - Under an explicit [`StableTarget`] a too-old or unparseable torch is
-//!   refused before anything else, and a non-stable torch header is an error
-//!   naming the include and the file that has it.
+//!   refused by [`ExtensionSpec::check_for`] before any file is read, and a
+//!   non-stable torch header is an error naming the include and the file
+//!   that has it.
 //! - Every error is a [`KeyError`] whose message says what to do.
 //!
 //! ```

@@ -136,7 +136,7 @@ mod tests {
                 contents: b"int b;",
             }])
             .unwrap();
-        assert_eq!(store.gc_sources(&[]).0, 0);
+        assert_eq!(store.gc_sources(&[&payload]).0, 0);
         assert!(again.is_dir());
     }
 }

@@ -115,11 +115,11 @@ pub fn probe_timeout_from_env() -> Result<Duration> {
     };
     abicache_env_vars::parse_seconds(&value)
         .filter(|d| !d.is_zero())
-        .ok_or_else(|| {
-            Error::Input(format!(
-                "`{ABICACHE_PROBE_TIMEOUT}={value}` is not a positive number of seconds; \
-                 set it to how long an interpreter probe may take (e.g. `60`), or unset it"
-            ))
+        .ok_or_else(|| Error::InvalidVariable {
+            name: ABICACHE_PROBE_TIMEOUT,
+            value: value.clone(),
+            problem: "is not a positive number of seconds; set it to how long an \
+                      interpreter probe may take (e.g. `60`), or unset it",
         })
 }
 
