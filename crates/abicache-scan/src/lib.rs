@@ -17,6 +17,16 @@
 //! - [`stat_cache`]: per-file facts remembered by stat stamp, so a warm
 //!   [`scan_cached`] stats files instead of reading them;
 //! - [`render_summary`]: the human summary shown by `abicache scan`.
+//!
+//! ```
+//! use abicache_scan::{lex, IncludeKind};
+//!
+//! let facts = lex(b"#include <torch/extension.h>\n// #include \"commented.h\"\nconst char* s = \"py::\";\n");
+//! assert_eq!(facts.includes.len(), 1); // the comment's include is not one
+//! assert_eq!(facts.includes[0].kind, IncludeKind::Angle);
+//! // The include is a Python-ABI marker; the `py::` inside a string literal is not.
+//! assert_eq!(facts.python_markers, vec![(1, "#include <torch/extension.h>".to_string())]);
+//! ```
 
 #![deny(missing_docs)]
 
