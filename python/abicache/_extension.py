@@ -168,9 +168,9 @@ class TorchOpsExtension:
 
     @property
     def key(self) -> str:
-        """The cache key (32 hex digits) in this environment; reads the sources."""
-        key: str = self._prepared()["key"]
-        return key
+        """The cache key (32 hex digits) in this environment (remembered with
+        a stamp of every file and directory it depends on)."""
+        return _native.key(*self._args())
 
     @property
     def payload(self) -> List[str]:
@@ -197,7 +197,7 @@ class TorchOpsExtension:
         spec, env, root, cache_dir = self._args()
         with _name_lock(self.name):
             if self.name in _loaded_names:
-                key = _native.prepare(spec, env, root, cache_dir)["key"]
+                key = _native.key(spec, env, root, cache_dir)
                 if key in _loaded:
                     self._loaded_key = key
                     return _loaded[key]

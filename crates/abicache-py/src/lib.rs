@@ -84,6 +84,23 @@ fn prepare<'py>(
     to_python(py, &answer.map_err(|e| to_py(py, e))?)
 }
 
+/// The spec's key in this environment: from the key memo (one `stat` per
+/// file and directory its scan depended on) when nothing changed, else by a
+/// scan through the stat cache. Touches no cache entry.
+#[pyfunction]
+#[pyo3(signature = (spec, env, root, cache_dir=None))]
+fn key(
+    py: Python<'_>,
+    spec: &str,
+    env: &str,
+    root: PathBuf,
+    cache_dir: Option<PathBuf>,
+) -> PyResult<String> {
+    let (spec, env) = (spec_from_json(spec)?, env_from_json(env)?);
+    let key = py.detach(|| session(env, cache_dir, false).key(&spec, &root));
+    key.map_err(|e| to_py(py, e))
+}
+
 /// Returns a verified library for the spec (a hit, or built once), as the
 /// façade's `Outcome` dict. `progress` is called with one dict per build
 /// event; without it events go to stderr unless `quiet`.
@@ -258,6 +275,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cli_main, m)?)?;
     m.add_function(wrap_pyfunction!(stats, m)?)?;
     m.add_function(wrap_pyfunction!(prepare, m)?)?;
+    m.add_function(wrap_pyfunction!(key, m)?)?;
     m.add_function(wrap_pyfunction!(build, m)?)?;
     m.add_function(wrap_pyfunction!(explain, m)?)?;
     m.add_function(wrap_pyfunction!(inline::store_generated_sources, m)?)?;

@@ -20,6 +20,8 @@ use crate::remote::{Fetch, RemoteCache, RemoteState};
 use crate::remote_objects::SharedObjects;
 use abicache_remote::RemoteError;
 
+mod warm_key;
+
 /// The stat cache of scanned files' facts, under the store's `v1/`.
 const SCAN_FACTS_FILE: &str = "scan-facts.bin";
 
@@ -100,10 +102,10 @@ enum Claimed<'a> {
 
 impl Outcome {
     /// A library that was already built: nothing compiled in this call.
-    fn cached(path: PathBuf, prepared: &Prepared, started: Instant, warnings: Vec<String>) -> Self {
+    fn cached(path: PathBuf, key: String, started: Instant, warnings: Vec<String>) -> Self {
         Outcome {
             path,
-            key: prepared.keyed.key.clone(),
+            key,
             hit: true,
             seconds: started.elapsed().as_secs_f64(),
             compiled: Vec::new(),
@@ -251,9 +253,13 @@ impl Session {
         // the report is the cold scan's. Saving is best effort: a read-only
         // or full cache only loses the speed-up.
         let mut facts = StatCache::open(self.scan_facts_path()?);
-        let scan = abicache_scan::scan_cached(&spec.sources, &config, &mut facts)?;
+        let (scan, deps) = abicache_scan::scan_recorded(&spec.sources, &config, &mut facts)?;
         let _ = facts.save();
         let keyed = compute_key(spec, &env, &scan, root)?;
+        if let Some(deps) = deps {
+            // The next key of the same inputs is one `stat` per dependency.
+            self.remember_key(spec, &env, root, &keyed.key, &deps);
+        }
         Ok(Prepared { env, scan, keyed })
     }
 
@@ -288,8 +294,13 @@ impl Session {
         progress: &dyn Fn(Progress),
     ) -> Result<Outcome> {
         let started = Instant::now();
-        let prepared = self.prepare(spec, root)?;
         let mut warnings = Vec::new();
+        if !self.options.rebuild {
+            if let Some(outcome) = self.memo_hit(spec, root, started, &mut warnings)? {
+                return Ok(outcome);
+            }
+        }
+        let prepared = self.prepare(spec, root)?;
         let (guard, remote) = match self.claim(&prepared.keyed.key, &mut warnings)? {
             Claimed::Hit(hit) => return self.finish_hit(hit, &prepared, started, warnings),
             Claimed::Build(guard, remote) => (guard, remote),
@@ -301,9 +312,13 @@ impl Session {
                 match remote.fetch_locked(self.opened(), guard, &prepared, &mut warnings)? {
                     // Verified, audited and counted (as a remote hit) by `fetch_locked`.
                     Fetch::Hit(hit) => {
-                        return Ok(
-                            Outcome::cached(hit.library, &prepared, started, warnings).downloaded()
+                        return Ok(Outcome::cached(
+                            hit.library,
+                            prepared.keyed.key.clone(),
+                            started,
+                            warnings,
                         )
+                        .downloaded())
                     }
                     Fetch::Build(guard, state) => (guard, state),
                 }
@@ -402,6 +417,49 @@ impl Session {
         warnings.extend(self.opened().count(events));
     }
 
+    /// The warm path: a hit found by the remembered key (no scan), when
+    /// the memo holds, the entry is there and was audited at publish.
+    /// `None` sends the caller down the full path (warnings kept).
+    fn memo_hit(
+        &self,
+        spec: &ExtensionSpec,
+        root: &Path,
+        started: Instant,
+        warnings: &mut Vec<String>,
+    ) -> Result<Option<Outcome>> {
+        self.check(spec)?;
+        let env = self.complete_env(spec)?;
+        let Some(key) = self.memo_key(spec, &env, root) else {
+            return Ok(None);
+        };
+        let lookup = self.store()?.lookup(&key)?;
+        self.note_corrupt(&lookup.warnings, warnings);
+        match lookup.hit {
+            Some(hit) if hit.manifest.audit.is_some() => {
+                let warnings = std::mem::take(warnings);
+                Ok(Some(self.hit_outcome(hit, key, started, warnings)))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Counts a hit and describes it.
+    fn hit_outcome(
+        &self,
+        hit: Hit,
+        key: String,
+        started: Instant,
+        mut warnings: Vec<String>,
+    ) -> Outcome {
+        self.count(
+            &[Event::Hit {
+                compile_seconds: hit.manifest.compile_seconds,
+            }],
+            &mut warnings,
+        );
+        Outcome::cached(hit.library, key, started, warnings)
+    }
+
     fn finish_hit(
         &self,
         hit: Hit,
@@ -422,13 +480,8 @@ impl Session {
                 hit.dir.display()
             ));
         }
-        self.count(
-            &[Event::Hit {
-                compile_seconds: hit.manifest.compile_seconds,
-            }],
-            &mut warnings,
-        );
-        Ok(Outcome::cached(hit.library, prepared, started, warnings))
+        let key = prepared.keyed.key.clone();
+        Ok(self.hit_outcome(hit, key, started, warnings))
     }
 
     fn compile_and_publish<'r>(
