@@ -21,9 +21,11 @@ stops when the op is registered. The figure is the time beyond
 
 `--breakdown` also prints where one warm abicache load spends its time
 (median over the runs, fresh processes): `import abicache`, the extension
-object, the environment probe, the native call split into key (scan +
-payload, through the stat cache) and the store's hit (lookup, verification,
-counters), `torch.ops.load_library`, the `required_ops` check.
+object, the environment probe, the native call split into key (the key
+memo) and the store's hit (key memo again, lookup, verification,
+counters), `torch.ops.load_library`, the `required_ops` check. The key
+step is `_native.key`: the key memo (one `stat` per file and directory the
+scan depended on, no file read).
 
 Writes `warm.json` in the work dir. The blob and the caches are deleted at
 the end.
@@ -42,19 +44,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+from bench_common import EPILOGUE, PRELUDE
+
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "cpu_muladd"
 
-PRELUDE = """
-import sys, time, warnings
-warnings.filterwarnings("ignore")
-import torch
-t0 = time.perf_counter()
-"""
-EPILOGUE = """
-assert hasattr(torch.ops.muladd_example, "muladd")
-print(time.perf_counter() - t0)
-"""
 ABICACHE = """
 import abicache
 path = abicache.TorchOpsExtension("muladd_example", {sources!r}, required_ops=["muladd"], cache_dir={cache!r}).load()
@@ -75,7 +69,7 @@ lap()
 from abicache import _env, _native
 args = ext._args()
 lap()
-key = _native.prepare(*args)["key"]
+key = _native.key(*args)
 lap()
 outcome = _native.build(*args, rebuild=False, site_packages=_env.site_packages(), progress=None)
 assert outcome["hit"] and outcome["key"] == key
@@ -84,7 +78,7 @@ torch.ops.load_library(outcome["path"])
 lap()
 ext._check_required_ops()
 lap()
-names = ["import abicache", "TorchOpsExtension(...)", "environment probe + JSON", "key (scan + payload)",
+names = ["import abicache", "TorchOpsExtension(...)", "environment probe + JSON", "key (key memo: a stat per dependency)",
          "hit: key + lookup + verify + counters", "torch.ops.load_library", "required_ops check"]
 print(json.dumps(dict(zip(names, [b - a for a, b in zip(T, T[1:])]))))
 """

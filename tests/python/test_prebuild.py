@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 import abicache
 from _util import EXAMPLES
 
@@ -32,3 +34,24 @@ def test_prebuild_builds_once_then_reports_cached_and_keys_an_env_without_torch(
     keyed_only = abicache.prebuild(spec, envs=[no_torch], cache_dir=tmp_path / "other")
     assert keyed_only["cells"][0]["status"] == "key-only"
     assert keyed_only["environments"][0]["can_build"] is False
+
+
+def test_prebuild_matrix_cells_covered_by_the_given_interpreter_need_no_uv(tmp_path: Path) -> None:
+    import torch
+
+    cache = tmp_path / "cache"
+    spec = EXAMPLES / "stable_scale" / "abicache.toml"
+    python = "%d.%d" % sys.version_info[:2]
+    release = ".".join(torch.__version__.split("+")[0].split(".")[:2])
+    # The only cell is this interpreter: nothing is created, so no `uv` is needed.
+    covered = abicache.prebuild(
+        spec, pythons=[sys.executable], matrix=f"python={python} torch={release}", uv="/nonexistent/uv", cache_dir=cache
+    )
+    assert [e["label"] for e in covered["environments"]] == [sys.executable], covered
+    assert covered["built"] == 1, covered
+
+    with pytest.raises(abicache.Error, match=r"`latest` in `torch=` is not a release like `2\.15`"):
+        abicache.prebuild(spec, matrix="python=3.12 torch=latest", cache_dir=cache)
+    # A missing cell needs uv: the `uv` given does not exist.
+    with pytest.raises(abicache.Error, match=r"`--uv /nonexistent/uv` does not exist"):
+        abicache.prebuild(spec, pythons=[sys.executable], matrix="python=3.99 torch=2.15", uv="/nonexistent/uv", cache_dir=cache)

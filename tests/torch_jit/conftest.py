@@ -56,6 +56,24 @@ def pytest_configure(config: pytest.Config) -> None:
         torch.utils.cpp_extension.load_inline = abicache.load_inline
 
 
+# PyTorch's tests that fail with torch's own functions on the development
+# machine too, so they cannot be a parity check; run and reported as xfail
+# (not strict: a pass is reported as XPASS, not failure).
+KNOWN_TO_FAIL_WITH_TORCH = {
+    "test_gen_extension_h_pch": (
+        "fails with torch's own load_inline here too (no torch/extension.h.gch in the torch installation "
+        "afterwards); abicache accepts use_pch and by design never writes into the torch installation"
+    ),
+}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item]) -> None:
+    for item in items:
+        reason = KNOWN_TO_FAIL_WITH_TORCH.get(item.name)
+        if reason is not None:
+            item.add_marker(pytest.mark.xfail(reason=reason, strict=False))
+
+
 def pytest_report_header(config: pytest.Config) -> str:
     return (
         f"torch_jit: load/load_inline from {implementation()}; "

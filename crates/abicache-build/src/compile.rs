@@ -172,7 +172,65 @@ pub fn build(
     fs_err::create_dir_all(out_dir)?;
     let objects_dir = std::path::absolute(objects_dir)?;
     let out_dir = std::path::absolute(out_dir)?;
+    let jobs = plan_jobs(plan, toolchain, &objects_dir, opts)?;
+    write_compile_commands(&out_dir, &jobs)?;
 
+    // Records are staged in the objects directory itself (same filesystem;
+    // dot-names, which gc treats as temporary files).
+    let cache = ObjectCache::new(&objects_dir, &objects_dir);
+    let mut warnings = Vec::new();
+    // Checking an object also marks it used, so gc spares it while we link.
+    let (cached, to_compile) = check_objects(&cache, jobs.iter(), &mut warnings);
+    progress(Progress::Started {
+        name: plan.name.clone(),
+        total: jobs.len(),
+        cached: cached.len(),
+        estimate: opts.previous_seconds,
+    });
+    let mut compiled = compile_all(&cache, &jobs, &to_compile, cached.len(), opts, progress)?;
+
+    progress(Progress::Linking);
+    let library = out_dir.join(format!("{}.so", plan.name));
+    let relinked = Linker {
+        plan,
+        toolchain,
+        jobs: &jobs,
+        cache: &cache,
+        cancel: &opts.cancel,
+    }
+    .link_repairing(&library, &mut warnings)?;
+    for index in relinked {
+        compiled.units[index] = true;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    progress(Progress::Finished { seconds });
+    let displays = |flags: &[bool]| -> Vec<String> {
+        jobs.iter()
+            .filter(|j| flags[j.index])
+            .map(|j| j.display.clone())
+            .collect()
+    };
+    Ok(BuildReport {
+        library,
+        units_total: jobs.len(),
+        units_compiled: displays(&compiled.units),
+        units_cached: cached.len(),
+        pch_units: displays(&compiled.pch_used),
+        pch_rejected: compiled.pch_rejected,
+        seconds,
+        toolchain: toolchain.describe(),
+        warnings,
+    })
+}
+
+/// One job per unit of `plan`, in order: its command writing its object
+/// into the object cache `objects_dir` under its key, and its PCH if any.
+fn plan_jobs<'a>(
+    plan: &BuildPlan,
+    toolchain: &Toolchain,
+    objects_dir: &Path,
+    opts: &'a BuildOptions,
+) -> Result<Vec<Job<'a>>, BuildError> {
     let mut jobs = Vec::with_capacity(plan.sources.len());
     for (index, unit) in plan.sources.iter().enumerate() {
         let mut command = compile_command(plan, toolchain, unit, Path::new(""))?;
@@ -180,7 +238,7 @@ pub fn build(
         let name = format!("{key}.o");
         let object = objects_dir.join(&name);
         command.output = object.clone();
-        command.dir = plan.compile_dir(&objects_dir);
+        command.dir = plan.compile_dir(objects_dir);
         let display = unit.display();
         let pch = opts.pch.iter().find(|p| p.units.contains(&display));
         jobs.push(Job {
@@ -192,29 +250,40 @@ pub fn build(
             pch,
         });
     }
-    write_compile_commands(&out_dir, &jobs)?;
+    Ok(jobs)
+}
 
-    // Records are staged in the objects directory itself (same filesystem;
-    // dot-names, which gc treats as temporary files).
-    let cache = ObjectCache::new(&objects_dir, &objects_dir);
-    let mut warnings = Vec::new();
-    // Checking an object also marks it used, so gc spares it while we link.
-    let (cached, to_compile) = check_objects(&cache, jobs.iter(), &mut warnings);
+/// What the compile phase did, per unit index.
+struct Compiled {
+    /// Units compiled in this build.
+    units: Vec<bool>,
+    /// Units compiled against their PCH.
+    pch_used: Vec<bool>,
+    /// Keys of the PCHs the compiler rejected.
+    pch_rejected: Vec<String>,
+}
+
+/// Compiles `to_compile` on `opts.jobs` threads (default: the core count);
+/// on the first failure no new unit starts, running ones are waited for,
+/// and the first error is returned. `progress` is called on this thread.
+fn compile_all(
+    cache: &ObjectCache,
+    jobs: &[Job<'_>],
+    to_compile: &[&Job<'_>],
+    cached: usize,
+    opts: &BuildOptions,
+    progress: &dyn Fn(Progress),
+) -> Result<Compiled, BuildError> {
     let total = jobs.len();
-    progress(Progress::Started {
-        name: plan.name.clone(),
-        total,
-        cached: cached.len(),
-        estimate: opts.previous_seconds,
-    });
-
     let threads = opts
         .jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
         .clamp(1, to_compile.len().max(1));
-    let mut compiled = vec![false; total];
-    let mut pch_used = vec![false; total];
-    let mut pch_rejected: Vec<String> = Vec::new();
+    let mut out = Compiled {
+        units: vec![false; total],
+        pch_used: vec![false; total],
+        pch_rejected: Vec::new(),
+    };
     let mut first_error = None;
     let next = AtomicUsize::new(0);
     let stop = AtomicBool::new(false);
@@ -222,7 +291,7 @@ pub fn build(
         let (tx, rx) = mpsc::channel::<Event>();
         for _ in 0..threads {
             let tx = tx.clone();
-            let (next, stop, to_compile, cache) = (&next, &stop, &to_compile, &cache);
+            let (next, stop) = (&next, &stop);
             scope.spawn(move || loop {
                 if stop.load(Ordering::SeqCst) {
                     break;
@@ -248,7 +317,7 @@ pub fn build(
             });
         }
         drop(tx);
-        let mut done = cached.len();
+        let mut done = cached;
         for event in rx {
             match event {
                 Event::Done {
@@ -257,11 +326,11 @@ pub fn build(
                     pch,
                 } => {
                     done += 1;
-                    compiled[index] = true;
-                    pch_used[index] = pch == PchUse::Used;
+                    out.units[index] = true;
+                    out.pch_used[index] = pch == PchUse::Used;
                     if let (PchUse::Rejected, Some(ready)) = (pch, jobs[index].pch) {
-                        if !pch_rejected.contains(&ready.key) {
-                            pch_rejected.push(ready.key.clone());
+                        if !out.pch_rejected.contains(&ready.key) {
+                            out.pch_rejected.push(ready.key.clone());
                         }
                     }
                     if first_error.is_none() {
@@ -280,45 +349,43 @@ pub fn build(
             }
         }
     });
-    if let Some(e) = first_error {
-        return Err(e);
+    match first_error {
+        Some(e) => Err(e),
+        None => Ok(out),
     }
+}
 
-    progress(Progress::Linking);
-    let library = out_dir.join(format!("{}.so", plan.name));
-    if let Err(error) = link(plan, toolchain, &jobs, &library, &opts.cancel) {
-        // An object may have been removed or damaged since it was checked.
-        let (_, bad) = check_objects(&cache, jobs.iter(), &mut warnings);
+/// Links the objects of `jobs` into one library.
+struct Linker<'a, 'p> {
+    plan: &'a BuildPlan,
+    toolchain: &'a Toolchain,
+    jobs: &'a [Job<'p>],
+    cache: &'a ObjectCache,
+    cancel: &'a Cancel,
+}
+
+impl Linker<'_, '_> {
+    /// Links `library`; when that fails because an object was removed or
+    /// damaged since it was checked, compiles those units again and links
+    /// once more. Returns the indices of the units compiled again.
+    fn link_repairing(
+        &self,
+        library: &Path,
+        warnings: &mut Vec<String>,
+    ) -> Result<Vec<usize>, BuildError> {
+        let Err(error) = link(self.plan, self.toolchain, self.jobs, library, self.cancel) else {
+            return Ok(Vec::new());
+        };
+        let (_, bad) = check_objects(self.cache, self.jobs.iter(), warnings);
         if bad.is_empty() {
             return Err(error);
         }
-        for job in bad {
-            compile_one(&cache, job, &job.command, &opts.cancel)?;
-            compiled[job.index] = true;
+        for job in &bad {
+            compile_one(self.cache, job, &job.command, self.cancel)?;
         }
-        link(plan, toolchain, &jobs, &library, &opts.cancel)?;
+        link(self.plan, self.toolchain, self.jobs, library, self.cancel)?;
+        Ok(bad.iter().map(|job| job.index).collect())
     }
-    let seconds = started.elapsed().as_secs_f64();
-    progress(Progress::Finished { seconds });
-    Ok(BuildReport {
-        library,
-        units_total: total,
-        units_compiled: jobs
-            .iter()
-            .filter(|j| compiled[j.index])
-            .map(|j| j.display.clone())
-            .collect(),
-        units_cached: cached.len(),
-        pch_units: jobs
-            .iter()
-            .filter(|j| pch_used[j.index])
-            .map(|j| j.display.clone())
-            .collect(),
-        pch_rejected,
-        seconds,
-        toolchain: toolchain.describe(),
-        warnings,
-    })
 }
 
 /// Splits `jobs` into those whose object the cache verified and those to

@@ -109,7 +109,7 @@ pub fn prebuild(store: Store, args: PrebuildArgs) -> Result<()> {
         environments.push(FleetEnvironment::from_file(env)?);
     }
     // Held until the builds are done: dropping it removes throwaway environments.
-    let _created = match &matrix {
+    let created = match &matrix {
         Some(matrix) => {
             let options = MatrixOptions {
                 uv: args.uv.clone(),
@@ -143,7 +143,10 @@ pub fn prebuild(store: Store, args: PrebuildArgs) -> Result<()> {
         &extensions,
         options,
         &progress_reporter(mode),
-    )?;
+    );
+    // Before any exit below (which would skip destructors).
+    drop(created);
+    let coverage = coverage?;
     if args.json {
         print_json(&coverage)?;
     } else {

@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use abicache::key::Keyed;
+use abicache::key::{Keyed, Payload};
 use abicache::scan::ScanReport;
 use abicache::store::{Counters, EntryInfo, GcReport, Stats};
 use serde_json::{json, Value};
@@ -71,13 +71,8 @@ fn unix_secs(t: SystemTime) -> u64 {
 
 /// One entry of `abicache ls --json`.
 pub fn entry_json(e: &EntryInfo) -> Value {
-    let payload = |field: &str| {
-        e.manifest.payload.lines().find_map(|l| {
-            l.strip_prefix(field)
-                .and_then(|r| r.strip_prefix('='))
-                .map(str::to_owned)
-        })
-    };
+    let payload = Payload::parse(&e.manifest.payload).ok();
+    let payload = payload.as_ref();
     json!({
         "key": e.key,
         "name": e.name,
@@ -85,8 +80,8 @@ pub fn entry_json(e: &EntryInfo) -> Value {
         "size": e.size,
         "created": e.created,
         "last_used": unix_secs(e.last_used),
-        "python_abi": payload("python_abi"),
-        "torch_abi": payload("torch_abi").or_else(|| payload("torch")),
+        "python_abi": payload.and_then(Payload::python_abi),
+        "torch_abi": payload.and_then(Payload::torch_abi),
         "compile_seconds": e.manifest.compile_seconds,
         "units": e.manifest.units,
         "toolchain": e.manifest.toolchain,

@@ -184,3 +184,27 @@ fn compile_error_exits_1_with_the_compiler_output_and_the_command() {
     settings.add_filter(r"\.\[HASH\]\.\d+-\d+\.tmp\.o", ".[OBJECT].tmp.o");
     settings.bind(|| insta::assert_snapshot!("compile_error", shown));
 }
+
+/// Issue 15: an unusable `ABICACHE_PCH` is a typed error
+/// (`Error::InvalidVariable`) naming the variable, its value and the fix,
+/// refused as bad input (exit 2) before any compiler runs.
+#[test]
+fn an_unusable_abicache_pch_is_refused_naming_the_variable() {
+    let cache = Cache::new();
+    let mut cmd = cache.cmd(args![
+        "build",
+        "examples/cpu_muladd/abicache.toml",
+        "--python",
+        python(),
+        "--quiet"
+    ]);
+    cmd.env("ABICACHE_PCH", "sometimes");
+    let out = cmd.output().expect("run abicache");
+    assert_exit(&out, 2);
+    assert_eq!(
+        stderr(&out).trim_end(),
+        "error: `ABICACHE_PCH=sometimes` is not understood: use `0` to turn precompiled \
+         headers off, or `auto` (the default)"
+    );
+    assert!(cache.ls().is_empty(), "nothing was published");
+}

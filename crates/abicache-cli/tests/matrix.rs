@@ -35,7 +35,7 @@ fn project_uv() -> (PathBuf, PathBuf) {
 fn run_with_uv(
     cache: &Cache,
     uv_cache: &Path,
-    args: &[std::ffi::OsString],
+    args: Vec<std::ffi::OsString>,
 ) -> std::process::Output {
     cache
         .cmd(args)
@@ -109,7 +109,7 @@ fn matrix_creates_the_missing_environment_with_uv_and_builds_each_distinct_key_o
     let out = run_with_uv(
         &cache,
         &uv_cache,
-        &args![
+        args![
             "prebuild",
             cpu,
             stable,
@@ -170,7 +170,7 @@ fn matrix_creates_the_missing_environment_with_uv_and_builds_each_distinct_key_o
     let out = run_with_uv(
         &fresh,
         &uv_cache,
-        &args![
+        args![
             "prebuild",
             cpu,
             stable,
@@ -202,7 +202,7 @@ fn matrix_creates_the_missing_environment_with_uv_and_builds_each_distinct_key_o
     let out = run_with_uv(
         &fresh,
         &uv_cache,
-        &args![
+        args![
             "prebuild",
             cpu,
             stable,
@@ -302,7 +302,7 @@ fn an_unknown_torch_release_or_no_network_surfaces_uvs_error() {
     let out = run_with_uv(
         &cache,
         &uv_cache,
-        &args![
+        args![
             "prebuild",
             spec,
             "--matrix",

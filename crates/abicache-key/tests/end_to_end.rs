@@ -51,12 +51,14 @@ fn project(dir: &Path, impl_h: &str, target: &str) {
 fn key_of(dir: &Path, torch: &str) -> Result<Keyed, KeyError> {
     let spec_file = SpecFile::load(&dir.join("abicache.toml"))?;
     let spec = spec_file.extension(None)?;
-    let mut config = ScanConfig::new(&spec_file.root);
-    for p in &spec.extra_include_paths {
-        config = config.include_path(p);
-    }
-    let report = scan(&spec.sources, &config).unwrap();
-    compute_key(spec, &env(torch), &report, &spec_file.root)
+    let env = env(torch);
+    spec.check_for(&env)?;
+    let report = scan(
+        &spec.sources,
+        &spec.scan_config(Some(&env), &spec_file.root),
+    )
+    .unwrap();
+    compute_key(spec, &env, &report, &spec_file.root)
 }
 
 #[test]

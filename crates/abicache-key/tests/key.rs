@@ -93,12 +93,22 @@ fn cuda_spec() -> ExtensionSpec {
     ExtensionSpec::new("gemm", ["/project/csrc/kernel.cu"])
 }
 
+/// What the façade does: the spec's checks, then the key.
+fn checked_key(
+    spec: &ExtensionSpec,
+    env: &Environment,
+    scan: &ScanReport,
+) -> Result<Keyed, KeyError> {
+    spec.check_for(env)?;
+    compute_key(spec, env, scan, Path::new(ROOT))
+}
+
 fn key(spec: &ExtensionSpec, env: &Environment, scan: &ScanReport) -> Keyed {
-    compute_key(spec, env, scan, Path::new(ROOT)).unwrap()
+    checked_key(spec, env, scan).unwrap()
 }
 
 fn key_err(spec: &ExtensionSpec, env: &Environment, scan: &ScanReport) -> KeyError {
-    compute_key(spec, env, scan, Path::new(ROOT)).unwrap_err()
+    checked_key(spec, env, scan).unwrap_err()
 }
 
 #[test]
@@ -485,8 +495,14 @@ fn runtime_floor_is_checked_before_anything_else() {
     let e = key_err(&spec, &env("3.12.9", None, None, "nightly"), &scan);
     assert!(matches!(e, KeyError::UnverifiableTorch { .. }), "{e:?}");
     insta::assert_snapshot!("unverifiable_torch", e.to_string());
-    // Header validation comes next, before name validation.
+    // Then the spec's names (`ExtensionSpec::check_for`, before any file is
+    // read), then the headers the scan found (issue 15: the façade's order
+    // wins over `compute_key`'s old one, which checked headers first).
     let e = key_err(&spec, &env("3.12.9", None, None, "2.10.0"), &scan);
+    assert!(matches!(e, KeyError::InvalidName { .. }), "{e:?}");
+    let good_name = ExtensionSpec::new("good_name", ["/project/csrc/kernel.cpp"])
+        .with_torch_stable_abi_target(Some(StableTarget::new(2, 10)));
+    let e = key_err(&good_name, &env("3.12.9", None, None, "2.10.0"), &scan);
     assert!(matches!(e, KeyError::NonStableHeader { .. }), "{e:?}");
 }
 
@@ -622,7 +638,7 @@ fn key_is_location_independent() {
 }
 
 #[test]
-fn invalid_name_is_rejected_by_compute_key() {
+fn invalid_name_is_rejected_by_the_spec_checks() {
     let spec = ExtensionSpec::new("my-ext", ["/project/csrc/kernel.cpp"]);
     let e = key_err(&spec, &py312(), &scan_of("csrc/kernel.cpp"));
     insta::assert_snapshot!("invalid_name", e.to_string());

@@ -29,6 +29,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::path::{Path, PathBuf};
 
 use crate::absent::AbsentLookups;
+use crate::deps::Recorder;
 use crate::lexer::IncludeKind;
 
 /// A directory headers were found in (interned by the [`Resolver`]).
@@ -84,6 +85,8 @@ pub struct Resolver {
     /// Failed lookups remembered by directory stamp (scans through a stat
     /// cache only): a candidate known absent costs no `stat`.
     absent: Option<AbsentLookups>,
+    /// What the answers depended on ([`crate::scan_recorded`] only).
+    recorder: Option<Recorder>,
 }
 
 impl Resolver {
@@ -100,6 +103,22 @@ impl Resolver {
     pub(crate) fn with_absent(mut self, absent: AbsentLookups) -> Self {
         self.absent = Some(absent);
         self
+    }
+
+    /// Records every path an answer depends on into `recorder`.
+    pub(crate) fn with_recorder(mut self, recorder: Recorder) -> Self {
+        self.recorder = Some(recorder);
+        self
+    }
+
+    /// The recorder, after the scan.
+    pub(crate) fn take_recorder(&mut self) -> Option<Recorder> {
+        self.recorder.take()
+    }
+
+    /// The recorder, when this scan records.
+    pub(crate) fn recorder(&mut self) -> Option<&mut Recorder> {
+        self.recorder.as_mut()
     }
 
     /// The failed lookups after the scan, for the stat cache.
@@ -201,6 +220,9 @@ impl Resolver {
         // it pays only for trees with many distinct system-looking names.
         if self.system_tops.is_none() && self.under_system.len() >= LIST_SYSTEM_ROOTS_AFTER {
             self.system_tops = Some(roots.iter().map(|r| top_level_names(r)).collect());
+            if let Some(recorder) = self.recorder.as_mut() {
+                roots.iter().for_each(|r| recorder.followed(r));
+            }
         }
         // Only a plain first component can be answered from the listing.
         let first = match Path::new(name).components().next() {
@@ -212,10 +234,16 @@ impl Resolver {
             _ => true,
         };
         let mut absent = self.absent.take();
-        let hit = (0..roots.len())
-            .filter(|&k| listed(k))
-            .any(|k| is_file_noting(&roots[k].join(name), absent.as_mut()));
+        let mut recorder = self.recorder.take();
+        let hit = (0..roots.len()).filter(|&k| listed(k)).any(|k| {
+            let candidate = roots[k].join(name);
+            if let Some(recorder) = recorder.as_mut() {
+                recorder.lookup(&candidate);
+            }
+            is_file_noting(&candidate, absent.as_mut())
+        });
         self.absent = absent;
+        self.recorder = recorder;
         self.under_system.insert(name.to_owned(), hit);
         hit
     }
@@ -225,6 +253,9 @@ impl Resolver {
     /// reads every component), so a file that is not itself a symlink is
     /// named by its directory's cached canonical form plus its file name.
     fn local(&mut self, found: PathBuf) -> Option<Resolution> {
+        if let Some(recorder) = self.recorder.as_mut() {
+            recorder.lookup(&found);
+        }
         if self.absent.as_mut().is_some_and(|a| a.known_absent(&found)) {
             return None;
         }
@@ -252,7 +283,13 @@ impl Resolver {
                 absent.note_file(&found);
             }
             parent.join(found.file_name()?)
-        } else if meta.file_type().is_symlink() && is_file(&found) {
+        } else if meta.file_type().is_symlink() {
+            if let Some(recorder) = self.recorder.as_mut() {
+                recorder.followed(&found);
+            }
+            if !is_file(&found) {
+                return None;
+            }
             std::fs::canonicalize(&found).ok()?
         } else {
             return None;
@@ -268,6 +305,12 @@ impl Resolver {
             return known.clone();
         }
         let canonical = std::fs::canonicalize(dir).ok();
+        if let Some(recorder) = self.recorder.as_mut() {
+            recorder.followed(dir);
+            if let Some(canonical) = &canonical {
+                recorder.canonical(canonical);
+            }
+        }
         self.canonical_dirs
             .insert(dir.as_os_str().to_owned(), canonical.clone());
         canonical

@@ -11,6 +11,7 @@ use std::time::SystemTime;
 use abicache_fs::FileStamp;
 
 use crate::absent::{AbsentLookups, AbsentMap};
+use crate::deps::{Dependencies, Recorder};
 use crate::error::ScanError;
 use crate::lexer::{lex, FileFacts, Include, IncludeKind};
 use crate::macros::{Expansion, MacroDef, MacroTable};
@@ -90,7 +91,7 @@ impl ScanConfig {
 /// [`ScanError::Unreadable`] when a source or a resolved header cannot be
 /// read, [`ScanError::InvalidRoot`] when `config.root` is not a directory.
 pub fn scan(sources: &[PathBuf], config: &ScanConfig) -> Result<ScanReport, ScanError> {
-    walk(sources, config, None).map(|(report, _, _)| report)
+    walk(sources, config, None, false).map(|walked| walked.report)
 }
 
 /// [`scan`] through a [`StatCache`]: a file whose stat stamp matches its
@@ -109,27 +110,75 @@ pub fn scan_cached(
     config: &ScanConfig,
     cache: &mut StatCache,
 ) -> Result<ScanReport, ScanError> {
-    let (report, seen, absent) = walk(sources, config, Some(cache))?;
-    if let Some(absent) = absent {
-        cache.set_absent(absent);
-    }
-    for origin in seen {
-        match origin {
-            Origin::Cached(path) => cache.touch(&path),
-            Origin::Read(fresh) => cache.remember(fresh),
-            Origin::Untracked => {}
-        }
-    }
-    Ok(report)
+    let walked = walk(sources, config, Some(cache), false)?;
+    Ok(walked.into_cache(cache).0)
 }
 
-/// The walk behind [`scan`] and [`scan_cached`]: the report, and for every
-/// file it loaded, whether it came from the cache.
+/// [`scan_cached`], also returning what the report depends on in the file
+/// system ([`Dependencies`]): while [`Dependencies::unchanged`] holds, the
+/// same call would return the same report. `None` when some dependency
+/// could not be trusted (changed within the racy window before the scan,
+/// or during it): the report is still exact, it just cannot be remembered.
+///
+/// # Errors
+/// As [`scan`].
+pub fn scan_recorded(
+    sources: &[PathBuf],
+    config: &ScanConfig,
+    cache: &mut StatCache,
+) -> Result<(ScanReport, Option<Dependencies>), ScanError> {
+    let walked = walk(sources, config, Some(cache), true)?;
+    Ok(walked.into_cache(cache))
+}
+
+/// What a walk produced: the report, for every file it loaded whether it
+/// came from the cache, the lookups learnt, and what it recorded.
+struct Walked {
+    report: ScanReport,
+    seen: Vec<Origin>,
+    absent: Option<AbsentMap>,
+    /// `Some` when recording; `None` inside when a read failed.
+    recorder: Option<Option<Recorder>>,
+}
+
+impl Walked {
+    /// Stores what the walk learnt into `cache`; the report and, when
+    /// recording, the dependencies.
+    fn into_cache(self, cache: &mut StatCache) -> (ScanReport, Option<Dependencies>) {
+        let deps = self.recorder.flatten().and_then(|recorder| {
+            let files = self
+                .seen
+                .iter()
+                .map(Origin::stamped)
+                .collect::<Option<Vec<_>>>()?;
+            recorder.finish(files)
+        });
+        if let Some(absent) = self.absent {
+            cache.set_absent(absent);
+        }
+        for origin in self.seen {
+            match origin {
+                Origin::Cached(path, _) => cache.touch(&path),
+                Origin::Read(fresh) => cache.remember(fresh),
+                Origin::Untracked => {}
+            }
+        }
+        (self.report, deps)
+    }
+}
+
+/// The walk behind [`scan`], [`scan_cached`] and [`scan_recorded`].
 fn walk(
     sources: &[PathBuf],
     config: &ScanConfig,
     cache: Option<&StatCache>,
-) -> Result<(ScanReport, Vec<Origin>, Option<AbsentMap>), ScanError> {
+    record: bool,
+) -> Result<Walked, ScanError> {
+    // Started before anything is looked at: the racy rule's reference.
+    let mut recorder = record.then(Recorder::new);
+    if let Some(recorder) = recorder.as_mut() {
+        recorder.same(&config.root);
+    }
     let root = std::fs::canonicalize(&config.root)
         .map_err(|e| e.to_string())
         .and_then(|r| {
@@ -146,6 +195,10 @@ fn walk(
     let mut resolver = Resolver::new(config.include_paths.clone(), config.system_roots.clone());
     if let Some(cache) = cache {
         resolver = resolver.with_absent(AbsentLookups::new(cache.absent()));
+    }
+    if let Some(mut recorder) = recorder {
+        recorder.canonical(&root);
+        resolver = resolver.with_recorder(recorder);
     }
     let mut walk = Walk {
         root,
@@ -175,6 +228,9 @@ fn walk(
         let file = walk.resolver.file(&canonical);
         // Absolute first: the parent of a bare `x.cpp` is the empty path.
         let absolute = std::path::absolute(source).unwrap_or_else(|_| source.clone());
+        if let Some(recorder) = walk.resolver.recorder() {
+            recorder.followed(&absolute);
+        }
         let dir = walk
             .resolver
             .dir(absolute.parent().unwrap_or(Path::new("/")));
@@ -186,6 +242,8 @@ fn walk(
         walk.report.sources.push(report);
     }
     let absent = walk.resolver.take_absent().and_then(AbsentLookups::merged);
+    let failed = walk.files.iter().any(|s| matches!(s, Slot::Failed(_)));
+    let recorder = record.then(|| walk.resolver.take_recorder().filter(|_| !failed));
     let seen = walk
         .files
         .into_iter()
@@ -194,7 +252,12 @@ fn walk(
             _ => None,
         })
         .collect();
-    Ok((walk.report, seen, absent))
+    Ok(Walked {
+        report: walk.report,
+        seen,
+        absent,
+        recorder,
+    })
 }
 
 /// A file's state in the walk.
@@ -217,11 +280,23 @@ struct FileEntry {
 /// Where a loaded file's facts came from.
 enum Origin {
     /// The stat cache: the stamp of this path matched, nothing was read.
-    Cached(PathBuf),
+    Cached(PathBuf, FileStamp),
     /// A full read, with what the stat cache may remember.
     Read(FreshFile),
     /// A full read by a scan without a stat cache.
     Untracked,
+}
+
+impl Origin {
+    /// The file's canonical path and the stamp it had when loaded, when
+    /// trusted; `None` for a scan without a stat cache.
+    fn stamped(&self) -> Option<(PathBuf, Option<FileStamp>)> {
+        match self {
+            Origin::Cached(path, stamp) => Some((path.clone(), Some(*stamp))),
+            Origin::Read(fresh) => Some((fresh.path.clone(), fresh.stamp)),
+            Origin::Untracked => None,
+        }
+    }
 }
 
 struct Walk<'c> {
@@ -553,12 +628,13 @@ fn read_entry(root: &Path, path: &Path, cache: Option<&StatCache>) -> Slot {
     let display = display_path(root, path);
     if let Some(cache) = cache.filter(|c| c.knows(path)) {
         if let Ok(meta) = std::fs::metadata(path) {
-            if let Some(hit) = cache.get(path, &FileStamp::of(&meta)) {
+            let stamp = FileStamp::of(&meta);
+            if let Some(hit) = cache.get(path, &stamp) {
                 return Slot::Ready(FileEntry {
                     display,
                     blake3: hit.blake3.clone(),
                     facts: Arc::clone(&hit.facts),
-                    origin: Origin::Cached(path.to_path_buf()),
+                    origin: Origin::Cached(path.to_path_buf(), stamp),
                 });
             }
         }

@@ -315,7 +315,7 @@ fn read_entries(path: &Path) -> Option<(HashMap<PathBuf, CachedFile>, AbsentMap)
 
 /// Writes `bytes` to `path` through a temporary file (mode 0600) in the same
 /// directory and a rename; the temporary file is removed on failure.
-fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let name = path.file_name().unwrap_or_default().to_string_lossy();
     let nonce = std::time::SystemTime::now()

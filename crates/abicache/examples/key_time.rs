@@ -3,14 +3,18 @@
 //!
 //! Each run is one `Session::prepare` (scan, payload, key), exactly what
 //! `abicache key` does after parsing its arguments:
-//! - `median_ms` (cold): the stat cache (`v1/scan-facts.bin`) is deleted
-//!   before each run (not timed), so every file is read, hashed and lexed
-//!   and the cache is written back: a first key;
+//! - `median_ms` (cold): the stat cache (`v1/scan-facts.bin`) and the key
+//!   memos (`v1/key-memo/`) are deleted before each run (not timed), so
+//!   every file is read, hashed and lexed and both are written back: a
+//!   first key;
 //! - `uncached_ms`: the scan without any stat cache plus the key (what a key
 //!   cost before the stat cache existed), for "a cold key no slower";
 //! - `warm_ms` (with `--warm`): after waiting out the racy window
 //!   (`RACY_WINDOW`) so the files' stamps can be trusted, and one untimed
-//!   prepare to stamp them, each run stats the files instead of reading them.
+//!   prepare to stamp them, each run is one `Session::key`: the key memo's
+//!   `stat` per file and directory the scan depended on (what a warm hit
+//!   pays); `warm_scan_ms`: a `Session::prepare` through the stat cache
+//!   (the fallback when a dependency changed).
 //!
 //! `cpu_ms_per_run` gives the CPU time (all threads) per run of each phase,
 //! which a loaded machine does not inflate as it does wall time.
@@ -100,10 +104,12 @@ fn main() {
         .prepare(spec, &file.root)
         .unwrap_or_else(|e| panic!("{e}"));
     let facts_file = session.scan_facts_path().unwrap_or_else(|e| panic!("{e}"));
+    let memo_dir = facts_file.with_file_name("key-memo");
     let mut times = Vec::with_capacity(runs);
     let mut cold_cpu = 0.0;
     for _ in 0..runs {
         let _ = std::fs::remove_file(&facts_file);
+        let _ = std::fs::remove_dir_all(&memo_dir);
         let cpu = cpu_ms();
         let t = Instant::now();
         prepared = session
@@ -125,21 +131,34 @@ fn main() {
         })
         .collect();
     let uncached_cpu = cpu_ms() - cpu;
-    let mut warm_cpu = 0.0;
-    let warm_times: Option<Vec<f64>> = warm.then(|| {
+    let (mut warm_cpu, mut warm_scan_cpu) = (0.0, 0.0);
+    let warm_times: Option<(Vec<f64>, Vec<f64>)> = warm.then(|| {
         std::thread::sleep(RACY_WINDOW + std::time::Duration::from_millis(100));
         session.prepare(spec, &file.root).expect("stamping run");
         let cpu = cpu_ms();
         let times = (0..runs)
             .map(|_| {
                 time_ms(|| {
-                    let again = session.prepare(spec, &file.root).expect("warm run");
-                    assert_eq!(again.keyed.key, prepared.keyed.key, "warm key differs");
+                    let key = session.key(spec, &file.root).expect("warm run");
+                    assert_eq!(key, prepared.keyed.key, "warm key differs");
                 })
             })
             .collect();
         warm_cpu = cpu_ms() - cpu;
-        times
+        let cpu = cpu_ms();
+        let scans = (0..runs)
+            .map(|_| {
+                time_ms(|| {
+                    let again = session.prepare(spec, &file.root).expect("warm scan");
+                    assert_eq!(
+                        again.keyed.key, prepared.keyed.key,
+                        "warm scan's key differs"
+                    );
+                })
+            })
+            .collect();
+        warm_scan_cpu = cpu_ms() - cpu;
+        (times, scans)
     });
     let resolve = |p: &str| -> PathBuf {
         let path = Path::new(p);
@@ -171,6 +190,7 @@ fn main() {
             "cold": cold_cpu / runs as f64,
             "uncached": uncached_cpu / runs as f64,
             "warm": warm_cpu / runs as f64,
+            "warm_scan": warm_scan_cpu / runs as f64,
         },
         "files": files.len(),
         "file_visits": per_source_visits,
@@ -179,9 +199,10 @@ fn main() {
         "python_markers": prepared.scan.python_markers,
         "visited": prepared.scan.unique_files().iter().map(|f| f.path.clone()).collect::<Vec<_>>(),
     });
-    if let Some(warm_times) = warm_times {
+    if let Some((warm_times, scan_times)) = warm_times {
         out["warm_times_ms"] = warm_times.clone().into();
         out["warm_ms"] = median(warm_times).into();
+        out["warm_scan_ms"] = median(scan_times).into();
     }
     if floor {
         let one: Vec<f64> = (0..runs)

@@ -277,12 +277,8 @@ fn untrusted(reason: String) -> Error {
 
 /// What a payload claims about the library's ABI, as the audit reads it.
 fn claims(name: &str, payload: Payload) -> Keyed {
-    let python_abi = payload.get("python_abi").unwrap_or_default().to_owned();
-    let torch_abi = payload
-        .get("torch_abi")
-        .or_else(|| payload.get("torch"))
-        .unwrap_or_default()
-        .to_owned();
+    let python_abi = payload.python_abi().unwrap_or_default().to_owned();
+    let torch_abi = payload.torch_abi().unwrap_or_default().to_owned();
     Keyed {
         name: name.to_owned(),
         key: payload.key(),

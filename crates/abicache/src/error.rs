@@ -45,12 +45,61 @@ pub enum Error {
     /// The environments of `prebuild --matrix` could not be created.
     #[error(transparent)]
     Matrix(#[from] MatrixError),
-    /// The request itself is wrong (e.g. no torch where one is needed).
+    /// The environment has no `torch_dir`, so there is nothing to build against.
+    #[error(
+        "the environment has no `torch_dir`, so there is nothing to build against: \
+         use `--python PATH` for an interpreter with torch, or add `torch_dir` to the environment file"
+    )]
+    NoTorchDir,
+    /// The environment's `torch_dir` is not an installed torch package.
+    #[error(
+        "`torch_dir` `{}` {problem}, so there is nothing to build against: point `torch_dir` \
+         in the environment file at an installed torch package (its `site-packages/torch`), \
+         or use `--python PATH` for an interpreter with torch",
+        path.display()
+    )]
+    TorchDirUnusable {
+        /// The `torch_dir` given.
+        path: PathBuf,
+        /// What is wrong with it.
+        problem: TorchDirProblem,
+    },
+    /// An environment variable has a value abicache cannot use.
+    #[error("`{name}={value}` {problem}")]
+    InvalidVariable {
+        /// The variable.
+        name: &'static str,
+        /// Its value.
+        value: String,
+        /// What is wrong with it and what to set instead.
+        problem: &'static str,
+    },
+    /// The linker's output path has no file name to publish it under.
+    #[error("built library `{}` has no file name", path.display())]
+    LibraryWithoutFileName {
+        /// The library's path.
+        path: PathBuf,
+    },
+    /// The request itself is wrong (e.g. a matrix with no environment).
     #[error("{0}")]
     Input(String),
     /// An I/O error with its path already named.
     #[error(transparent)]
     Io(#[from] std::io::Error),
+}
+
+/// What is wrong with a `torch_dir` ([`Error::TorchDirUnusable`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TorchDirProblem {
+    /// It is missing or not a directory.
+    #[error("does not exist or is not a directory")]
+    NotADirectory,
+    /// It has no `include/torch`.
+    #[error("has no `{}`", expected.display())]
+    NoHeaders {
+        /// The directory torch's headers would be in.
+        expected: PathBuf,
+    },
 }
 
 /// Broad classes of [`Error`], for exit codes and Python exception types.
@@ -90,14 +139,6 @@ impl Error {
             ErrorKind::Build | ErrorKind::LockTimeout => 1,
             ErrorKind::Abi | ErrorKind::Input => 2,
             ErrorKind::Interrupted => 130,
-        }
-    }
-
-    /// The underlying I/O error, when this is one (for mapping to Python's own exceptions).
-    pub fn io_error(&self) -> Option<&std::io::Error> {
-        match self {
-            Error::Io(e) => Some(e),
-            _ => None,
         }
     }
 }

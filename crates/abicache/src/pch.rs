@@ -34,10 +34,12 @@ impl PchMode {
         match value.trim() {
             "" | "auto" | "1" => Ok(PchMode::Auto),
             "0" => Ok(PchMode::Off),
-            other => Err(Error::Input(format!(
-                "`{ABICACHE_PCH}={other}` is not understood: use `0` to turn precompiled \
-                 headers off, or `auto` (the default)"
-            ))),
+            other => Err(Error::InvalidVariable {
+                name: ABICACHE_PCH,
+                value: other.to_owned(),
+                problem: "is not understood: use `0` to turn precompiled headers off, \
+                          or `auto` (the default)",
+            }),
         }
     }
 }

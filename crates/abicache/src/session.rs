@@ -14,22 +14,13 @@ use abicache_store::{Claim, Event, Hit, Manifest, Store, StoreWarning};
 use serde::Serialize;
 
 use crate::audit::{audit_against_key, AuditVerdict};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, TorchDirProblem};
 use crate::pch::{default_umbrellas, PchMode, PchPlan};
 use crate::remote::{Fetch, RemoteCache, RemoteState};
 use crate::remote_objects::SharedObjects;
+use abicache_remote::RemoteError;
 
-/// Payload fields that describe the ABI a unit is compiled for; they are
-/// mixed into every object's key so objects never cross ABIs.
-const ABI_FIELDS: &[&str] = &[
-    "python_abi",
-    "torch_abi",
-    "torch",
-    "torch_cuda",
-    "cxx11_abi",
-    "cuda_archs",
-    "nvcc",
-];
+mod warm_key;
 
 /// The stat cache of scanned files' facts, under the store's `v1/`.
 const SCAN_FACTS_FILE: &str = "scan-facts.bin";
@@ -56,10 +47,11 @@ pub struct Session {
     toolchain_env: ToolchainEnv,
     arch_list_env: Option<String>,
     options: SessionOptions,
-    nvcc: OnceLock<std::result::Result<Nvcc, String>>,
+    /// The nvcc found for CUDA keys (a failed search is not remembered).
+    nvcc: OnceLock<Nvcc>,
     /// The remote cache: set by [`Session::with_remote`], else resolved from
     /// the environment at the first build (an error is a warning per build).
-    remote: OnceLock<std::result::Result<Option<RemoteCache>, String>>,
+    remote: OnceLock<std::result::Result<Option<RemoteCache>, RemoteError>>,
     /// Stops a running build when set (Ctrl-C from Python).
     cancel: Cancel,
 }
@@ -99,6 +91,38 @@ pub struct Outcome {
     /// Warnings to show the user (corrupt entries removed, audit notes).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+}
+
+/// What [`Session::claim`] found: an entry to use, or the build lock with
+/// the remote cache to try first.
+enum Claimed<'a> {
+    Hit(Hit),
+    Build(abicache_store::BuildGuard, Option<&'a RemoteCache>),
+}
+
+impl Outcome {
+    /// A library that was already built: nothing compiled in this call.
+    fn cached(path: PathBuf, key: String, started: Instant, warnings: Vec<String>) -> Self {
+        Outcome {
+            path,
+            key,
+            hit: true,
+            seconds: started.elapsed().as_secs_f64(),
+            compiled: Vec::new(),
+            cached_units: 0,
+            pch_units: Vec::new(),
+            remote: false,
+            warnings,
+        }
+    }
+
+    /// Marks the library as downloaded from the remote cache in this call.
+    fn downloaded(self) -> Self {
+        Outcome {
+            remote: true,
+            ..self
+        }
+    }
 }
 
 impl Session {
@@ -171,12 +195,10 @@ impl Session {
 
     /// The remote cache, resolved from the environment on first use; a
     /// configuration error is returned as the warning to show.
-    fn remote(&self) -> std::result::Result<Option<&RemoteCache>, &str> {
-        match self.remote.get_or_init(|| {
-            RemoteCache::from_env(None).map_err(|e| format!("remote cache disabled: {e}"))
-        }) {
+    fn remote(&self) -> std::result::Result<Option<&RemoteCache>, String> {
+        match self.remote.get_or_init(|| RemoteCache::from_env(None)) {
             Ok(remote) => Ok(remote.as_ref()),
-            Err(warning) => Err(warning.as_str()),
+            Err(e) => Err(format!("remote cache disabled: {e}")),
         }
     }
 
@@ -212,11 +234,7 @@ impl Session {
     /// spec's names and sources must be valid. The one home of both rules
     /// for the CLI and the Python package.
     pub fn check(&self, spec: &ExtensionSpec) -> Result<()> {
-        if let Some(target) = spec.torch_stable_abi_target {
-            target.check_runtime_floor(&self.env.torch_version)?;
-        }
-        spec.validate()?;
-        Ok(())
+        Ok(spec.check_for(&self.env)?)
     }
 
     /// The environment as given (before per-extension completion).
@@ -235,9 +253,13 @@ impl Session {
         // the report is the cold scan's. Saving is best effort: a read-only
         // or full cache only loses the speed-up.
         let mut facts = StatCache::open(self.scan_facts_path()?);
-        let scan = abicache_scan::scan_cached(&spec.sources, &config, &mut facts)?;
+        let (scan, deps) = abicache_scan::scan_recorded(&spec.sources, &config, &mut facts)?;
         let _ = facts.save();
         let keyed = compute_key(spec, &env, &scan, root)?;
+        if let Some(deps) = deps {
+            // The next key of the same inputs is one `stat` per dependency.
+            self.remember_key(spec, &env, root, &keyed.key, &deps);
+        }
         Ok(Prepared { env, scan, keyed })
     }
 
@@ -272,82 +294,52 @@ impl Session {
         progress: &dyn Fn(Progress),
     ) -> Result<Outcome> {
         let started = Instant::now();
-        let prepared = self.prepare(spec, root)?;
-        let store = self.store()?;
-        let key = prepared.keyed.key.clone();
         let mut warnings = Vec::new();
         if !self.options.rebuild {
-            let lookup = store.lookup(&key)?;
-            self.note_corrupt(&lookup.warnings, &mut warnings);
-            if let Some(hit) = lookup.hit {
-                return self.finish_hit(hit, &prepared, started, warnings);
+            if let Some(outcome) = self.memo_hit(spec, root, started, &mut warnings)? {
+                return Ok(outcome);
             }
         }
-        let remote = self.remote().unwrap_or_else(|warning| {
-            warnings.push(warning.to_owned());
-            None
-        });
-        let guard = if self.options.rebuild {
-            store.begin_build(&key)?
-        } else {
-            match store.lookup_or_lock(&key)? {
-                Claim::Hit { hit, warnings: w } => {
-                    // Another process built it while we waited: a hit, not a miss.
-                    self.note_corrupt(&w, &mut warnings);
-                    return self.finish_hit(hit, &prepared, started, warnings);
-                }
-                Claim::Build { guard, warnings: w } => {
-                    self.note_corrupt(&w, &mut warnings);
-                    guard
-                }
-            }
+        let prepared = self.prepare(spec, root)?;
+        let (guard, remote) = match self.claim(&prepared.keyed.key, &mut warnings)? {
+            Claimed::Hit(hit) => return self.finish_hit(hit, &prepared, started, warnings),
+            Claimed::Build(guard, remote) => (guard, remote),
         };
         // One miss per build, counted by the process that builds.
         self.count(&[Event::Miss], &mut warnings);
-        let mut remote_state = RemoteState::NotAsked;
-        let guard = match remote {
+        let (guard, remote_state) = match remote {
             Some(remote) if !self.options.rebuild => {
-                match remote.fetch_locked(store, guard, &prepared, &mut warnings)? {
+                match remote.fetch_locked(self.opened(), guard, &prepared, &mut warnings)? {
+                    // Verified, audited and counted (as a remote hit) by `fetch_locked`.
                     Fetch::Hit(hit) => {
-                        // Verified, audited and counted (as a remote hit) by `fetch_locked`.
-                        return Ok(Outcome {
-                            path: hit.library,
-                            key,
-                            hit: true,
-                            seconds: started.elapsed().as_secs_f64(),
-                            compiled: Vec::new(),
-                            cached_units: 0,
-                            pch_units: Vec::new(),
-                            remote: true,
+                        return Ok(Outcome::cached(
+                            hit.library,
+                            prepared.keyed.key.clone(),
+                            started,
                             warnings,
-                        });
+                        )
+                        .downloaded())
                     }
-                    Fetch::Build(guard, state) => {
-                        remote_state = state;
-                        guard
-                    }
+                    Fetch::Build(guard, state) => (guard, state),
                 }
             }
-            _ => guard,
+            _ => (guard, RemoteState::NotAsked),
         };
         // Objects go through the remote too, unless it failed already.
         let object_remote =
             remote.filter(|_| !self.options.rebuild && remote_state != RemoteState::Unavailable);
-        let result = self.compile_and_publish(
-            spec,
-            &prepared,
-            root,
-            (guard, object_remote),
-            progress,
-            &mut warnings,
-        );
-        let (hit, report, shared) = match result {
-            Ok(done) => done,
-            Err(e) => {
-                let _ = store.count(&[Event::Error]);
-                return Err(e);
-            }
-        };
+        let (hit, report, shared) = self
+            .compile_and_publish(
+                spec,
+                &prepared,
+                root,
+                (guard, object_remote),
+                progress,
+                &mut warnings,
+            )
+            .inspect_err(|_| {
+                let _ = self.opened().count(&[Event::Error]);
+            })?;
         warnings.extend(report.warnings.iter().cloned());
         self.count(
             &[Event::Build {
@@ -356,14 +348,15 @@ impl Session {
             &mut warnings,
         );
         if let Some(remote) = remote {
-            let usable = remote.upload_after_build(store, &hit, remote_state, &mut warnings);
+            let usable =
+                remote.upload_after_build(self.opened(), &hit, remote_state, &mut warnings);
             if let (true, Some(shared)) = (usable, shared) {
-                shared.after_build(store, &report.units_compiled, &mut warnings);
+                shared.after_build(self.opened(), &report.units_compiled, &mut warnings);
             }
         }
         Ok(Outcome {
             path: hit.library,
-            key,
+            key: prepared.keyed.key.clone(),
             hit: false,
             seconds: started.elapsed().as_secs_f64(),
             compiled: report.units_compiled,
@@ -371,6 +364,39 @@ impl Session {
             pch_units: report.pch_units,
             remote: false,
             warnings,
+        })
+    }
+
+    /// Looks `key` up (unless rebuilding) and, on a miss, takes its build
+    /// lock; a hit published while waiting for the lock is a hit. The
+    /// remote cache is resolved here (a configuration error is a warning),
+    /// and corrupt entries found on the way are counted.
+    fn claim(&self, key: &str, warnings: &mut Vec<String>) -> Result<Claimed<'_>> {
+        let store = self.store()?;
+        if !self.options.rebuild {
+            let lookup = store.lookup(key)?;
+            self.note_corrupt(&lookup.warnings, warnings);
+            if let Some(hit) = lookup.hit {
+                return Ok(Claimed::Hit(hit));
+            }
+        }
+        let remote = self.remote().unwrap_or_else(|warning| {
+            warnings.push(warning);
+            None
+        });
+        if self.options.rebuild {
+            return Ok(Claimed::Build(store.begin_build(key)?, remote));
+        }
+        Ok(match store.lookup_or_lock(key)? {
+            Claim::Hit { hit, warnings: w } => {
+                // Another process built it while we waited: a hit, not a miss.
+                self.note_corrupt(&w, warnings);
+                Claimed::Hit(hit)
+            }
+            Claim::Build { guard, warnings: w } => {
+                self.note_corrupt(&w, warnings);
+                Claimed::Build(guard, remote)
+            }
         })
     }
 
@@ -389,6 +415,49 @@ impl Session {
     /// failure in this process becomes a warning.
     fn count(&self, events: &[Event], warnings: &mut Vec<String>) {
         warnings.extend(self.opened().count(events));
+    }
+
+    /// The warm path: a hit found by the remembered key (no scan), when
+    /// the memo holds, the entry is there and was audited at publish.
+    /// `None` sends the caller down the full path (warnings kept).
+    fn memo_hit(
+        &self,
+        spec: &ExtensionSpec,
+        root: &Path,
+        started: Instant,
+        warnings: &mut Vec<String>,
+    ) -> Result<Option<Outcome>> {
+        self.check(spec)?;
+        let env = self.complete_env(spec)?;
+        let Some(key) = self.memo_key(spec, &env, root) else {
+            return Ok(None);
+        };
+        let lookup = self.store()?.lookup(&key)?;
+        self.note_corrupt(&lookup.warnings, warnings);
+        match lookup.hit {
+            Some(hit) if hit.manifest.audit.is_some() => {
+                let warnings = std::mem::take(warnings);
+                Ok(Some(self.hit_outcome(hit, key, started, warnings)))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Counts a hit and describes it.
+    fn hit_outcome(
+        &self,
+        hit: Hit,
+        key: String,
+        started: Instant,
+        mut warnings: Vec<String>,
+    ) -> Outcome {
+        self.count(
+            &[Event::Hit {
+                compile_seconds: hit.manifest.compile_seconds,
+            }],
+            &mut warnings,
+        );
+        Outcome::cached(hit.library, key, started, warnings)
     }
 
     fn finish_hit(
@@ -411,23 +480,8 @@ impl Session {
                 hit.dir.display()
             ));
         }
-        self.count(
-            &[Event::Hit {
-                compile_seconds: hit.manifest.compile_seconds,
-            }],
-            &mut warnings,
-        );
-        Ok(Outcome {
-            path: hit.library,
-            key: prepared.keyed.key.clone(),
-            hit: true,
-            seconds: started.elapsed().as_secs_f64(),
-            compiled: Vec::new(),
-            cached_units: 0,
-            pch_units: Vec::new(),
-            remote: false,
-            warnings,
-        })
+        let key = prepared.keyed.key.clone();
+        Ok(self.hit_outcome(hit, key, started, warnings))
     }
 
     fn compile_and_publish<'r>(
@@ -502,11 +556,8 @@ impl Session {
             .library
             .file_name()
             .and_then(|n| n.to_str())
-            .ok_or_else(|| {
-                Error::Input(format!(
-                    "built library `{}` has no file name",
-                    report.library.display()
-                ))
+            .ok_or_else(|| Error::LibraryWithoutFileName {
+                path: report.library.clone(),
             })?
             .to_string();
         let published = guard.publish(&file_name, manifest)?;
@@ -523,13 +574,7 @@ impl Session {
     /// The build plan for a prepared spec.
     fn plan(&self, spec: &ExtensionSpec, prepared: &Prepared, root: &Path) -> Result<BuildPlan> {
         let env = &prepared.env;
-        let torch_dir = env.torch_dir.clone().ok_or_else(|| {
-            Error::Input(
-                "the environment has no `torch_dir`, so there is nothing to build against: \
-                 use `--python PATH` for an interpreter with torch, or add `torch_dir` to the environment file"
-                    .into(),
-            )
-        })?;
+        let torch_dir = env.torch_dir.clone().ok_or(Error::NoTorchDir)?;
         check_torch_dir(&torch_dir)?;
         let sources = spec
             .sources
@@ -555,14 +600,6 @@ impl Session {
                 }
             })
             .collect();
-        let abi_fields = prepared
-            .keyed
-            .payload
-            .entries()
-            .iter()
-            .filter(|(field, _)| ABI_FIELDS.contains(&field.as_str()))
-            .map(|(field, value)| format!("{field}={value}\n"))
-            .collect();
         Ok(BuildPlan {
             name: spec.name.clone(),
             sources,
@@ -577,7 +614,7 @@ impl Session {
             extra_ldflags: spec.extra_ldflags.clone(),
             extra_include_paths: spec.extra_include_paths.clone(),
             gencode: prepared.keyed.gencode.clone(),
-            abi_fields,
+            abi_fields: prepared.keyed.abi_fields(),
             // Compiled relative to the fingerprint root: relocatable objects.
             root: std::path::absolute(root).ok(),
         })
@@ -596,21 +633,24 @@ impl Session {
         // with no CUDA toolchain here). Unknown CUDA include dirs then only
         // mean that angle includes found nowhere are system headers (SPEC §2).
         if env.nvcc_version.is_none() {
-            let nvcc = self
-                .nvcc
-                .get_or_init(|| {
-                    abicache_build::find_nvcc(&self.toolchain_env, &self.site_packages)
-                        .map_err(|e| e.to_string())
-                })
-                .as_ref()
-                .map_err(|e| Error::Input(e.clone()))?;
+            let nvcc = match self.nvcc.get() {
+                Some(nvcc) => nvcc,
+                None => {
+                    let found =
+                        abicache_build::find_nvcc(&self.toolchain_env, &self.site_packages)?;
+                    self.nvcc.get_or_init(|| found)
+                }
+            };
             env.nvcc_version.get_or_insert_with(|| nvcc.release.clone());
             if env.cuda_include_dirs.is_empty() {
                 env.cuda_include_dirs = nvcc.include_dirs.clone();
             }
         }
         if env.cuda_archs.is_none() && spec.cuda_archs.is_none() {
-            env.cuda_archs = self.arch_list_env.clone().or_else(visible_gpu_archs);
+            env.cuda_archs = self
+                .arch_list_env
+                .clone()
+                .or_else(crate::gpu::visible_gpu_archs);
         }
         Ok(env)
     }
@@ -624,35 +664,15 @@ fn check_torch_dir(torch_dir: &Path) -> Result<()> {
     if include.join("torch").is_dir() {
         return Ok(());
     }
-    let what = if torch_dir.is_dir() {
-        format!("has no `{}`", include.join("torch").display())
+    let problem = if torch_dir.is_dir() {
+        TorchDirProblem::NoHeaders {
+            expected: include.join("torch"),
+        }
     } else {
-        "does not exist or is not a directory".to_owned()
+        TorchDirProblem::NotADirectory
     };
-    Err(Error::Input(format!(
-        "`torch_dir` `{}` {what}, so there is nothing to build against: point `torch_dir` \
-         in the environment file at an installed torch package (its `site-packages/torch`), \
-         or use `--python PATH` for an interpreter with torch",
-        torch_dir.display()
-    )))
-}
-
-/// The compute capabilities of the visible GPUs as an arch list (`9.0 8.6`),
-/// from `nvidia-smi`; `None` when it is absent or sees no GPU.
-fn visible_gpu_archs() -> Option<String> {
-    let output = std::process::Command::new("nvidia-smi")
-        .args(["--query-gpu=compute_cap", "--format=csv,noheader"])
-        .output()
-        .ok()?;
-    if !output.status.success() {
-        return None;
-    }
-    let mut caps: Vec<String> = String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .map(|l| l.trim().to_string())
-        .filter(|l| !l.is_empty())
-        .collect();
-    caps.sort();
-    caps.dedup();
-    (!caps.is_empty()).then(|| caps.join(" "))
+    Err(Error::TorchDirUnusable {
+        path: torch_dir.to_path_buf(),
+        problem,
+    })
 }

@@ -219,7 +219,7 @@ fn create_one(
     let python = dir.join("bin/python");
     progress(&format!(
         "matrix: {cell}: installing `{requirement}` without its CUDA dependencies \
-         (a ~900 MB wheel the first time; uv caches it)"
+         (a wheel of about 1 GB the first time; uv caches it)"
     ));
     uv.install(&python, std::slice::from_ref(&requirement), true)?;
     let metadata = uv::torch_metadata(dir).ok_or_else(|| {

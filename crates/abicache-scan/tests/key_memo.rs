@@ -1,0 +1,257 @@
+//! The key memo (issue 12): a value remembered with a scan's dependencies
+//! is answered only while a cold scan would give the same report. Each edit
+//! kind runs on its own copy of one project (all copies aged past the racy
+//! window once): in-place edits, edits with the mtime put back, truncations,
+//! rename-over, a header appearing earlier in the include path or where a
+//! lookup failed, a deleted header, a repointed symlink, an include path
+//! that appears, an outside directory renamed and replaced by a symlink to
+//! itself. After each, the memo either misses or answers the cold scan's
+//! value; and changes that cannot matter (a new file next to the root, in
+//! an ancestor directory) keep it answering. Real files, real clock.
+
+use std::fs;
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use abicache_fs::RACY_WINDOW;
+use abicache_scan::{scan, scan_recorded, KeyMemo, ScanConfig, ScanReport, StatCache};
+
+fn write(path: &Path, content: &str) {
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    fs::write(path, content).unwrap();
+}
+
+/// A project under `base/project` with headers from `base/outside/x/inc`
+/// (outside the fingerprint root, so named by absolute canonical path), an
+/// empty first include path `inc0`, a missing one `late`, and a symlinked
+/// header `src/link.h -> ../alt/one.h`.
+struct Tree {
+    base: PathBuf,
+    sources: Vec<PathBuf>,
+    config: ScanConfig,
+}
+
+impl Tree {
+    fn new(base: PathBuf) -> Tree {
+        let p = base.join("project");
+        write(
+            &p.join("src/a.cpp"),
+            "#include \"h1.h\"\n#include <lib/h2.h>\n#include \"gone.h\"\n\
+             #include \"link.h\"\n#include \"late.h\"\nint a;\n",
+        );
+        write(&p.join("src/h1.h"), "// h1 aaaa\n#include \"h3.h\"\n");
+        write(&p.join("src/h3.h"), "STABLE_TORCH_LIBRARY(x, m) {}\n");
+        write(&p.join("alt/one.h"), "int one;\n");
+        write(&p.join("alt/two.h"), "PyObject* two;\n");
+        symlink("../alt/one.h", p.join("src/link.h")).unwrap();
+        fs::create_dir_all(p.join("inc0")).unwrap();
+        write(&base.join("outside/x/inc/lib/h2.h"), "int h2; // aaaa\n");
+        let config = ScanConfig::new(&p)
+            .include_path(p.join("inc0"))
+            .include_path(base.join("outside/x/inc"))
+            .include_path(p.join("late"));
+        Tree {
+            sources: vec![p.join("src/a.cpp")],
+            base,
+            config,
+        }
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.base.join(rel)
+    }
+
+    fn cold(&self) -> ScanReport {
+        scan(&self.sources, &self.config).unwrap()
+    }
+}
+
+/// What a caller would derive from a report (the key, in the façade).
+fn value(report: &ScanReport) -> String {
+    blake3::hash(format!("{report:?}").as_bytes())
+        .to_hex()
+        .to_string()
+}
+
+const INPUTS: [u8; 32] = [7; 32];
+
+/// Replaces `path` by a new file (another inode) with `content`, by rename.
+fn rename_over(path: &Path, content: &str) {
+    let tmp = path.with_extension("tmp");
+    fs::write(&tmp, content).unwrap();
+    fs::rename(&tmp, path).unwrap();
+}
+
+type Edit = fn(&Tree);
+
+/// Edits after which a cold scan differs: the memo must miss.
+const CHANGING: &[(&str, Edit)] = &[
+    ("an in-place edit of the same size, same tick", |t| {
+        fs::write(
+            t.path("project/src/h3.h"),
+            "STABLE_TORCH_LIBRARY(y, m) {}\n",
+        )
+        .unwrap();
+    }),
+    ("an edit with the old mtime put back", |t| {
+        let path = t.path("project/src/h1.h");
+        let old = fs::metadata(&path).unwrap().modified().unwrap();
+        fs::write(&path, "// h1 bbbb\n#include \"h3.h\"\n").unwrap();
+        fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+    }),
+    ("a truncation", |t| {
+        fs::File::options()
+            .write(true)
+            .open(t.path("project/src/h1.h"))
+            .unwrap()
+            .set_len(4)
+            .unwrap();
+    }),
+    ("a rename-over with new content", |t| {
+        rename_over(&t.path("project/src/h3.h"), "int h3_new;\n");
+    }),
+    ("a header appearing earlier in the include path", |t| {
+        write(&t.path("project/inc0/lib/h2.h"), "int shadow;\n");
+    }),
+    ("a deleted header", |t| {
+        fs::remove_file(t.path("project/src/h3.h")).unwrap();
+    }),
+    ("a header created where a lookup failed", |t| {
+        write(&t.path("project/src/gone.h"), "int found;\n");
+    }),
+    ("a symlinked header repointed", |t| {
+        let link = t.path("project/src/link.h");
+        fs::remove_file(&link).unwrap();
+        symlink("../alt/two.h", &link).unwrap();
+    }),
+    ("the target of a symlinked header edited", |t| {
+        fs::write(t.path("project/alt/one.h"), "int uno;\n").unwrap();
+    }),
+    ("an include path that appears", |t| {
+        write(&t.path("project/late/late.h"), "int late;\n");
+    }),
+    (
+        "an outside directory renamed and replaced by a symlink to it",
+        |t| {
+            fs::rename(t.path("outside/x"), t.path("outside/y")).unwrap();
+            symlink("y", t.path("outside/x")).unwrap();
+        },
+    ),
+    ("an outside header edited", |t| {
+        fs::write(t.path("outside/x/inc/lib/h2.h"), "int h2; // bbbb\n").unwrap();
+    }),
+];
+
+/// Edits a cold scan cannot see: the memo keeps answering.
+const NEUTRAL: &[(&str, Edit)] = &[
+    (
+        "a new file next to the fingerprint root's sources' directory",
+        |t| {
+            write(&t.path("project/README"), "notes\n");
+        },
+    ),
+    (
+        "a new file in an ancestor of an outside include path",
+        |t| {
+            write(&t.path("outside/notes.txt"), "notes\n");
+        },
+    ),
+    ("an unrelated file edited", |t| {
+        fs::write(t.path("project/alt/two.h"), "int two_b;\n").unwrap();
+    }),
+];
+
+#[test]
+fn the_memo_answers_only_what_a_cold_scan_gives_after_every_kind_of_edit() {
+    let dir = tempfile::tempdir().unwrap();
+    let edits: Vec<(&str, Edit, bool)> = CHANGING
+        .iter()
+        .map(|&(what, edit)| (what, edit, true))
+        .chain(NEUTRAL.iter().map(|&(what, edit)| (what, edit, false)))
+        .collect();
+    let trees: Vec<Tree> = (0..edits.len())
+        .map(|k| Tree::new(dir.path().join(format!("t{k}"))))
+        .collect();
+    std::thread::sleep(RACY_WINDOW + Duration::from_millis(100));
+    for ((what, edit, changes), tree) in edits.into_iter().zip(&trees) {
+        let mut cache = StatCache::in_memory();
+        let (report, deps) = scan_recorded(&tree.sources, &tree.config, &mut cache).unwrap();
+        assert_eq!(
+            report,
+            tree.cold(),
+            "{what}: the recorded scan is the cold scan"
+        );
+        let deps = deps.unwrap_or_else(|| panic!("{what}: aged files are trusted"));
+        let memo = KeyMemo::new(tree.path("memo"));
+        memo.put(&INPUTS, &value(&report), &deps).unwrap();
+        assert_eq!(memo.get(&INPUTS), Some(value(&report)), "{what}: before");
+        edit(tree);
+        let cold = tree.cold();
+        assert_eq!(
+            cold != report,
+            changes,
+            "{what}: the edit changes the report"
+        );
+        match memo.get(&INPUTS) {
+            Some(answer) => {
+                assert!(!changes, "{what}: the memo answered a stale value");
+                assert_eq!(answer, value(&cold), "{what}");
+            }
+            None => assert!(changes, "{what}: a needless miss"),
+        }
+    }
+}
+
+#[test]
+fn a_scan_of_fresh_files_records_nothing_and_a_foreign_memo_is_a_miss() {
+    let dir = tempfile::tempdir().unwrap();
+    let tree = Tree::new(dir.path().join("t"));
+    let mut cache = StatCache::in_memory();
+    let (report, deps) = scan_recorded(&tree.sources, &tree.config, &mut cache).unwrap();
+    assert_eq!(report, tree.cold());
+    assert!(
+        deps.is_none(),
+        "files written within the racy window cannot be remembered"
+    );
+    std::thread::sleep(RACY_WINDOW + Duration::from_millis(100));
+    let (_, deps) = scan_recorded(&tree.sources, &tree.config, &mut cache).unwrap();
+    let deps = deps.expect("trusted once aged");
+    // Every file read, every directory looked in, and the outside ancestors.
+    let paths: Vec<&Path> = deps.iter().map(|(p, _)| p).collect();
+    for must in [
+        "project/src/h3.h",
+        "project/inc0",
+        "project/late",
+        "outside/x/inc/lib",
+        "outside",
+    ] {
+        let must = tree.path(must).canonicalize().unwrap_or(tree.path(must));
+        assert!(
+            paths.contains(&must.as_path()),
+            "`{}` recorded",
+            must.display()
+        );
+    }
+    let memo = KeyMemo::new(tree.path("memo"));
+    memo.put(&INPUTS, "v", &deps).unwrap();
+    assert_eq!(memo.get(&INPUTS).as_deref(), Some("v"));
+    assert_eq!(memo.get(&[8; 32]), None, "another input digest");
+    // A damaged memo file is a miss, never an error.
+    let file = fs::read_dir(tree.path("memo"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let mut bytes = fs::read(&file).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 1;
+    fs::write(&file, &bytes).unwrap();
+    assert_eq!(memo.get(&INPUTS), None);
+}

@@ -1,0 +1,97 @@
+//! The warm key (issue 12): a key remembered per input digest with the
+//! dependencies of the scan behind it ([`KeyMemo`]), so a warm key or a
+//! warm hit costs one `stat` per dependency instead of a scan.
+//!
+//! The input digest covers everything the key is computed from besides the
+//! files: the spec, the completed environment, the fingerprint root, the
+//! current directory when a path is relative, and the code that computes
+//! keys (the façade's and `abicache-key`'s sources, `build.rs`); the scan's
+//! dependencies cover the files. A memo is therefore answered only when a
+//! full scan would give the same key (tested in `tests/warm_key.rs`).
+
+use std::path::Path;
+
+use abicache_key::{Environment, ExtensionSpec};
+use abicache_scan::{Dependencies, KeyMemo};
+
+use super::Session;
+
+/// The fingerprint of the code that turns a scan into a key.
+const KEY_CODE_FINGERPRINT: &str = env!("ABICACHE_KEY_CODE_FINGERPRINT");
+
+/// The key memos, under the store's `v1/`.
+const KEY_MEMO_DIR: &str = "key-memo";
+
+/// The digest of everything a key depends on besides the scanned files;
+/// `None` when something cannot be encoded (then nothing is remembered).
+fn inputs(spec: &ExtensionSpec, env: &Environment, root: &Path) -> Option<[u8; 32]> {
+    let mut h = blake3::Hasher::new();
+    let mut field = |bytes: &[u8]| {
+        h.update(&(bytes.len() as u64).to_le_bytes());
+        h.update(bytes);
+    };
+    field(KEY_CODE_FINGERPRINT.as_bytes());
+    field(abicache_scan::SCANNER_FINGERPRINT.as_bytes());
+    field(&serde_json::to_vec(spec).ok()?);
+    field(&serde_json::to_vec(env).ok()?);
+    field(root.as_os_str().as_encoded_bytes());
+    let relative = !root.is_absolute()
+        || spec.sources.iter().any(|p| !p.is_absolute())
+        || spec.extra_include_paths.iter().any(|p| !p.is_absolute());
+    if relative {
+        field(std::env::current_dir().ok()?.as_os_str().as_encoded_bytes());
+    }
+    Some(*h.finalize().as_bytes())
+}
+
+impl Session {
+    /// The key memos of this session's cache, when the cache opens.
+    fn key_memo(&self) -> Option<KeyMemo> {
+        let store = self.store().ok()?;
+        Some(KeyMemo::new(
+            store.layout().version_dir().join(KEY_MEMO_DIR),
+        ))
+    }
+
+    /// The remembered key of `spec` in `env` (completed), when every file
+    /// and directory its scan depended on is unchanged.
+    pub(super) fn memo_key(
+        &self,
+        spec: &ExtensionSpec,
+        env: &Environment,
+        root: &Path,
+    ) -> Option<String> {
+        self.key_memo()?.get(&inputs(spec, env, root)?)
+    }
+
+    /// Remembers `key` for `spec` in `env` (completed) while `deps` hold.
+    /// Best effort: a read-only or full cache only loses the speed-up.
+    pub(super) fn remember_key(
+        &self,
+        spec: &ExtensionSpec,
+        env: &Environment,
+        root: &Path,
+        key: &str,
+        deps: &Dependencies,
+    ) {
+        if let (Some(memo), Some(inputs)) = (self.key_memo(), inputs(spec, env, root)) {
+            let _ = memo.put(&inputs, key, deps);
+        }
+    }
+
+    /// The key of `spec` (what [`Session::prepare`] computes), answered
+    /// from the key memo when nothing it depends on changed (one `stat` per
+    /// file and directory the scan looked at), else by a scan through the
+    /// stat cache, which remembers it.
+    ///
+    /// # Errors
+    /// As [`Session::prepare`].
+    pub fn key(&self, spec: &ExtensionSpec, root: &Path) -> crate::Result<String> {
+        self.check(spec)?;
+        let env = self.complete_env(spec)?;
+        if let Some(key) = self.memo_key(spec, &env, root) {
+            return Ok(key);
+        }
+        Ok(self.prepare(spec, root)?.keyed.key)
+    }
+}

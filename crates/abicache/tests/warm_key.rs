@@ -1,0 +1,126 @@
+//! `Session::key` through the key memo (issue 12) is exactly the key a cold
+//! scan gives, after each kind of edit, within the same timestamp tick as
+//! the memo or not; an untouched project is answered from the memo
+//! (`v1/key-memo/`), and changing a flag is another memo, never a stale key.
+//! Real files and a real store; the environment is written out (no torch
+//! is needed to key a CPU extension that includes no torch header).
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use abicache::key::{Environment, ExtensionSpec};
+use abicache::store::Store;
+use abicache::Session;
+use abicache_fs::RACY_WINDOW;
+
+fn env() -> Environment {
+    Environment {
+        python_version: "3.12.9".into(),
+        python_soabi: Some("cpython-312-x86_64-linux-gnu".into()),
+        python_abiflags: Some(String::new()),
+        torch_version: "2.9.1".into(),
+        torch_cuda: None,
+        torch_hip: None,
+        cxx11_abi: true,
+        nvcc_version: None,
+        torch_dir: None,
+        python_include: None,
+        cuda_include_dirs: vec![],
+        cuda_archs: None,
+    }
+}
+
+fn write(path: &Path, text: &str) {
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    fs::write(path, text).unwrap();
+}
+
+/// The key a fresh cache (no stat cache, no memo) computes.
+fn cold_key(spec: &ExtensionSpec, root: &Path) -> String {
+    let cache = tempfile::tempdir().unwrap();
+    let session = Session::new(Store::open(cache.path()).unwrap(), env());
+    session.prepare(spec, root).unwrap().keyed.key
+}
+
+fn memo_files(cache: &Path) -> usize {
+    fs::read_dir(cache.join("v1/key-memo")).map_or(0, |d| d.count())
+}
+
+#[test]
+fn warm_keys_equal_cold_keys_after_every_edit() {
+    let project = tempfile::tempdir().unwrap();
+    let root = project.path().to_path_buf();
+    write(
+        &root.join("csrc/ops.cpp"),
+        "#include \"ops.h\"\n#include <detail/impl.h>\nint f();\n",
+    );
+    write(&root.join("csrc/ops.h"), "int ops; // aaaa\n");
+    write(&root.join("include/detail/impl.h"), "int impl;\n");
+    fs::create_dir_all(root.join("first/detail")).unwrap();
+    let spec = ExtensionSpec::new("ops", [root.join("csrc/ops.cpp")])
+        .with_extra_include_paths([root.join("first"), root.join("include")]);
+    let cache = tempfile::tempdir().unwrap();
+    let session = Session::new(Store::open(cache.path()).unwrap(), env());
+    std::thread::sleep(RACY_WINDOW + Duration::from_millis(100));
+
+    let first = session.key(&spec, &root).unwrap();
+    assert_eq!(first, cold_key(&spec, &root));
+    assert_eq!(memo_files(cache.path()), 1, "the first key is remembered");
+
+    type Edit = fn(&Path);
+    let edits: [(&str, Edit); 5] = [
+        ("an in-place edit of the same size", |r| {
+            fs::write(r.join("csrc/ops.h"), "int ops; // bbbb\n").unwrap()
+        }),
+        ("a header appearing earlier in the include path", |r| {
+            write(&r.join("first/detail/impl.h"), "int shadowing;\n")
+        }),
+        ("a rename-over", |r| {
+            write(&r.join("csrc/new.h"), "int renamed;\n");
+            fs::rename(r.join("csrc/new.h"), r.join("csrc/ops.h")).unwrap();
+        }),
+        ("a deleted header", |r| {
+            fs::remove_file(r.join("first/detail/impl.h")).unwrap()
+        }),
+        ("an edit put back as it was", |r| {
+            fs::write(r.join("csrc/ops.h"), "int ops; // aaaa\n").unwrap()
+        }),
+    ];
+    let mut keys = vec![first];
+    for (what, edit) in edits {
+        edit(&root);
+        // Same tick: the memo must not answer the old key.
+        let warm = session.key(&spec, &root).unwrap();
+        assert_eq!(warm, cold_key(&spec, &root), "{what}: at once");
+        std::thread::sleep(RACY_WINDOW + Duration::from_millis(100));
+        let stamped = session.key(&spec, &root).unwrap();
+        assert_eq!(stamped, warm, "{what}: once aged");
+        let memo = fs::read_dir(cache.path().join("v1/key-memo"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect::<Vec<PathBuf>>();
+        let before = memo
+            .iter()
+            .map(|p| fs::read(p).unwrap())
+            .collect::<Vec<_>>();
+        assert_eq!(
+            session.key(&spec, &root).unwrap(),
+            warm,
+            "{what}: from the memo"
+        );
+        let after = memo
+            .iter()
+            .map(|p| fs::read(p).unwrap())
+            .collect::<Vec<_>>();
+        assert_eq!(before, after, "{what}: a memo hit writes nothing");
+        keys.push(warm);
+    }
+    assert_ne!(keys[0], keys[1], "the edits change the key");
+    assert_eq!(keys[0], keys[5], "and putting the text back restores it");
+
+    let flagged = spec.clone().with_extra_cflags(["-DX=1"]);
+    let other = session.key(&flagged, &root).unwrap();
+    assert_eq!(other, cold_key(&flagged, &root));
+    assert_eq!(memo_files(cache.path()), 2, "other inputs, another memo");
+}
