@@ -134,7 +134,7 @@ def side_by_side(label: str, example: Path, sources: list[str], first: str, args
     """One extension built by both, in the order given, each on a fresh copy of its sources."""
     row = {"name": label, "order": (first, "torch" if first == "abicache" else "abicache")}
     for who in row["order"]:
-        src = work / f"{who}-{label}"
+        src = work / f"src-{who}-{label}"
         shutil.copytree(example, src)
         log(f"{label}: {who}")
         if who == "abicache":
