@@ -6,7 +6,8 @@ Run with the project venv's interpreter (it needs torch):
         --audit-time target/release/examples/audit_time --work benches/.work
 
 Measured in the same run, in two rounds (builders in A-B, then B-A order;
-each round on a fresh copy of `benches/ext4/`, a fresh cache and build dir;
+each round on a fresh copy of `benches/ext4/` (its `muladd.cpp` is the CPU
+example's kernel), a fresh cache and build dir;
 means reported):
 
 1. cold build: `abicache build` (fresh cache: no entry, no object cache) vs
@@ -29,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import shutil
 import statistics
@@ -37,6 +37,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from bench_common import abicache_build, builder_env, fresh_work_dir
 
 HERE = Path(__file__).resolve().parent
 SOURCES = ["ops.cpp", "muladd.cpp", "scale_shift.cpp", "clamp_abs.cpp"]
@@ -56,17 +58,17 @@ print(json.dumps({"import_s": t1 - t0, "load_s": t2 - t1, "path": str(path)}))
 """ % (SOURCES,)
 
 
+def copy_ext4(dest: Path) -> None:
+    """`benches/ext4/` plus its `muladd.cpp` unit, which is the CPU example's
+    kernel (`examples/cpu_muladd/kernel.cpp` and `muladd.h`), kept in one place."""
+    shutil.copytree(HERE / "ext4", dest)
+    example = HERE.parent / "examples" / "cpu_muladd"
+    shutil.copyfile(example / "kernel.cpp", dest / "muladd.cpp")
+    shutil.copyfile(example / "muladd.h", dest / "muladd.h")
+
+
 def log(msg: str) -> None:
     print(f"[build] {msg}", file=sys.stderr, flush=True)
-
-
-def abicache_build(abicache: Path, spec: Path, cache: Path, env: dict) -> dict:
-    t = time.perf_counter()
-    out = subprocess.run([str(abicache), "--cache-dir", str(cache), "build", str(spec), "--python", sys.executable,
-                          "--json", "--quiet"], check=True, capture_output=True, text=True, env=env)
-    result = json.loads(out.stdout)
-    result["process_s"] = time.perf_counter() - t
-    return result
 
 
 def torch_load(src: Path, build_dir: Path, env: dict) -> dict:
@@ -125,14 +127,8 @@ def main() -> None:
     ap.add_argument("--audit-time", type=Path, required=True)
     ap.add_argument("--work", type=Path, required=True)
     args = ap.parse_args()
-    work = (args.work / "build").resolve()
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
-    env = dict(os.environ)
-    # torch's load() runs `ninja`: the venv's, as an activated venv would.
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    env.setdefault("MAX_JOBS", str(os.cpu_count()))
-    env.pop("ABICACHE_COMPILER_LAUNCHER", None)
+    work = fresh_work_dir(args.work, "build")
+    env = builder_env()
 
     # Two rounds, the builders in A-B then B-A order, each round on a fresh
     # copy with a fresh cache and build dir, so that background load drifts
@@ -141,7 +137,7 @@ def main() -> None:
     for n, order in enumerate([("abicache", "torch"), ("torch", "abicache")]):
         base = work / f"round{n}"
         src = base / "ext4"
-        shutil.copytree(HERE / "ext4", src)
+        copy_ext4(src)
         spec = src / "abicache.toml"
         cache = base / "abicache-cache"
         torch_dir = base / "torch-build"

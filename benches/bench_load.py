@@ -34,21 +34,12 @@ import sys
 import tempfile
 from pathlib import Path
 
+from bench_common import EPILOGUE, PRELUDE
+
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "cpu_muladd"
 SOURCES = [str(EXAMPLE / "ops.cpp"), str(EXAMPLE / "kernel.cpp")]
 
-# Each child prints one line: the seconds from after `import torch` to a loaded op.
-PRELUDE = """
-import sys, time, warnings
-warnings.filterwarnings("ignore")
-import torch
-t0 = time.perf_counter()
-"""
-EPILOGUE = """
-assert hasattr(torch.ops.muladd_example, "muladd")
-print(time.perf_counter() - t0)
-"""
 
 LOADERS = {
     "abicache": """

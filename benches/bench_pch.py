@@ -33,12 +33,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from bench_common import abicache_build, builder_env, fresh_work_dir
 
 TORCH_LOAD = r"""
 import json, sys, time
@@ -82,15 +83,6 @@ def write_extension(dir: Path, name: str, variant: int) -> list[str]:
         f'required_ops = {json.dumps([f"op{i}" for i in range(1, UNITS)])}\n'
     )
     return sources
-
-
-def abicache_build(abicache: Path, spec: Path, cache: Path, env: dict) -> dict:
-    t = time.perf_counter()
-    out = subprocess.run([str(abicache), "--cache-dir", str(cache), "build", str(spec), "--python", sys.executable,
-                          "--json", "--quiet"], check=True, capture_output=True, text=True, env=env)
-    result = json.loads(out.stdout)
-    result["process_s"] = time.perf_counter() - t
-    return result
 
 
 def torch_load(name: str, src: Path, sources: list[str], build_dir: Path, env: dict) -> dict:
@@ -142,7 +134,7 @@ def side_by_side(label: str, example: Path, sources: list[str], first: str, args
     """One extension built by both, in the order given, each on a fresh copy of its sources."""
     row = {"name": label, "order": (first, "torch" if first == "abicache" else "abicache")}
     for who in row["order"]:
-        src = work / f"{who}-{label}"
+        src = work / f"src-{who}-{label}"
         shutil.copytree(example, src)
         log(f"{label}: {who}")
         if who == "abicache":
@@ -163,13 +155,8 @@ def main() -> None:
     ap.add_argument("--abicache", type=Path, required=True)
     ap.add_argument("--work", type=Path, required=True)
     args = ap.parse_args()
-    work = (args.work / "pch").resolve()
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
-    env = dict(os.environ)
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    env.setdefault("MAX_JOBS", str(os.cpu_count()))
-    env.pop("ABICACHE_COMPILER_LAUNCHER", None)
+    work = fresh_work_dir(args.work, "pch")
+    env = builder_env()
     env.pop("ABICACHE_PCH", None)
     cache = work / "abicache-cache"
     load_start = os.getloadavg()

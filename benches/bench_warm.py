@@ -44,19 +44,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+from bench_common import EPILOGUE, PRELUDE
+
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "cpu_muladd"
 
-PRELUDE = """
-import sys, time, warnings
-warnings.filterwarnings("ignore")
-import torch
-t0 = time.perf_counter()
-"""
-EPILOGUE = """
-assert hasattr(torch.ops.muladd_example, "muladd")
-print(time.perf_counter() - t0)
-"""
 ABICACHE = """
 import abicache
 path = abicache.TorchOpsExtension("muladd_example", {sources!r}, required_ops=["muladd"], cache_dir={cache!r}).load()

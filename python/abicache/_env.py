@@ -1,85 +1,81 @@
 """The environment of the running interpreter, as ``abicache_key::Environment``.
 
-Probed from this process (SPEC §1.2): the CPython ABI from ``sysconfig`` and
-``sys.abiflags``, torch's release, CUDA/HIP versions and C++ ABI from the
-imported ``torch``, and — only for CUDA extensions — the arch list from
-``TORCH_CUDA_ARCH_LIST`` or the visible GPUs. Build-only paths (``torch_dir``,
-``python_include``) travel along but never enter a key.
+Probed from this process (SPEC §1.2): the CPython ABI as ``_probe`` reads it
+(the command line's probe of another interpreter runs the same file), torch's
+release, CUDA/HIP versions and C++ ABI from the imported ``torch``. Build-only
+paths (``torch_dir``, ``python_include``) travel along but never enter a key.
+What is not about this interpreter is decided in Rust: the arch list of a CUDA
+extension (``TORCH_CUDA_ARCH_LIST``, else the GPUs ``nvidia-smi`` lists) is
+filled in by the session, and :func:`visible_cuda_archs` asks ``_native``.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import platform
-import sys
-import sysconfig
 import threading
 from typing import Any, Dict, List, Optional
 
+from . import _native
+
 _lock = threading.Lock()
 _base: Optional[Dict[str, Any]] = None
-_archs: Optional[List[Optional[str]]] = None  # one-element box once computed
-# requires_cuda -> the environment as JSON: what `_native` takes, made once per process.
-_json: Dict[bool, str] = {}
+# The environment as JSON: what `_native` takes, made once per process.
+_json: Optional[str] = None
 _site_packages: Optional[List[str]] = None
 
 
 def _base_environment() -> Dict[str, Any]:
     import torch
 
-    paths = sysconfig.get_paths()
-    soabi = sysconfig.get_config_var("SOABI")
+    from . import _probe
+
     return {
-        "python_version": platform.python_version(),
-        "python_soabi": soabi or None,
-        "python_abiflags": getattr(sys, "abiflags", None),
+        **_probe.python_fields(),
         "torch_version": str(torch.__version__),
         "torch_cuda": torch.version.cuda,
         "torch_hip": getattr(torch.version, "hip", None),
         "cxx11_abi": bool(torch._C._GLIBCXX_USE_CXX11_ABI),
         "torch_dir": os.path.dirname(os.path.abspath(torch.__file__)),
-        "python_include": paths.get("include"),
     }
 
 
 def visible_cuda_archs() -> Optional[str]:
     """``TORCH_CUDA_ARCH_LIST`` when set, else the compute capabilities of
-    the visible GPUs (``"8.6 9.0"``), else ``None`` (no GPU visible)."""
-    value = os.environ.get("TORCH_CUDA_ARCH_LIST", "").strip()
-    if value:
-        return value
-    import torch
-
-    if not torch.cuda.is_available():
-        return None
-    caps = {"%d.%d" % torch.cuda.get_device_capability(i) for i in range(torch.cuda.device_count())}
-    return " ".join(sorted(caps)) or None
+    the GPUs ``nvidia-smi`` lists (``"8.6 9.0"``), else ``None``: what a CUDA
+    extension without ``cuda_archs`` is built for (Rust's rule, the command
+    line's too)."""
+    return _native.visible_cuda_archs()
 
 
-def environment(requires_cuda: bool) -> Dict[str, Any]:
-    """The environment dict for one extension. GPUs are only queried for a
-    CUDA extension (a CPU extension never initialises CUDA)."""
-    global _base, _archs
+def _probed() -> Dict[str, Any]:
+    """This interpreter's environment, probed once per process."""
+    global _base
     with _lock:
         if _base is None:
             _base = _base_environment()
-        env = dict(_base)
-        if requires_cuda:
-            if _archs is None:
-                _archs = [visible_cuda_archs()]
-            env["cuda_archs"] = _archs[0]
+        return _base
+
+
+def environment(requires_cuda: bool) -> Dict[str, Any]:
+    """The environment an extension is keyed and built for; for a CUDA
+    extension with its arch list (:func:`visible_cuda_archs`; GPUs are only
+    queried then)."""
+    env = dict(_probed())
+    if requires_cuda:
+        env["cuda_archs"] = visible_cuda_archs()
     return env
 
 
-def environment_json(requires_cuda: bool) -> str:
-    """:func:`environment` as the JSON text ``_native`` takes. The interpreter
-    is probed once per process (the answer cannot change while it runs), so a
-    warm load pays for neither the probe nor the encoding again."""
-    text = _json.get(requires_cuda)
-    if text is None:
-        text = _json.setdefault(requires_cuda, json.dumps(environment(requires_cuda)))
-    return text
+def environment_json() -> str:
+    """This interpreter's environment as the JSON text ``_native`` takes
+    (a CUDA extension's arch list is added by the session). Made once per
+    process (the answer cannot change while it runs), so a warm load pays
+    for neither the probe nor the encoding again."""
+    global _json
+    if _json is None:
+        _json = json.dumps(_probed())
+    return _json
 
 
 def site_packages() -> List[str]:
@@ -87,10 +83,7 @@ def site_packages() -> List[str]:
     computed once per process."""
     global _site_packages
     if _site_packages is None:
-        paths = sysconfig.get_paths()
-        out: List[str] = []
-        for p in (paths.get("purelib"), paths.get("platlib")):
-            if p and p not in out:
-                out.append(p)
-        _site_packages = out
+        from . import _probe
+
+        _site_packages = _probe.site_packages()
     return list(_site_packages)

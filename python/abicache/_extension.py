@@ -142,9 +142,6 @@ class TorchOpsExtension:
             "torch_stable_abi_target": _stable_target(torch_stable_abi_target),
             "cuda_archs": cuda_archs,
         }
-        if requires_cuda is None:
-            requires_cuda = any(s.endswith(".cu") for s in self.sources)
-        self.requires_cuda = bool(requires_cuda)
         self._spec_json = json.dumps({k: v for k, v in self._spec.items() if v is not None})
         if fingerprint_root is not None:
             self._root = os.path.abspath(os.fspath(fingerprint_root))
@@ -153,11 +150,17 @@ class TorchOpsExtension:
         # The key of the last load() in this process (for abicache.load's same-name reloads).
         self._loaded_key: Optional[str] = None
 
+    @property
+    def requires_cuda(self) -> bool:
+        """Whether this is a CUDA extension: ``requires_cuda`` when given, else
+        whether a source is a CUDA source (``.cu``), by the Rust rule."""
+        return _native.requires_cuda(self._spec_json)
+
     def __repr__(self) -> str:
         return f"TorchOpsExtension({self.name!r}, {len(self.sources)} source(s))"
 
     def _args(self) -> Tuple[str, str, str, Optional[str]]:
-        env = _env.environment_json(self.requires_cuda)
+        env = _env.environment_json()
         return self._spec_json, env, self._root, self.cache_dir
 
     def _prepared(self) -> Dict[str, Any]:

@@ -1,5 +1,6 @@
 """Type stubs of ``abicache._native`` (the PyO3 bindings). Checked against the
-module by ``tests/python/test_stubs.py`` (``mypy.stubtest``)."""
+module by ``tests/python/test_api.py::test_stubs_match_the_native_module``
+(``mypy.stubtest``) and by ``scripts/test.sh``."""
 
 from os import PathLike
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
@@ -11,7 +12,6 @@ __all__ = [
     "BuildError",
     "AbiError",
     "LockTimeout",
-    "KEY_FORMAT",
     "torch_stable_abi_target_define",
     "default_cache_dir",
     "cli_main",
@@ -21,9 +21,9 @@ __all__ = [
     "explain",
     "store_generated_sources",
     "prebuild",
+    "visible_cuda_archs",
+    "requires_cuda",
 ]
-
-KEY_FORMAT: int
 
 class Error(RuntimeError): ...
 
@@ -69,3 +69,5 @@ def prebuild(
     uv: Optional[_Path] = None,
     keep_envs: Optional[_Path] = None,
 ) -> Dict[str, Any]: ...
+def visible_cuda_archs() -> Optional[str]: ...
+def requires_cuda(spec: str) -> bool: ...

@@ -3,16 +3,20 @@
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
+from typing import Optional
 
 import pytest
 import torch
 
 import abicache
+from abicache import _env
 from _util import example_spec, run_python
 
 TINY = 'extern "C" int abicache_{tag}_probe() {{ return {value}; }}\n'
@@ -116,6 +120,9 @@ def test_progress_callback_gets_every_build_event(cache_dir: Path, tmp_path: Pat
     ext.load()
     assert [e["kind"] for e in events] == ["started", "unit_done", "linking", "finished"]
     assert events[1]["line"].startswith("[1/1] compiled progress.cpp")
+    assert set(events[0]) == {"kind", "line", "name", "total", "cached", "estimate"}
+    assert set(events[1]) == {"kind", "line", "done", "total", "source", "seconds"}
+    assert set(events[2]) == {"kind", "line"} and set(events[3]) == {"kind", "line", "seconds"}
 
 
 def test_abicache_rebuild_forces_a_build(cache_dir: Path, tmp_path: Path) -> None:
@@ -144,6 +151,43 @@ def test_environment_matches_the_running_interpreter() -> None:
     assert env["python_soabi"] == sysconfig.get_config_var("SOABI")
     assert env["cxx11_abi"] is bool(torch._C._GLIBCXX_USE_CXX11_ABI)
     assert "cuda_archs" not in env  # a CPU extension never queries GPUs
+
+
+def test_python_and_the_command_line_probe_this_interpreter_alike() -> None:
+    """One probe file (``abicache/_probe.py``) serves the package in process and
+    ``abicache key --python`` in a subprocess: the Python fields agree."""
+    from abicache import _probe
+
+    env = abicache.environment(False)
+    for field in ("python_version", "python_soabi", "python_abiflags", "python_include"):
+        assert env[field] == _probe.python_fields()[field], field
+    probe = subprocess.run([sys.executable, "-I", "-B", _probe.__file__], capture_output=True, text=True)
+    line = next(l for l in probe.stdout.splitlines() if l.startswith("ABICACHE-PROBE "))
+    answer = json.loads(line[len("ABICACHE-PROBE "):])
+    for field in ("python_version", "python_soabi", "python_abiflags", "python_include"):
+        assert answer[field] == env[field], field
+    assert answer["site_packages"] == _env.site_packages()
+    assert answer["torch"]["version"] == torch.__version__
+
+
+def test_cuda_rules_come_from_rust(tmp_path: Path) -> None:
+    """``requires_cuda`` and the arch list are the Rust rules (`_native`), not restated in Python."""
+    assert abicache.TorchOpsExtension("k", ["k.cu"]).requires_cuda is True
+    assert abicache.TorchOpsExtension("k", ["k.cpp"]).requires_cuda is False
+    assert abicache.TorchOpsExtension("k", ["k.cpp"], requires_cuda=True).requires_cuda is True
+    code = "emit([abicache.visible_cuda_archs(), abicache.environment(True)['cuda_archs']])"
+    for value, expected in (("8.0 9.0+PTX", "8.0 9.0+PTX"), ("  ", _no_list_archs())):
+        got = run_python(code, tmp_path / "cache", env={"TORCH_CUDA_ARCH_LIST": value})
+        assert got == [expected, expected], value
+
+
+def _no_list_archs() -> Optional[str]:
+    """What ``nvidia-smi`` reports here without ``TORCH_CUDA_ARCH_LIST`` (``None`` without a GPU)."""
+    env = {k: v for k, v in os.environ.items() if k != "TORCH_CUDA_ARCH_LIST"}
+    code = "import abicache; print(abicache.visible_cuda_archs())"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    value = out.stdout.strip()
+    return None if value == "None" else value
 
 
 def test_stubs_match_the_native_module() -> None:

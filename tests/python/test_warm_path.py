@@ -69,8 +69,8 @@ def test_a_corrupt_stat_cache_is_a_cold_scan(tmp_path: Path) -> None:
 
 
 def test_the_interpreter_is_probed_once_per_process() -> None:
-    first = _env.environment_json(False)
-    assert _env.environment_json(False) is first
+    first = _env.environment_json()
+    assert _env.environment_json() is first
     assert _env.site_packages() == _env.site_packages()
 
 

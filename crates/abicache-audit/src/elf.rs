@@ -90,12 +90,17 @@ where
             "the section header table starts at offset {shoff}, which is not {align}-byte aligned"
         )));
     }
-    let sections = header.sections(endian, data)?;
-    check_table_alignment::<Elf, R>(&sections, endian)?;
+    let table = header.sections(endian, data)?;
+    let sections = Sections {
+        table: &table,
+        endian,
+        data,
+    };
+    sections.check_table_alignment()?;
     let mut facts = DynamicFacts::default();
 
-    if let Some((entries, link)) = sections.dynamic(endian, data)? {
-        let strings = string_table(&sections, endian, data, link)?;
+    if let Some((entries, link)) = table.dynamic(endian, data)? {
+        let strings = sections.string_table(link)?;
         for entry in entries {
             match entry.tag32(endian) {
                 Some(elf::DT_NULL) => break,
@@ -107,15 +112,15 @@ where
         }
     }
 
-    let versions = read_version_needs(&sections, endian, data, &mut facts.version_needs)?;
+    let versions = sections.read_version_needs(&mut facts.version_needs)?;
 
-    for (index, section) in sections.enumerate() {
+    for (index, section) in table.enumerate() {
         if section.sh_type(endian) != elf::SHT_DYNSYM {
             continue;
         }
         let symbols: &[Elf::Sym] = section.data_as_array(endian, data)?;
-        let strings = string_table(&sections, endian, data, section.link(endian))?;
-        let versym = versym_for(&sections, endian, data, index)?;
+        let strings = sections.string_table(section.link(endian))?;
+        let versym = sections.versym_for(index)?;
         for (i, symbol) in symbols.iter().enumerate().skip(1) {
             if !symbol.is_undefined(endian) {
                 continue;
@@ -135,106 +140,94 @@ where
     Ok(facts)
 }
 
-/// Refuses tables whose file offset breaks their entries' alignment (the
-/// section header table is checked the same way before it is read). Such a
-/// file is malformed, and without this check the verdict would depend on
-/// where the bytes happen to sit in memory: `object` reads an array in place
-/// from a byte slice (refusing a misaligned one) but copies it out of a file.
-fn check_table_alignment<'data, Elf, R>(
-    sections: &SectionTable<'data, Elf, R>,
+/// The section table of one file, with what reading a section needs.
+struct Sections<'t, 'data, Elf: FileHeader, R: ReadRef<'data>> {
+    table: &'t SectionTable<'data, Elf, R>,
     endian: Endianness,
-) -> Result<(), ReadFailure>
+    data: R,
+}
+
+impl<'data, Elf, R> Sections<'_, 'data, Elf, R>
 where
     Elf: FileHeader<Endian = Endianness>,
     R: ReadRef<'data>,
 {
-    for section in sections.iter() {
-        let align = match section.sh_type(endian) {
-            elf::SHT_DYNAMIC => std::mem::align_of::<Elf::Dyn>(),
-            elf::SHT_DYNSYM => std::mem::align_of::<Elf::Sym>(),
-            elf::SHT_GNU_VERSYM => std::mem::align_of::<elf::Versym<Endianness>>(),
-            elf::SHT_GNU_VERNEED => std::mem::align_of::<elf::Verneed<Endianness>>(),
-            _ => continue,
-        } as u64;
-        let offset: u64 = section.sh_offset(endian).into();
-        if !offset.is_multiple_of(align) {
+    /// Refuses tables whose file offset breaks their entries' alignment (the
+    /// section header table is checked the same way before it is read). Such a
+    /// file is malformed, and without this check the verdict would depend on
+    /// where the bytes happen to sit in memory: `object` reads an array in place
+    /// from a byte slice (refusing a misaligned one) but copies it out of a file.
+    fn check_table_alignment(&self) -> Result<(), ReadFailure> {
+        let endian = self.endian;
+        for section in self.table.iter() {
+            let align = match section.sh_type(endian) {
+                elf::SHT_DYNAMIC => std::mem::align_of::<Elf::Dyn>(),
+                elf::SHT_DYNSYM => std::mem::align_of::<Elf::Sym>(),
+                elf::SHT_GNU_VERSYM => std::mem::align_of::<elf::Versym<Endianness>>(),
+                elf::SHT_GNU_VERNEED => std::mem::align_of::<elf::Verneed<Endianness>>(),
+                _ => continue,
+            } as u64;
+            let offset: u64 = section.sh_offset(endian).into();
+            if !offset.is_multiple_of(align) {
+                return Err(ReadFailure::Malformed(format!(
+                    "a dynamic-linking table starts at offset {offset}, which is not {align}-byte aligned"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads `.gnu.version_r`: fills `names` and returns version index → name.
+    fn read_version_needs(
+        &self,
+        names: &mut Vec<String>,
+    ) -> Result<HashMap<u16, String>, ReadFailure> {
+        let mut by_index = HashMap::new();
+        let Some((mut needs, link)) = self.table.gnu_verneed(self.endian, self.data)? else {
+            return Ok(by_index);
+        };
+        let strings = self.string_table(link)?;
+        while let Some((_need, mut auxes)) = needs.next()? {
+            while let Some(aux) = auxes.next()? {
+                let name = text(aux.name(self.endian, strings)?);
+                by_index.insert(
+                    aux.vna_other.get(self.endian) & elf::VERSYM_VERSION,
+                    name.clone(),
+                );
+                names.push(name);
+            }
+        }
+        Ok(by_index)
+    }
+
+    /// The `.gnu.version` table that belongs to the symbol table at `symtab`, if any.
+    fn versym_for(
+        &self,
+        symtab: SectionIndex,
+    ) -> Result<Option<&'data [elf::Versym<Endianness>]>, ReadFailure> {
+        for section in self.table.iter() {
+            if section.sh_type(self.endian) == elf::SHT_GNU_VERSYM
+                && section.link(self.endian) == symtab
+            {
+                return Ok(Some(section.data_as_array(self.endian, self.data)?));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The string table in section `index`, read in one piece (one read for a
+    /// lazily read file, rather than one per string).
+    fn string_table(&self, index: SectionIndex) -> Result<StringTable<'data>, ReadFailure> {
+        let section = self.table.section(index)?;
+        if section.sh_type(self.endian) != elf::SHT_STRTAB {
             return Err(ReadFailure::Malformed(format!(
-                "a dynamic-linking table starts at offset {offset}, which is not {align}-byte aligned"
+                "section {} linked as a string table is not one",
+                index.0
             )));
         }
+        let bytes = section.data(self.endian, self.data)?;
+        Ok(StringTable::new(bytes, 0, bytes.len() as u64))
     }
-    Ok(())
-}
-
-/// Reads `.gnu.version_r`: fills `names` and returns version index → name.
-fn read_version_needs<'data, Elf, R>(
-    sections: &SectionTable<'data, Elf, R>,
-    endian: Endianness,
-    data: R,
-    names: &mut Vec<String>,
-) -> Result<HashMap<u16, String>, ReadFailure>
-where
-    Elf: FileHeader<Endian = Endianness>,
-    R: ReadRef<'data>,
-{
-    let mut by_index = HashMap::new();
-    let Some((mut needs, link)) = sections.gnu_verneed(endian, data)? else {
-        return Ok(by_index);
-    };
-    let strings = string_table(sections, endian, data, link)?;
-    while let Some((_need, mut auxes)) = needs.next()? {
-        while let Some(aux) = auxes.next()? {
-            let name = text(aux.name(endian, strings)?);
-            by_index.insert(
-                aux.vna_other.get(endian) & elf::VERSYM_VERSION,
-                name.clone(),
-            );
-            names.push(name);
-        }
-    }
-    Ok(by_index)
-}
-
-/// The `.gnu.version` table that belongs to the symbol table at `symtab`, if any.
-fn versym_for<'data, Elf, R>(
-    sections: &SectionTable<'data, Elf, R>,
-    endian: Endianness,
-    data: R,
-    symtab: SectionIndex,
-) -> Result<Option<&'data [elf::Versym<Endianness>]>, ReadFailure>
-where
-    Elf: FileHeader<Endian = Endianness>,
-    R: ReadRef<'data>,
-{
-    for section in sections.iter() {
-        if section.sh_type(endian) == elf::SHT_GNU_VERSYM && section.link(endian) == symtab {
-            return Ok(Some(section.data_as_array(endian, data)?));
-        }
-    }
-    Ok(None)
-}
-
-/// The string table in section `index`, read in one piece (one read for a
-/// lazily read file, rather than one per string).
-fn string_table<'data, Elf, R>(
-    sections: &SectionTable<'data, Elf, R>,
-    endian: Endianness,
-    data: R,
-    index: SectionIndex,
-) -> Result<StringTable<'data>, ReadFailure>
-where
-    Elf: FileHeader<Endian = Endianness>,
-    R: ReadRef<'data>,
-{
-    let section = sections.section(index)?;
-    if section.sh_type(endian) != elf::SHT_STRTAB {
-        return Err(ReadFailure::Malformed(format!(
-            "section {} linked as a string table is not one",
-            index.0
-        )));
-    }
-    let bytes = section.data(endian, data)?;
-    Ok(StringTable::new(bytes, 0, bytes.len() as u64))
 }
 
 fn text(bytes: &[u8]) -> String {

@@ -11,6 +11,23 @@
 //! Guarantees: no function in this crate panics on any input, whatever the
 //! bytes; a file that is not ELF, or is truncated or malformed, is an
 //! [`AuditError`] naming its path.
+//!
+//! ```
+//! use abicache_audit::{classify, demangle, Group};
+//!
+//! // A libtorch C++ function, a CPython API call, a libstdc++ import.
+//! assert_eq!(classify("_ZN2at4_ops3add4callERKNS_6TensorES4_RKN3c106ScalarE", None), Group::LibtorchCxx);
+//! assert_eq!(classify("PyLong_FromLong", None), Group::Cpython);
+//! assert_eq!(classify("_ZdlPv", Some("GLIBCXX_3.4")), Group::Libstdcxx);
+//! assert_eq!(demangle("_ZN3c105ErrorD2Ev"), "c10::Error::~Error()");
+//!
+//! // A file that is not ELF is an error naming it, never a panic.
+//! let dir = tempfile::tempdir().unwrap();
+//! let path = dir.path().join("lib.so");
+//! std::fs::write(&path, b"not an ELF file").unwrap();
+//! let err = abicache_audit::audit_file(&path).unwrap_err();
+//! assert!(err.to_string().contains(&format!("`{}`", path.display())), "{err}");
+//! ```
 #![deny(missing_docs)]
 
 mod classify;

@@ -18,6 +18,18 @@
 //! [`BuildPlan`]. Of the store it uses only the object cache
 //! ([`abicache_store::ObjectCache`]), which verifies every reused object before it is
 //! linked. All failures are one [`BuildError`].
+//!
+//! ```
+//! use abicache_build::{plain_line, progress_json, shell_join, Progress};
+//!
+//! let event = Progress::UnitDone { done: 2, total: 4, source: "ops.cpp".into(), seconds: 1.25 };
+//! assert_eq!(plain_line(&event), "[2/4] compiled ops.cpp (1.2s)");
+//! // What a Python progress callback receives: tagged by `kind`, with its line.
+//! let json = progress_json(&event).unwrap();
+//! assert_eq!((json["kind"].as_str(), json["done"].as_u64()), (Some("unit_done"), Some(2)));
+//! // Command lines are shown quoted for a POSIX shell.
+//! assert_eq!(shell_join(["c++", "-DNAME=a b"]), "c++ '-DNAME=a b'");
+//! ```
 #![deny(missing_docs)]
 
 mod compile;
@@ -34,7 +46,7 @@ pub use compile::{build, parse_max_jobs, BuildOptions, BuildReport, ReadyPch, OB
 pub use error::BuildError;
 pub use flags::{BuildPlan, CompileCommand, Unit, UnitKind};
 pub use pch::{pch_requests, spawn_background_build, PchRequest, PchSlot};
-pub use progress::{plain_line, progress_reporter, Progress, ProgressMode};
+pub use progress::{plain_line, progress_json, progress_reporter, Progress, ProgressMode};
 pub use quote::{shell_join, shell_quote};
 pub use run::Cancel;
 pub use toolchain::{

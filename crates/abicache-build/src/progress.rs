@@ -8,9 +8,15 @@ use std::io::IsTerminal;
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde::Serialize;
 
 /// One step of a build.
-#[derive(Debug, Clone, PartialEq)]
+///
+/// Serialises as an object tagged by `kind` (`started`, `unit_done`,
+/// `linking`, `finished`) with the variant's fields beside it: the shape
+/// Python progress callbacks receive (plus the event's [`plain_line`] as `line`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Progress {
     /// Compilation starts: `total` units, of which `cached` are reused from the object cache.
     Started {
@@ -56,6 +62,16 @@ pub enum ProgressMode {
     Plain,
     /// Nothing.
     Quiet,
+}
+
+/// The event as JSON: its [`Progress`] serialisation plus its [`plain_line`]
+/// as `line` (what a Python progress callback receives, as a dict).
+pub fn progress_json(event: &Progress) -> serde_json::Result<serde_json::Value> {
+    let mut value = serde_json::to_value(event)?;
+    if let Some(fields) = value.as_object_mut() {
+        fields.insert("line".to_string(), plain_line(event).into());
+    }
+    Ok(value)
 }
 
 /// The plain-text line for an event (what [`ProgressMode::Plain`] prints).
@@ -127,36 +143,39 @@ fn bar_template(colour: bool) -> &'static str {
     }
 }
 
+/// A bar of `len` units at `pos`, prefixed with the extension's `name`; its ETA is what is
+/// left of `estimate` (the last build's seconds) when known.
+fn start_bar(name: &str, len: usize, pos: usize, estimate: Option<f64>) -> ProgressBar {
+    let pb = ProgressBar::with_draw_target(Some(len as u64), ProgressDrawTarget::stderr());
+    // With the last build's duration, the ETA is what is left of it; without, the
+    // rate-based guess of indicatif.
+    let eta = move |state: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+        let left = match estimate {
+            Some(est) => (est - state.elapsed().as_secs_f64()).max(0.0),
+            None => state.eta().as_secs_f64(),
+        };
+        let _ = write!(w, "{left:.0}s");
+    };
+    let no_color = abicache_env_vars::var(abicache_env_vars::NO_COLOR).is_some();
+    let template = bar_template(!no_color);
+    if let Ok(style) = ProgressStyle::with_template(template) {
+        pb.set_style(style.with_key("eta_est", eta));
+    }
+    pb.set_prefix(format!("building {name}"));
+    pb.set_position(pos as u64);
+    pb.enable_steady_tick(Duration::from_millis(200));
+    pb
+}
+
 fn render_bar(bar: &RefCell<Option<ProgressBar>>, event: Progress) {
     let mut slot = bar.borrow_mut();
     match event {
         Progress::Started {
             name,
-            total,
-            cached,
+            total: len,
+            cached: pos,
             estimate,
-        } => {
-            let pb =
-                ProgressBar::with_draw_target(Some(total as u64), ProgressDrawTarget::stderr());
-            // With the last build's duration, the ETA is what is left of it; without, the
-            // rate-based guess of indicatif.
-            let eta = move |state: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
-                let left = match estimate {
-                    Some(est) => (est - state.elapsed().as_secs_f64()).max(0.0),
-                    None => state.eta().as_secs_f64(),
-                };
-                let _ = write!(w, "{left:.0}s");
-            };
-            let no_color = abicache_env_vars::var(abicache_env_vars::NO_COLOR).is_some();
-            let template = bar_template(!no_color);
-            if let Ok(style) = ProgressStyle::with_template(template) {
-                pb.set_style(style.with_key("eta_est", eta));
-            }
-            pb.set_prefix(format!("building {name}"));
-            pb.set_position(cached as u64);
-            pb.enable_steady_tick(Duration::from_millis(200));
-            *slot = Some(pb);
-        }
+        } => *slot = Some(start_bar(&name, len, pos, estimate)),
         Progress::UnitDone { done, source, .. } => {
             if let Some(pb) = slot.as_ref() {
                 pb.set_position(done as u64);

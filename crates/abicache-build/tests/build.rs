@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use abicache_build::{
-    build, flags, parse_max_jobs, plain_line, BuildError, BuildOptions, BuildPlan, Nvcc, Progress,
-    Tool, Toolchain, ToolchainEnv, Unit,
+    build, flags, parse_max_jobs, plain_line, progress_json, BuildError, BuildOptions, BuildPlan,
+    Nvcc, Progress, Tool, Toolchain, ToolchainEnv, Unit,
 };
 
 /// `<workspace>/.venv/lib/python3.*/site-packages`, if the venv exists.
@@ -686,9 +686,8 @@ fn cuda_plan_flags_match_torch_cpp_extension() {
     insta::assert_snapshot!("flags_cuda", render_commands(true));
 }
 
-#[test]
-fn plain_progress_lines() {
-    let lines = [
+fn progress_examples() -> [Progress; 4] {
+    [
         Progress::Started {
             name: "ext".into(),
             total: 4,
@@ -704,9 +703,25 @@ fn plain_progress_lines() {
         Progress::Linking,
         Progress::Finished { seconds: 5.0 },
     ]
-    .iter()
-    .map(plain_line)
-    .collect::<Vec<_>>()
-    .join("\n");
+}
+
+#[test]
+fn plain_progress_lines() {
+    let lines = progress_examples()
+        .iter()
+        .map(plain_line)
+        .collect::<Vec<_>>()
+        .join("\n");
     insta::assert_snapshot!("progress_plain", lines);
+}
+
+/// The dicts Python progress callbacks get: `kind`, the variant's fields and
+/// `line`, for every kind of event (these were built by hand in the binding).
+#[test]
+fn progress_json_is_tagged_by_kind_with_its_line() {
+    let events: Vec<_> = progress_examples()
+        .iter()
+        .map(|e| progress_json(e).unwrap())
+        .collect();
+    insta::assert_json_snapshot!("progress_json", events);
 }

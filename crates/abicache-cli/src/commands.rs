@@ -43,8 +43,23 @@ pub fn run(cli: Cli) -> Result<()> {
     }
 }
 
+/// Prints `value` as pretty JSON and a newline on stdout.
 pub(crate) fn print_json(value: &impl serde::Serialize) -> Result<()> {
     emit(&format!("{}\n", serde_json::to_string_pretty(value)?))
+}
+
+/// What a command with `--json` prints: `value` as pretty JSON when `json`,
+/// else the text `human` renders.
+pub(crate) fn print_json_or(
+    json: bool,
+    value: &impl serde::Serialize,
+    human: impl FnOnce() -> String,
+) -> Result<()> {
+    if json {
+        print_json(value)
+    } else {
+        emit(&human())
+    }
 }
 
 /// Writes to stdout; a closed pipe (`abicache ls | head`) ends the command
@@ -164,11 +179,9 @@ fn scan(cache_dir: Option<PathBuf>, args: ScanArgs) -> Result<()> {
         sources.scan_config(None, &root)
     };
     let report = abicache::scan::scan(&sources.sources, &config).map_err(Error::from)?;
-    if args.json {
-        print_json(&render::scan_json(&report))
-    } else {
-        emit(&abicache::scan::render_summary(&report))
-    }
+    print_json_or(args.json, &render::scan_json(&report), || {
+        abicache::scan::render_summary(&report)
+    })
 }
 
 fn key(cache_dir: Option<PathBuf>, verbose: bool, args: SpecArgs) -> Result<()> {
@@ -180,11 +193,9 @@ fn key(cache_dir: Option<PathBuf>, verbose: bool, args: SpecArgs) -> Result<()> 
     } = session_for(cache_dir, &args, SessionOptions::default(), verbose)?;
     let spec = file.extension(Some(&name)).map_err(Error::from)?;
     let prepared = session.prepare(spec, &file.root)?;
-    if args.json {
-        print_json(&render::key_json(&prepared.keyed))
-    } else {
-        emit(&render::key_human(&prepared.keyed))
-    }
+    print_json_or(args.json, &render::key_json(&prepared.keyed), || {
+        render::key_human(&prepared.keyed)
+    })
 }
 
 fn build(
@@ -215,11 +226,9 @@ fn build(
     for warning in &outcome.warnings {
         eprintln!("warning: {warning}");
     }
-    if args.spec.json {
-        print_json(&outcome)
-    } else {
-        emit(&format!("{}\n", outcome.path.display()))
-    }
+    print_json_or(args.spec.json, &outcome, || {
+        format!("{}\n", outcome.path.display())
+    })
 }
 
 fn explain(cache_dir: Option<PathBuf>, verbose: bool, args: SpecArgs) -> Result<()> {
@@ -247,22 +256,15 @@ fn explain(cache_dir: Option<PathBuf>, verbose: bool, args: SpecArgs) -> Result<
 fn ls(cache_dir: Option<PathBuf>, args: JsonArgs) -> Result<()> {
     let store = open_store(cache_dir)?;
     let entries = store.list().map_err(Error::from)?;
-    if args.json {
-        print_json(&entries.iter().map(render::entry_json).collect::<Vec<_>>())
-    } else {
-        emit(&render::entries_human(&entries))
-    }
+    let json: Vec<_> = entries.iter().map(render::entry_json).collect();
+    print_json_or(args.json, &json, || render::entries_human(&entries))
 }
 
 fn gc(cache_dir: Option<PathBuf>, args: GcArgs) -> Result<()> {
     let max = parse_size(&args.max_size).map_err(Error::from)?;
     let store = open_store(cache_dir)?;
     let report = store.gc(max).map_err(Error::from)?;
-    if args.json {
-        print_json(&report)
-    } else {
-        emit(&render::gc_human(&report))
-    }
+    print_json_or(args.json, &report, || render::gc_human(&report))
 }
 
 fn rm(cache_dir: Option<PathBuf>, args: RmArgs) -> Result<()> {
@@ -291,19 +293,15 @@ fn stats(cache_dir: Option<PathBuf>, args: StatsArgs) -> Result<()> {
         store.zero_counters().map_err(Error::from)?;
     }
     let stats = store.stats().map_err(Error::from)?;
-    if args.json {
-        print_json(&stats)
-    } else {
-        emit(&render::stats_human(&stats, store.root()))
-    }
+    print_json_or(args.json, &stats, || {
+        render::stats_human(&stats, store.root())
+    })
 }
 
 fn audit(args: AuditArgs) -> Result<()> {
     let report =
         abicache::audit_crate::audit_file(Path::new(&args.library)).map_err(Error::from)?;
-    if args.json {
-        print_json(&report)
-    } else {
-        emit(&abicache::audit_crate::render_human(&report))
-    }
+    print_json_or(args.json, &report, || {
+        abicache::audit_crate::render_human(&report)
+    })
 }

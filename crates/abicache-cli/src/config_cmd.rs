@@ -12,7 +12,7 @@ use anyhow::Result;
 use serde::Serialize;
 
 use crate::args::JsonArgs;
-use crate::commands::{emit, print_json};
+use crate::commands::print_json_or;
 use crate::interpreter;
 
 /// One effective setting.
@@ -51,11 +51,7 @@ pub fn config(cache_dir: Option<PathBuf>, remote: Option<&str>, args: JsonArgs) 
             file_value.map(|(_, v)| v.clone()),
         ));
     }
-    if args.json {
-        print_json(&settings)
-    } else {
-        emit(&render(&settings))
-    }
+    print_json_or(args.json, &settings, || render(&settings))
 }
 
 fn cache_dir_setting(flag: Option<PathBuf>) -> Result<Setting> {

@@ -6,6 +6,12 @@
 //! calls it through `abicache._native.cli_main`, so a `pip install` ships
 //! the command without a second native build. Exit codes: 0 success, 1 a
 //! failed build, 2 bad input or an ABI refusal, with the reason on stderr.
+//!
+//! ```
+//! // `--version` prints and succeeds; an unknown subcommand is a usage error (2).
+//! assert_eq!(abicache_cli::main_with_args(["abicache", "--version"]), 0);
+//! assert_eq!(abicache_cli::main_with_args(["abicache", "no-such-command"]), 2);
+//! ```
 
 #![deny(missing_docs)]
 

@@ -8,13 +8,12 @@
 #[macro_use]
 mod common;
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use abicache::remote_crate::{object, Mode, Remote, RemoteConfig};
+use abicache_test_support::{Server, S3_BUCKET};
 use common::{assert_success, python, python_run, repo_path, stderr, u64_of, Cache};
 use serde_json::Value;
 
@@ -23,114 +22,6 @@ torch.ops.load_library(sys.argv[1])
 print(torch.ops.stable_scale.scale_shift(torch.arange(4.0), 2.0, 1.0).tolist())";
 
 const SCALED: &str = "[1.0, 3.0, 5.0, 7.0]";
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn wait_for_port(port: u16, child: &mut Child, what: &str) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        if let Some(status) = child.try_wait().unwrap() {
-            panic!("{what} exited ({status}) before listening on port {port}; run `scripts/setup-services.sh`");
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{what} did not listen on port {port} within 60 s"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// A server process, killed when dropped.
-struct Server {
-    child: Child,
-    port: u16,
-    _dir: tempfile::TempDir,
-}
-
-impl Server {
-    /// `redis-server` on a free port, without persistence.
-    fn redis() -> Server {
-        let dir = tempfile::tempdir().unwrap();
-        let port = free_port();
-        let mut child = Command::new("redis-server")
-            .args([
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
-            .arg("--dir")
-            .arg(dir.path())
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("`redis-server` is not installed; run `scripts/setup-services.sh`");
-        wait_for_port(port, &mut child, "redis-server");
-        Server {
-            child,
-            port,
-            _dir: dir,
-        }
-    }
-
-    /// moto's S3 server on a free port, with a bucket `abicache-test`.
-    fn s3() -> Server {
-        let dir = tempfile::tempdir().unwrap();
-        let port = free_port();
-        let mut child = Command::new(python())
-            .args([
-                "-m",
-                "moto.server",
-                "-H",
-                "127.0.0.1",
-                "-p",
-                &port.to_string(),
-            ])
-            .current_dir(dir.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("run moto.server");
-        wait_for_port(
-            port,
-            &mut child,
-            "moto.server (`moto[server]` in `.venv`; run `scripts/setup-services.sh`)",
-        );
-        let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
-        write!(stream, "PUT /abicache-test HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").unwrap();
-        let mut response = String::new();
-        stream.read_to_string(&mut response).unwrap();
-        assert!(
-            response.starts_with("HTTP/1.1 200"),
-            "creating the bucket failed:\n{response}"
-        );
-        Server {
-            child,
-            port,
-            _dir: dir,
-        }
-    }
-
-    fn stop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
 
 /// What a node needs to reach a remote.
 #[derive(Clone)]
@@ -142,7 +33,7 @@ struct RemoteEnv {
 impl RemoteEnv {
     fn redis(server: &Server) -> Self {
         RemoteEnv {
-            url: format!("redis://127.0.0.1:{}/0", server.port),
+            url: format!("redis://127.0.0.1:{}/0", server.port()),
             vars: Vec::new(),
         }
     }
@@ -151,14 +42,14 @@ impl RemoteEnv {
         let vars = [
             (
                 "AWS_ENDPOINT_URL",
-                format!("http://127.0.0.1:{}", server.port),
+                format!("http://127.0.0.1:{}", server.port()),
             ),
             ("AWS_ACCESS_KEY_ID", "testing".into()),
             ("AWS_SECRET_ACCESS_KEY", "testing".into()),
             ("AWS_REGION", "us-east-1".into()),
         ];
         RemoteEnv {
-            url: "s3://abicache-test/team/cache".into(),
+            url: format!("s3://{S3_BUCKET}/team/cache"),
             vars: vars.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
         }
     }
@@ -322,7 +213,7 @@ fn second_node_downloads_instead_of_compiling(remote: &RemoteEnv) -> (Node, Node
 
 #[test]
 fn s3_second_node_downloads_instead_of_compiling_then_push_and_pull_by_name() {
-    let server = Server::s3();
+    let server = Server::s3(&python());
     let remote = RemoteEnv::s3(&server);
     let (a, _b, key) = second_node_downloads_instead_of_compiling(&remote);
 
@@ -409,7 +300,7 @@ fn tampered_remote_library_is_detected_never_loaded_and_replaced() {
 
 #[test]
 fn signed_mode_ignores_an_untrusted_signer_and_uses_a_trusted_one() {
-    let server = Server::s3();
+    let server = Server::s3(&python());
     let keys = tempfile::tempdir().unwrap();
     let remote = RemoteEnv::s3(&server);
     let keygen = |name: &str| -> (PathBuf, String) {
@@ -521,7 +412,7 @@ fn server_stopped_mid_build_is_one_warning_and_the_load_succeeds() {
 
 #[test]
 fn two_nodes_building_the_same_key_at_once_leave_one_valid_entry() {
-    let server = Server::s3();
+    let server = Server::s3(&python());
     let remote = RemoteEnv::s3(&server);
     let (a, b) = (Node::new(&remote), Node::new(&remote));
     let children: Vec<Child> = [&a, &b]

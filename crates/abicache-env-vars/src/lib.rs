@@ -21,9 +21,11 @@
 #![deny(missing_docs)]
 
 mod names;
+mod parse;
 mod read;
 mod table;
 
 pub use names::*;
+pub use parse::parse_seconds;
 pub use read::{var, var_os};
 pub use table::{lookup, markdown_table, Empty, EnvVar, ValueFormat, ENV_VARS};

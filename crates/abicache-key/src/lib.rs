@@ -14,6 +14,18 @@
 //!   non-stable torch header is an error naming the include and the file
 //!   that has it.
 //! - Every error is a [`KeyError`] whose message says what to do.
+//!
+//! ```
+//! use abicache_key::{StableTarget, TorchVersion};
+//!
+//! let target = StableTarget::parse("2.10").unwrap();
+//! assert_eq!(target.define(), "-DTORCH_TARGET_VERSION=0x020A000000000000");
+//! // The runtime floor: torch 2.15 may load a 2.10 stable-ABI binary, torch 2.9 may not.
+//! assert!(target.check_runtime_floor("2.15.0+cpu").is_ok());
+//! let refused = target.check_runtime_floor("2.9.1").unwrap_err();
+//! assert!(refused.to_string().contains("2.9.1"));
+//! assert_eq!(TorchVersion::parse("2.15.0+cu128").unwrap().major_minor(), (2, 15));
+//! ```
 
 #![deny(missing_docs)]
 

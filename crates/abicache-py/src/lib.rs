@@ -17,17 +17,18 @@ mod convert;
 mod errors;
 mod fleet;
 mod inline;
+mod rules;
 
 use std::path::PathBuf;
 
-use abicache::build::{plain_line, progress_reporter, Cancel, Progress, ProgressMode};
+use abicache::build::{progress_json, progress_reporter, Cancel, Progress, ProgressMode};
 use abicache::key::{Environment, ExtensionSpec, StableTarget};
 use abicache::store::Store;
 use abicache::{Session, SessionOptions};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
 
-use crate::convert::{env_from_json, spec_from_json, to_python};
+use crate::convert::{env_from_json, json_to_python, spec_from_json, to_python};
 use crate::errors::to_py;
 
 /// `-DTORCH_TARGET_VERSION=0x...` for a stable-ABI target `(major, minor)`.
@@ -242,52 +243,19 @@ fn prepared_json(spec: &ExtensionSpec, prepared: &abicache::Prepared) -> serde_j
     })
 }
 
-/// Calls a Python progress callback with the GIL re-acquired; an exception
-/// it raises is reported as unraisable and does not stop the build.
+/// Calls a Python progress callback with the GIL re-acquired and the event
+/// as a dict ([`progress_json`]: `kind`, the event's fields, `line`); an
+/// exception it raises is reported as unraisable and does not stop the build.
 fn call_progress(callback: &Py<PyAny>, event: &Progress) {
     Python::attach(|py| {
-        let result = progress_dict(py, event).and_then(|d| callback.call1(py, (d,)));
+        let result = progress_json(event)
+            .map_err(|e| PyValueError::new_err(format!("cannot convert a progress event: {e}")))
+            .and_then(|value| json_to_python(py, &value))
+            .and_then(|d| callback.call1(py, (d,)));
         if let Err(e) = result {
             e.write_unraisable(py, Some(callback.bind(py)));
         }
     });
-}
-
-fn progress_dict<'py>(py: Python<'py>, event: &Progress) -> PyResult<Bound<'py, PyDict>> {
-    let d = PyDict::new(py);
-    d.set_item("line", plain_line(event))?;
-    match event {
-        Progress::Started {
-            name,
-            total,
-            cached,
-            estimate,
-        } => {
-            d.set_item("kind", "started")?;
-            d.set_item("name", name)?;
-            d.set_item("total", total)?;
-            d.set_item("cached", cached)?;
-            d.set_item("estimate", estimate)?;
-        }
-        Progress::UnitDone {
-            done,
-            total,
-            source,
-            seconds,
-        } => {
-            d.set_item("kind", "unit_done")?;
-            d.set_item("done", done)?;
-            d.set_item("total", total)?;
-            d.set_item("source", source)?;
-            d.set_item("seconds", seconds)?;
-        }
-        Progress::Linking => d.set_item("kind", "linking")?,
-        Progress::Finished { seconds } => {
-            d.set_item("kind", "finished")?;
-            d.set_item("seconds", seconds)?;
-        }
-    }
-    Ok(d)
 }
 
 /// The `abicache._native` module.
@@ -302,7 +270,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("BuildError", build_error)?;
     m.add("AbiError", py.get_type::<errors::AbiError>())?;
     m.add("LockTimeout", py.get_type::<errors::LockTimeout>())?;
-    m.add("KEY_FORMAT", abicache::key::KEY_FORMAT)?;
     m.add_function(wrap_pyfunction!(torch_stable_abi_target_define, m)?)?;
     m.add_function(wrap_pyfunction!(default_cache_dir, m)?)?;
     m.add_function(wrap_pyfunction!(cli_main, m)?)?;
@@ -313,5 +280,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(explain, m)?)?;
     m.add_function(wrap_pyfunction!(inline::store_generated_sources, m)?)?;
     m.add_function(wrap_pyfunction!(fleet::prebuild, m)?)?;
+    m.add_function(wrap_pyfunction!(rules::visible_cuda_archs, m)?)?;
+    m.add_function(wrap_pyfunction!(rules::requires_cuda, m)?)?;
     Ok(())
 }

@@ -243,12 +243,8 @@ fn read_config(path: &Path) -> Result<ConfigFile> {
 }
 
 fn parse_timeout(value: &str) -> Result<Duration> {
-    value
-        .trim()
-        .parse::<f64>()
-        .ok()
-        .filter(|s| s.is_finite() && *s > 0.0)
-        .map(Duration::from_secs_f64)
+    abicache_env_vars::parse_seconds(value)
+        .filter(|d| !d.is_zero())
         .ok_or_else(|| RemoteError::InvalidSetting {
             name: ABICACHE_REMOTE_TIMEOUT,
             value: value.to_owned(),

@@ -28,6 +28,17 @@
 //!
 //! The crate never decides what a failure means for a load: the façade turns
 //! every [`RemoteError`] into one warning and a local build.
+//!
+//! ```
+//! use abicache_remote::{KeyPair, PublicKey};
+//!
+//! // What `abicache keygen` makes: a builder signs, a reader trusting the public key verifies.
+//! let pair = KeyPair::generate().unwrap();
+//! let signature = pair.secret.sign(b"key and manifest");
+//! let trusted = PublicKey::parse(&pair.public.to_string(), "ABICACHE_TRUSTED_KEYS").unwrap();
+//! assert!(trusted.verifies(b"key and manifest", &signature));
+//! assert!(!trusted.verifies(b"another manifest", &signature));
+//! ```
 
 #![deny(missing_docs)]
 

@@ -4,12 +4,12 @@
 
 use std::net::TcpListener;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use abicache_key::Payload;
 use abicache_remote::{object, KeyPair, Mode, Remote, RemoteConfig, RemoteError, Upload};
 use abicache_store::Manifest;
+use abicache_test_support::{free_port, Server};
 
 fn config(url: &str) -> RemoteConfig {
     RemoteConfig {
@@ -33,53 +33,6 @@ fn entry(dir: &Path, name: &str, bytes: &[u8]) -> (Manifest, std::path::PathBuf)
     let library = dir.join(format!("{name}.so"));
     fs_err::write(&library, bytes).unwrap();
     (manifest, library)
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-struct Redis(Child, u16, #[allow(dead_code)] tempfile::TempDir);
-
-impl Redis {
-    fn start() -> Redis {
-        let dir = tempfile::tempdir().unwrap();
-        let port = free_port();
-        let mut child = Command::new("redis-server")
-            .args([
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
-            .arg("--dir")
-            .arg(dir.path())
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("`redis-server` is not installed; run `scripts/setup-services.sh`");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(child.try_wait().unwrap().is_none(), "redis-server exited");
-            assert!(Instant::now() < deadline, "redis-server did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Redis(child, port, dir)
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// Upload, fetch, idempotence, overwrite and (where the backend lists) names.
@@ -146,8 +99,8 @@ fn file_backend_round_trip() {
 
 #[test]
 fn redis_backend_round_trip() {
-    let redis = Redis::start();
-    let remote = Remote::open(config(&format!("redis://127.0.0.1:{}/3", redis.1))).unwrap();
+    let redis = Server::redis();
+    let remote = Remote::open(config(&format!("redis://127.0.0.1:{}/3", redis.port()))).unwrap();
     round_trip(&remote, false);
 }
 

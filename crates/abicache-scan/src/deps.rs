@@ -4,7 +4,7 @@
 //! report, so a caller may remember what it derived from the report (a key:
 //! [`crate::KeyMemo`]) and answer again with one `stat` per check.
 //!
-//! A scan records, while it walks ([`Recorder`]):
+//! A scan records, while it walks (`Recorder`):
 //! - every file it read or took from the stat cache, by canonical path,
 //!   with the stamp it had when read ([`Expect::Stamp`]);
 //! - every directory, as written, in which it looked a name up (each

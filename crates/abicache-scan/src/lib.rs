@@ -20,6 +20,16 @@
 //!   by [`scan_recorded`], so a caller can remember a key per input digest
 //!   and answer it again with one `stat` per dependency ([`KeyMemo`]);
 //! - [`render_summary`]: the human summary shown by `abicache scan`.
+//!
+//! ```
+//! use abicache_scan::{lex, IncludeKind};
+//!
+//! let facts = lex(b"#include <torch/extension.h>\n// #include \"commented.h\"\nconst char* s = \"py::\";\n");
+//! assert_eq!(facts.includes.len(), 1); // the comment's include is not one
+//! assert_eq!(facts.includes[0].kind, IncludeKind::Angle);
+//! // The include is a Python-ABI marker; the `py::` inside a string literal is not.
+//! assert_eq!(facts.python_markers, vec![(1, "#include <torch/extension.h>".to_string())]);
+//! ```
 
 #![deny(missing_docs)]
 

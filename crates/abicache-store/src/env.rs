@@ -36,13 +36,9 @@ pub(crate) fn parse_seconds(
         return Ok(default);
     };
     let text = value.to_string_lossy();
-    text.trim()
-        .parse::<f64>()
-        .ok()
-        .and_then(|s| Duration::try_from_secs_f64(s).ok())
-        .ok_or_else(|| StoreError::BadEnv {
-            var,
-            value: text.into_owned(),
-            expected: "a non-negative number of seconds",
-        })
+    abicache_env_vars::parse_seconds(&text).ok_or_else(|| StoreError::BadEnv {
+        var,
+        value: text.into_owned(),
+        expected: "a non-negative number of seconds",
+    })
 }

@@ -40,11 +40,21 @@
 //! - **Bundles** ([`write_bundle`], [`UnpackedBundle`]): entries carried as one
 //!   zstd-compressed tar with an index of every file's size and BLAKE3; an
 //!   import is verified in full before anything is published.
-//! - A minimal [`Storage`] trait (get/put by key) implemented by [`Store`], so a
-//!   remote backend can later sit behind the local one.
 //!
 //! The store keeps payloads and keys as opaque text; it knows nothing of how
 //! keys are computed or libraries built.
+//!
+//! ```
+//! use abicache_store::{parse_size, Store, CACHEDIR_TAG};
+//!
+//! let dir = tempfile::tempdir().unwrap();
+//! let store = Store::open(dir.path().join("cache")).unwrap();
+//! let tag = std::fs::read_to_string(store.root().join("CACHEDIR.TAG")).unwrap();
+//! assert_eq!(tag, CACHEDIR_TAG);
+//! assert!(store.list().unwrap().is_empty());
+//! assert!(store.lookup(&"0".repeat(32)).unwrap().hit.is_none());
+//! assert_eq!(parse_size("2G").unwrap(), 2 << 30);
+//! ```
 
 #![deny(missing_docs)]
 
@@ -66,7 +76,6 @@ mod sources;
 mod sources_gc;
 mod stats;
 mod stats_log;
-mod storage;
 mod store;
 mod warning;
 
@@ -91,6 +100,5 @@ pub use publish::{BuildGuard, Published};
 pub use size::{max_size_from_env, parse_size};
 pub use sources::{sources_dir_for, GeneratedFile, SOURCES_DIR};
 pub use stats::{Counters, Event, Stats};
-pub use storage::{Storage, StoredEntry};
 pub use store::{key_matches, Claim, EntryInfo, Hit, Lookup, Store};
 pub use warning::{Corruption, StoreWarning};

@@ -1,5 +1,5 @@
 //! The one rule for the file name of an entry's library, shared by the local
-//! store (publish, lookup, `Storage::put`) and the remote cache (downloads).
+//! store (publish, lookup) and the remote cache (downloads).
 
 use crate::error::{Result, StoreError};
 

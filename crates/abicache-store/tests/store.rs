@@ -1,14 +1,12 @@
 //! The store in one process: publish, verified lookup, corruption, layout
-//! permissions, gc, remove, stats and the Storage trait. Real files only.
+//! permissions, gc, remove and stats. Real files only.
 
 mod common;
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::time::Duration;
 
-use abicache_store::{
-    Claim, Corruption, Event, Hit, Manifest, Storage, Store, StoreError, MANIFEST_FILE,
-};
+use abicache_store::{Claim, Corruption, Event, Hit, Manifest, Store, StoreError, MANIFEST_FILE};
 use common::*;
 
 #[test]
@@ -434,30 +432,6 @@ fn stats_count_events_and_entries() {
     std::fs::write(store.layout().stats_path(), b"garbage").unwrap();
     store.record(Event::Miss).unwrap();
     assert_eq!(store.counters().unwrap().misses, 2);
-}
-
-#[test]
-fn storage_trait_put_then_get_round_trips() {
-    let (t, store) = temp_store();
-    let k = key("remote");
-    let lib = t.path().join("downloaded.so");
-    std::fs::write(&lib, b"from a remote").unwrap();
-    let mut m = Manifest::new(&k, "r", "payload");
-    m.library = "libr.so".into();
-    let storage: &dyn Storage = &store;
-    assert!(storage.get(&k).unwrap().is_none());
-    storage.put(&k, &m.to_json(), &lib).unwrap();
-    storage.put(&k, &m.to_json(), &lib).unwrap(); // idempotent
-    let got = storage.get(&k).unwrap().expect("stored");
-    assert_eq!(std::fs::read(&got.library).unwrap(), b"from a remote");
-    assert!(got.library.ends_with("libr.so"));
-    let back = Manifest::from_json(&got.manifest, &got.library).unwrap();
-    assert_eq!(
-        back.library_blake3,
-        blake3::hash(b"from a remote").to_hex().as_str()
-    );
-    let err = storage.put(&key("other"), &m.to_json(), &lib).unwrap_err();
-    assert!(matches!(err, StoreError::KeyMismatch { .. }));
 }
 
 #[test]

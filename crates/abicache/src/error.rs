@@ -141,14 +141,6 @@ impl Error {
             ErrorKind::Interrupted => 130,
         }
     }
-
-    /// The underlying I/O error, when this is one (for mapping to Python's own exceptions).
-    pub fn io_error(&self) -> Option<&std::io::Error> {
-        match self {
-            Error::Io(e) => Some(e),
-            _ => None,
-        }
-    }
 }
 
 /// Shorthand for results of this crate.

@@ -12,6 +12,23 @@
 //! builds each distinct key once ([`matrix`] creates the
 //! environments of a `python=… torch=…` matrix with `uv`); [`bundle`] exports entries as one signed
 //! file and imports one only after verifying all of it.
+//!
+//! ```
+//! use abicache::key::{Environment, ExtensionSpec, StableTarget};
+//! use abicache::{ErrorKind, Session};
+//!
+//! // A stable-ABI target above the running torch is refused by the session's
+//! // checks before the cache is opened: nothing is created on disk.
+//! let env = Environment::parse("python_version = \"3.12.9\"\ntorch_version = \"2.9.1\"\ncxx11_abi = true\n",
+//!                              std::path::Path::new("env.toml")).unwrap();
+//! let dir = tempfile::tempdir().unwrap();
+//! let cache = dir.path().join("cache");
+//! let session = Session::open_lazily(Some(cache.clone()), env);
+//! let spec = ExtensionSpec::new("ext", ["ops.cpp"])
+//!     .with_torch_stable_abi_target(Some(StableTarget::new(2, 10)));
+//! assert_eq!(session.check(&spec).unwrap_err().kind(), ErrorKind::Abi);
+//! assert!(!cache.exists());
+//! ```
 
 #![deny(missing_docs)]
 
@@ -21,6 +38,7 @@ pub mod env_vars;
 mod error;
 mod explain;
 pub mod fleet;
+mod gpu;
 pub mod matrix;
 mod pch;
 mod probe;
@@ -33,6 +51,7 @@ pub use audit::{audit_against_key, check as check_audit, AuditVerdict};
 pub use error::{Error, ErrorKind, Result, TorchDirProblem};
 pub use explain::{explain, render_explanation, ClosestEntry, Explanation};
 pub use fleet::{prebuild, render_coverage, Coverage, FleetEnvironment, FleetExtension};
+pub use gpu::{default_cuda_archs, visible_gpu_archs};
 pub use matrix::{Matrix, MatrixEnvironments, MatrixOptions};
 pub use pch::PchMode;
 pub use probe::{

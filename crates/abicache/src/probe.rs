@@ -1,6 +1,7 @@
 //! Probing a Python interpreter for its environment, without importing torch.
 //!
-//! Like uv's interpreter query: an embedded script (`probe.py`) runs under
+//! Like uv's interpreter query: an embedded script (the Python package's
+//! `abicache/_probe.py`, which also probes the running interpreter) runs under
 //! `python -I -B` and prints one tagged JSON line. torch is located with
 //! `importlib.util.find_spec` (which does not execute it) and its
 //! `torch/version.py` is read, so a probe costs a Python start-up (~20 ms),
@@ -25,7 +26,8 @@ pub const DEFAULT_PROBE_TIMEOUT: Duration = Duration::from_secs(60);
 /// The most a probe may print on stdout or on stderr (the answer is a few KiB).
 const PROBE_OUTPUT_CAP: u64 = 4 << 20;
 
-const PROBE_SCRIPT: &str = include_str!("probe.py");
+/// The Python package's probe, so both probes share one definition of the fields.
+const PROBE_SCRIPT: &str = include_str!("../../../python/abicache/_probe.py");
 const PROBE_TAG: &str = "ABICACHE-PROBE ";
 /// Bumped whenever the probe script's output changes meaning.
 const PROBE_FORMAT: u32 = 1;
@@ -111,12 +113,8 @@ pub fn probe_timeout_from_env() -> Result<Duration> {
     let Some(value) = crate::env_vars::var(ABICACHE_PROBE_TIMEOUT) else {
         return Ok(DEFAULT_PROBE_TIMEOUT);
     };
-    value
-        .trim()
-        .parse::<f64>()
-        .ok()
-        .filter(|s| s.is_finite() && *s > 0.0)
-        .map(Duration::from_secs_f64)
+    abicache_env_vars::parse_seconds(&value)
+        .filter(|d| !d.is_zero())
         .ok_or_else(|| Error::InvalidVariable {
             name: ABICACHE_PROBE_TIMEOUT,
             value: value.clone(),

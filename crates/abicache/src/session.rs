@@ -647,7 +647,10 @@ impl Session {
             }
         }
         if env.cuda_archs.is_none() && spec.cuda_archs.is_none() {
-            env.cuda_archs = self.arch_list_env.clone().or_else(visible_gpu_archs);
+            env.cuda_archs = self
+                .arch_list_env
+                .clone()
+                .or_else(crate::gpu::visible_gpu_archs);
         }
         Ok(env)
     }
@@ -672,24 +675,4 @@ fn check_torch_dir(torch_dir: &Path) -> Result<()> {
         path: torch_dir.to_path_buf(),
         problem,
     })
-}
-
-/// The compute capabilities of the visible GPUs as an arch list (`9.0 8.6`),
-/// from `nvidia-smi`; `None` when it is absent or sees no GPU.
-fn visible_gpu_archs() -> Option<String> {
-    let output = std::process::Command::new("nvidia-smi")
-        .args(["--query-gpu=compute_cap", "--format=csv,noheader"])
-        .output()
-        .ok()?;
-    if !output.status.success() {
-        return None;
-    }
-    let mut caps: Vec<String> = String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .map(|l| l.trim().to_string())
-        .filter(|l| !l.is_empty())
-        .collect();
-    caps.sort();
-    caps.dedup();
-    (!caps.is_empty()).then(|| caps.join(" "))
 }

@@ -1,0 +1,25 @@
+//! Test-only support for abicache's integration tests (a dev-dependency,
+//! never published): the servers the remote-cache tests run against, each
+//! started on a free loopback port and killed when dropped.
+//!
+//! - [`free_port`]: a loopback port nothing listens on (at the time of asking).
+//! - [`Server::redis`]: Debian's `redis-server`, without persistence.
+//! - [`Server::s3`]: moto's S3 server run by a given Python, with a bucket
+//!   [`S3_BUCKET`].
+//!
+//! Both servers are installed by `scripts/setup-services.sh`; a missing one
+//! fails the test with a message naming that script.
+//!
+//! ```
+//! let mut redis = abicache_test_support::Server::redis();
+//! let port = redis.port();
+//! assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_ok());
+//! redis.stop();
+//! assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err());
+//! ```
+
+#![deny(missing_docs)]
+
+mod server;
+
+pub use server::{free_port, Server, S3_BUCKET};
