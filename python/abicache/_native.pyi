@@ -17,6 +17,7 @@ __all__ = [
     "cli_main",
     "stats",
     "prepare",
+    "key",
     "build",
     "explain",
     "store_generated_sources",
