@@ -12,6 +12,10 @@
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::{Mutex, PoisonError};
+use std::time::SystemTime;
+
+use abicache_fs::FileStamp;
 
 use crate::error::BuildError;
 use crate::quote::shell_join;
@@ -327,7 +331,33 @@ pub fn which(name: &str, path: Option<&OsStr>) -> Option<PathBuf> {
 }
 
 /// Runs `<program> --version` and returns stdout+stderr.
+/// `program --version`, run once per process per program file: a successful
+/// answer is remembered with the program's stat stamp (trusted only outside
+/// the racy window), so a rewritten or replaced program is asked again. A
+/// warm CUDA load in Python builds a new session each time and would
+/// otherwise spawn `nvcc --version` before its key is looked up.
 fn probe_version(program: &Path, fix: &str) -> Result<String, BuildError> {
+    static ANSWERS: Mutex<Vec<(PathBuf, FileStamp, String)>> = Mutex::new(Vec::new());
+    let stamp = std::fs::metadata(program)
+        .ok()
+        .and_then(|meta| FileStamp::trusted(&meta, SystemTime::now()));
+    if let Some(stamp) = stamp {
+        let answers = ANSWERS.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((_, _, text)) = answers.iter().find(|(p, s, _)| p == program && *s == stamp) {
+            return Ok(text.clone());
+        }
+    }
+    let text = run_version(program, fix)?;
+    if let Some(stamp) = stamp {
+        let mut answers = ANSWERS.lock().unwrap_or_else(PoisonError::into_inner);
+        answers.retain(|(p, _, _)| p != program);
+        answers.push((program.to_path_buf(), stamp, text.clone()));
+    }
+    Ok(text)
+}
+
+/// Runs `program --version` and returns its stdout and stderr.
+fn run_version(program: &Path, fix: &str) -> Result<String, BuildError> {
     let command = shell_join([program.display().to_string(), "--version".into()]);
     let probe_error = |output: String, status: String| BuildError::ToolProbe {
         program: program.to_path_buf(),
@@ -355,6 +385,41 @@ fn probe_version(program: &Path, fix: &str) -> Result<String, BuildError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_version_probe_runs_once_per_unchanged_program() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("runs");
+        let program = dir.path().join("tool");
+        let script = |answer: &str| {
+            format!(
+                "#!/bin/sh\necho run >> '{}'\necho '{answer}'\n",
+                log.display()
+            )
+        };
+        std::fs::write(&program, script("release 1.0")).unwrap();
+        std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let runs = || {
+            std::fs::read_to_string(&log)
+                .unwrap_or_default()
+                .lines()
+                .count()
+        };
+        // A program changed just now is not trusted: asked every time.
+        probe_version(&program, "X").unwrap();
+        probe_version(&program, "X").unwrap();
+        assert_eq!(runs(), 2);
+        // Outside the racy window: asked once, then answered from memory.
+        std::thread::sleep(abicache_fs::RACY_WINDOW + std::time::Duration::from_millis(100));
+        assert_eq!(probe_version(&program, "X").unwrap().trim(), "release 1.0");
+        assert_eq!(probe_version(&program, "X").unwrap().trim(), "release 1.0");
+        assert_eq!(runs(), 3);
+        // Rewritten: asked again, and the new answer is returned.
+        std::fs::write(&program, script("release 2.0")).unwrap();
+        assert_eq!(probe_version(&program, "X").unwrap().trim(), "release 2.0");
+        assert_eq!(runs(), 4);
+    }
 
     #[test]
     fn nvcc_release_is_parsed_from_version_output() {
