@@ -33,12 +33,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from bench_build import copy_ext4
 from bench_common import abicache_build, builder_env, fresh_work_dir
 
 TORCH_LOAD = r"""
@@ -88,7 +90,9 @@ def write_extension(dir: Path, name: str, variant: int) -> list[str]:
 def torch_load(name: str, src: Path, sources: list[str], build_dir: Path, env: dict) -> dict:
     build_dir.mkdir(parents=True)
     out = subprocess.run([sys.executable, "-W", "ignore", "-c", TORCH_LOAD, name, str(build_dir),
-                          *[str(src / s) for s in sources]], check=True, capture_output=True, text=True, env=env)
+                          *[str(src / s) for s in sources]], capture_output=True, text=True, env=env)
+    if out.returncode != 0:
+        raise RuntimeError(f"torch's load() of {name} failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -129,13 +133,14 @@ def cuda_home(work: Path) -> Path | None:
     return home
 
 
-def side_by_side(label: str, example: Path, sources: list[str], first: str, args, cache: Path,
+def side_by_side(label: str, copy, sources: list[str], first: str, args, cache: Path,
                  work: Path, env: dict) -> dict:
-    """One extension built by both, in the order given, each on a fresh copy of its sources."""
+    """One extension built by both, in the order given, each on a fresh copy
+    of its sources (`copy(dest)` makes one)."""
     row = {"name": label, "order": (first, "torch" if first == "abicache" else "abicache")}
     for who in row["order"]:
         src = work / f"src-{who}-{label}"
-        shutil.copytree(example, src)
+        copy(src)
         log(f"{label}: {who}")
         if who == "abicache":
             row["abicache"] = abicache_build(args.abicache, src / "abicache.toml", cache, env)
@@ -193,8 +198,10 @@ def main() -> None:
     moved = {"abicache": abicache_build(args.abicache, second / "abicache.toml", cache, env)}
     moved["torch"] = torch_load(rows[0]["name"], second, ["ops.cpp", "op1.cpp", "op2.cpp"],
                                 work / "torch-second-checkout", env)
+    log(f"  abicache {moved['abicache']['process_s']:.1f} s (compiled {moved['abicache']['compiled']}), "
+        f"torch {moved['torch']['load_s']:.1f} s")
 
-    others = [side_by_side("ext4_bench", REPO / "benches" / "ext4",
+    others = [side_by_side("ext4_bench", copy_ext4,
                            ["ops.cpp", "muladd.cpp", "scale_shift.cpp", "clamp_abs.cpp"], "torch", args,
                            cache, work, env)]
     home = cuda_home(work)
@@ -202,7 +209,8 @@ def main() -> None:
         log("no nvcc in the venv's NVIDIA wheels: the CUDA row is skipped")
     else:
         cuda_env = dict(env, CUDA_HOME=str(home), TORCH_CUDA_ARCH_LIST="9.0")
-        others.append(side_by_side("cuda_axpy", REPO / "examples" / "cuda_axpy",
+        example = REPO / "examples" / "cuda_axpy"
+        others.append(side_by_side("cuda_axpy", lambda dest: shutil.copytree(example, dest),
                                    ["ops.cpp", "axpy_kernel.cu"], "abicache", args, cache, work, cuda_env))
 
     result = {

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import os
 from types import ModuleType
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import _native
-from ._extension import StrPath
+
+if TYPE_CHECKING:
+    from . import StrPath
 from ._load import load_sources, refuse_unsupported
 
 Sources = Union[str, Sequence[str]]

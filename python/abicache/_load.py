@@ -9,10 +9,13 @@ import os
 import shlex
 import threading
 from types import ModuleType
-from typing import Dict, Iterable, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Dict, Iterable, List, Optional, Tuple, Union
 
 from . import _native
-from ._extension import StrPath, TorchOpsExtension
+from . import TorchOpsExtension
+
+if TYPE_CHECKING:
+    from . import StrPath
 
 # base name -> {key of the extension under its base name: (name it was
 # imported as, library path, module or None)}: what load/load_inline loaded

@@ -51,6 +51,8 @@ def build(
     site_packages: Sequence[_Path] = ...,
     progress: Optional[Callable[[Dict[str, Any]], None]] = None,
     quiet: bool = False,
+    warm_record: Optional[str] = None,
+    warm_files: Sequence[_Path] = ...,
 ) -> Dict[str, Any]: ...
 def explain(
     spec: str, env: str, root: _Path, cache_dir: Optional[_Path] = None

@@ -104,8 +104,13 @@ fn key(
 /// Returns a verified library for the spec (a hit, or built once), as the
 /// façade's `Outcome` dict. `progress` is called with one dict per build
 /// event; without it events go to stderr unless `quiet`.
+///
+/// `warm_record` names the warm-load record to write afterwards (see
+/// `Session::remember_warm_load`; `warm_files` are files it requires
+/// unchanged too, e.g. this module); the dict's `warm_record` says whether
+/// one was written.
 #[pyfunction]
-#[pyo3(signature = (spec, env, root, cache_dir=None, *, rebuild=false, site_packages=Vec::new(), progress=None, quiet=false))]
+#[pyo3(signature = (spec, env, root, cache_dir=None, *, rebuild=false, site_packages=Vec::new(), progress=None, quiet=false, warm_record=None, warm_files=Vec::new()))]
 #[allow(clippy::too_many_arguments)]
 fn build<'py>(
     py: Python<'py>,
@@ -117,6 +122,8 @@ fn build<'py>(
     site_packages: Vec<PathBuf>,
     progress: Option<Py<PyAny>>,
     quiet: bool,
+    warm_record: Option<String>,
+    warm_files: Vec<PathBuf>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let (spec, env) = (spec_from_json(spec)?, env_from_json(env)?);
     let cancel = Cancel::new();
@@ -125,7 +132,7 @@ fn build<'py>(
         if !site_packages.is_empty() {
             session = session.with_site_packages(site_packages);
         }
-        match &progress {
+        let outcome = match &progress {
             Some(callback) => session.build(&spec, &root, &|event| call_progress(callback, &event)),
             None => {
                 let mode = if quiet {
@@ -135,10 +142,15 @@ fn build<'py>(
                 };
                 session.build(&spec, &root, &progress_reporter(mode))
             }
-        }
+        }?;
+        let warm = warm_record
+            .is_some_and(|name| session.remember_warm_load(&spec, &root, &name, &warm_files));
+        Ok::<_, abicache::Error>((outcome, warm))
     };
-    let outcome = interruptible(py, &cancel, build)?;
-    to_python(py, &outcome.map_err(|e| to_py(py, e))?)
+    let (outcome, warm) = interruptible(py, &cancel, build)?.map_err(|e| to_py(py, e))?;
+    let answer = to_python(py, &outcome)?;
+    answer.set_item("warm_record", warm)?;
+    Ok(answer)
 }
 
 /// Runs `work` on another thread while this (the calling, usually main)

@@ -78,6 +78,12 @@ impl KeyMemo {
     /// The value stored for `inputs`, when its memo is intact and every
     /// dependency of the scan behind it still holds; else `None`.
     pub fn get(&self, inputs: &[u8; 32]) -> Option<String> {
+        self.get_with_deps(inputs).map(|(value, _)| value)
+    }
+
+    /// [`KeyMemo::get`], with the dependencies that were checked (for a
+    /// caller that hands the same checks on, e.g. to a warm-load record).
+    pub fn get_with_deps(&self, inputs: &[u8; 32]) -> Option<(String, Dependencies)> {
         let bytes =
             abicache_fs::read_bounded(&self.file(inputs), Follow::No, MAX_FILE_BYTES).ok()?;
         let (sum, body) = bytes.split_at_checked(32)?;
@@ -90,7 +96,7 @@ impl KeyMemo {
             .ok()?;
         let current =
             disk.format == FORMAT && disk.scanner == SCANNER_FINGERPRINT && disk.inputs == *inputs;
-        (current && disk.deps.unchanged()).then(|| disk.value.to_owned())
+        (current && disk.deps.unchanged()).then(|| (disk.value.to_owned(), disk.deps))
     }
 
     /// Remembers `value` for `inputs`, valid while `deps` hold. Best effort:

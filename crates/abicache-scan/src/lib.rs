@@ -45,7 +45,7 @@ mod scan;
 pub mod stat_cache;
 mod summary;
 
-pub use deps::Dependencies;
+pub use deps::{Dependencies, Expect};
 pub use error::ScanError;
 pub use key_memo::KeyMemo;
 pub use lexer::{lex, FileFacts, Include, IncludeKind};

@@ -134,6 +134,11 @@ impl Layout {
     pub fn objects_dir(&self) -> PathBuf {
         self.version_dir.join("objects")
     }
+    /// `<root>/v1/warm`: descriptions of warm hits for processes that take
+    /// them without this crate (see [`crate::HitRecipe`]).
+    pub fn warm_dir(&self) -> PathBuf {
+        self.version_dir.join("warm")
+    }
     /// `<root>/v1/stats.json`.
     pub fn stats_path(&self) -> PathBuf {
         self.version_dir.join("stats.json")

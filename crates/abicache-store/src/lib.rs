@@ -77,6 +77,7 @@ mod sources_gc;
 mod stats;
 mod stats_log;
 mod store;
+mod warm_hit;
 mod warning;
 
 pub use bundle::{
@@ -101,4 +102,5 @@ pub use size::{max_size_from_env, parse_size};
 pub use sources::{sources_dir_for, GeneratedFile, SOURCES_DIR};
 pub use stats::{Counters, Event, Stats};
 pub use store::{key_matches, Claim, EntryInfo, Hit, Lookup, Store};
+pub use warm_hit::HitRecipe;
 pub use warning::{Corruption, StoreWarning};

@@ -21,6 +21,9 @@ use crate::remote_objects::SharedObjects;
 use abicache_remote::RemoteError;
 
 mod warm_key;
+mod warm_load;
+
+pub use warm_load::WARM_RECORD_FORMAT;
 
 /// The stat cache of scanned files' facts, under the store's `v1/`.
 const SCAN_FACTS_FILE: &str = "scan-facts.bin";

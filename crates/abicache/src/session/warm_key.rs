@@ -24,7 +24,7 @@ const KEY_MEMO_DIR: &str = "key-memo";
 
 /// The digest of everything a key depends on besides the scanned files;
 /// `None` when something cannot be encoded (then nothing is remembered).
-fn inputs(spec: &ExtensionSpec, env: &Environment, root: &Path) -> Option<[u8; 32]> {
+pub(super) fn inputs(spec: &ExtensionSpec, env: &Environment, root: &Path) -> Option<[u8; 32]> {
     let mut h = blake3::Hasher::new();
     let mut field = |bytes: &[u8]| {
         h.update(&(bytes.len() as u64).to_le_bytes());
@@ -46,7 +46,7 @@ fn inputs(spec: &ExtensionSpec, env: &Environment, root: &Path) -> Option<[u8; 3
 
 impl Session {
     /// The key memos of this session's cache, when the cache opens.
-    fn key_memo(&self) -> Option<KeyMemo> {
+    pub(super) fn key_memo(&self) -> Option<KeyMemo> {
         let store = self.store().ok()?;
         Some(KeyMemo::new(
             store.layout().version_dir().join(KEY_MEMO_DIR),

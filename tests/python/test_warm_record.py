@@ -1,0 +1,104 @@
+"""The warm-load record (issue 12): a warm ``TorchOpsExtension.load()`` in a
+fresh process is answered without importing ``abicache._native``, counts its
+hit, and gives way to the native path after any change a hit depends on:
+an edited source, a changed variable, a tampered library.
+
+Each load runs in its own interpreter (a warm path is per process), on the
+stable-ABI example copied into a private directory (a ~2 s build)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Dict, Optional
+
+import pytest
+from _util import EXAMPLES, run_python
+
+# The racy window of stamps (abicache_fs::RACY_WINDOW) plus a margin: a
+# record is only written for an entry whose files are older than that.
+RACY_WINDOW_S = 2.1
+
+LOAD = """
+ext = abicache.TorchOpsExtension("stable_scale", [ARGS["source"]], required_ops=["scale_shift"],
+                                 torch_stable_abi_target=[2, 10], cache_dir=CACHE)
+path = ext.load()
+out = torch.ops.stable_scale.scale_shift(torch.ones(3), 2.0, 1.0).tolist()
+emit({"native": "abicache._native" in sys.modules, "key": ext._loaded_key, "path": path, "out": out})
+"""
+
+
+def _load(source: Path, cache: Path, env: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
+    return run_python(LOAD, cache, args={"source": str(source)}, env=env)
+
+
+def _stats(cache: Path) -> Dict[str, Any]:
+    return run_python("emit(abicache.stats(CACHE))", cache)
+
+
+@pytest.fixture()
+def warm(tmp_path: Path) -> Dict[str, Any]:
+    """The example built, aged past the racy window, and loaded once more
+    (the native path, which writes the record)."""
+    src = tmp_path / "src"
+    shutil.copytree(EXAMPLES / "stable_scale", src)
+    cache = tmp_path / "cache"
+    source = src / "scale.cpp"
+    built = _load(source, cache)
+    assert built["native"] and built["out"] == [3.0, 3.0, 3.0]
+    time.sleep(RACY_WINDOW_S)
+    second = _load(source, cache)
+    assert second["native"], "no record yet: the entry was younger than the racy window"
+    records = list((cache / "v1" / "warm").iterdir())
+    assert len(records) == 1, "the native hit wrote one record"
+    return {"source": source, "cache": cache, "key": built["key"], "path": built["path"], "record": records[0]}
+
+
+def test_a_warm_load_takes_no_native_call_and_counts_its_hit(warm: Dict[str, Any]) -> None:
+    before = _stats(warm["cache"])["hits"]
+    third = _load(warm["source"], warm["cache"])
+    assert not third["native"], "the warm record answered without the native module"
+    assert (third["key"], third["path"], third["out"]) == (warm["key"], warm["path"], [3.0, 3.0, 3.0])
+    assert _stats(warm["cache"])["hits"] == before + 1
+    record = json.loads(warm["record"].read_text())
+    assert record["key"] == warm["key"] and record["library"] == warm["path"]
+    assert any(row[0] == str(warm["source"]) for row in record["stat"]), "the source is a dependency"
+
+
+def test_an_edited_source_is_a_new_key_not_the_record(warm: Dict[str, Any]) -> None:
+    source = warm["source"]
+    source.write_text(source.read_text().replace("dst[i] = src[i] * s + t;", "dst[i] = src[i] * s + t + 1;"))
+    edited = _load(source, warm["cache"])
+    assert edited["native"] and edited["key"] != warm["key"]
+    assert edited["out"] == [4.0, 4.0, 4.0], "the edited source was built and loaded"
+
+
+def test_a_changed_variable_takes_the_native_path(warm: Dict[str, Any]) -> None:
+    changed = _load(warm["source"], warm["cache"], env={"ABICACHE_LOCK_TIMEOUT": "7"})
+    assert changed["native"] and changed["key"] == warm["key"]
+    rebuild = _load(warm["source"], warm["cache"], env={"ABICACHE_REBUILD": "1"})
+    assert rebuild["native"], "ABICACHE_REBUILD bypasses the record"
+
+
+def test_a_tampered_library_is_never_loaded_from_the_record(warm: Dict[str, Any]) -> None:
+    library = Path(warm["path"])
+    data = bytearray(library.read_bytes())
+    data[-1] ^= 0xFF  # same size, other bytes (a new ctime)
+    library.write_bytes(bytes(data))
+    corrupt_before = _stats(warm["cache"])["corrupt"]
+    after = _load(warm["source"], warm["cache"])
+    assert after["native"], "the record no longer matches the library's stamp"
+    assert after["out"] == [3.0, 3.0, 3.0], "the native path discarded the entry and rebuilt it"
+    assert _stats(warm["cache"])["corrupt"] == corrupt_before + 1
+
+
+def test_a_foreign_writable_record_dir_is_ignored(warm: Dict[str, Any]) -> None:
+    warm_dir = warm["record"].parent
+    warm_dir.chmod(0o777)
+    try:
+        assert _load(warm["source"], warm["cache"])["native"], "a record others could write is not trusted"
+    finally:
+        warm_dir.chmod(0o700)
+    assert not _load(warm["source"], warm["cache"])["native"]
