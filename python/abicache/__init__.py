@@ -21,7 +21,7 @@ covers and why that is exactly what a hit depends on). Every check in it is
 an equality test; this module only runs them and takes the hit when all
 hold:
 
-- every environment variable abicache reads has the recorded value;
+- every environment variable a hit reads has the recorded value;
 - every file, directory and symlink the key's scan depended on, and the
   native module, has the recorded stamp (``stat``), identity or absence;
 - the cache's root, ``v1`` and ``v1/warm`` are private to this user, and the

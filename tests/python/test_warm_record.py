@@ -75,8 +75,11 @@ def test_an_edited_source_is_a_new_key_not_the_record(warm: Dict[str, Any]) -> N
     assert edited["out"] == [4.0, 4.0, 4.0], "the edited source was built and loaded"
 
 
-def test_a_changed_variable_takes_the_native_path(warm: Dict[str, Any]) -> None:
-    changed = _load(warm["source"], warm["cache"], env={"ABICACHE_LOCK_TIMEOUT": "7"})
+def test_a_changed_variable_a_hit_reads_takes_the_native_path(warm: Dict[str, Any]) -> None:
+    # A variable that only configures builds, gc or the remote changes no hit.
+    other = _load(warm["source"], warm["cache"], env={"ABICACHE_LOCK_TIMEOUT": "7", "MAX_JOBS": "1"})
+    assert not other["native"] and other["key"] == warm["key"]
+    changed = _load(warm["source"], warm["cache"], env={"ABICACHE_DIR": str(warm["cache"].parent / "elsewhere")})
     assert changed["native"] and changed["key"] == warm["key"]
     rebuild = _load(warm["source"], warm["cache"], env={"ABICACHE_REBUILD": "1"})
     assert rebuild["native"], "ABICACHE_REBUILD bypasses the record"
