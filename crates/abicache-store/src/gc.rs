@@ -132,6 +132,7 @@ impl Store {
             .map(|e| e.manifest.payload.as_str())
             .collect();
         report.sources_removed = self.gc_sources(&payloads).0;
+        self.gc_warm_records(&entries.iter().map(|e| e.key.as_str()).collect());
         let entry_bytes: u64 = entries.iter().map(|e| e.size).sum();
         let objects = self.objects_oldest_first();
         // Precompiled headers are evicted after the objects: rebuilt in the background on demand.

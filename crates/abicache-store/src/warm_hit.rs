@@ -9,11 +9,13 @@
 //! manifest's stamp is trusted, so equal stamps later mean the very bytes
 //! that were hashed (the racy rule of [`abicache_fs::FileStamp::trusted`]).
 
+use std::collections::HashSet;
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::time::SystemTime;
 
-use abicache_fs::FileStamp;
+use abicache_fs::{read_bounded, FileStamp, Follow};
+use serde::Deserialize;
 
 use crate::entry_stamp;
 use crate::layout::{current_uid, insecurity, validate_key, LAST_USED_FILE, MANIFEST_FILE};
@@ -133,7 +135,9 @@ impl Store {
     }
 
     /// Replaces the warm-hit description `name` with `bytes`, atomically,
-    /// owner-only. Best effort: the error is for the caller to ignore.
+    /// owner-only. `bytes` is a JSON object whose `key` names the entry it
+    /// describes: gc removes the record once that entry is gone. Best
+    /// effort: the error is for the caller to ignore.
     pub fn save_warm_record(&self, name: &str, bytes: &[u8]) -> std::io::Result<()> {
         let path = self
             .warm_record_path(name)
@@ -144,7 +148,42 @@ impl Store {
         }
         write_atomic(&path, bytes, &self.layout().tmp_dir())
     }
+
+    /// Removes the warm-hit descriptions whose entry is not among `keys`
+    /// (or that cannot be read), once older than the grace period (a record
+    /// may be written just before its entry is published). Best effort;
+    /// returns how many were removed.
+    pub(crate) fn gc_warm_records(&self, keys: &HashSet<&str>) -> usize {
+        #[derive(Deserialize)]
+        struct Described {
+            key: String,
+        }
+        let Ok(rd) = std::fs::read_dir(self.layout().warm_dir()) else {
+            return 0;
+        };
+        let mut removed = 0;
+        for entry in rd.flatten() {
+            let path = entry.path();
+            let Ok(meta) = std::fs::symlink_metadata(&path) else {
+                continue;
+            };
+            if self.is_recent(meta.modified().unwrap_or(SystemTime::now())) {
+                continue;
+            }
+            let described = read_bounded(&path, Follow::No, MAX_RECORD_BYTES)
+                .ok()
+                .and_then(|bytes| serde_json::from_slice::<Described>(&bytes).ok());
+            let live = described.is_some_and(|d| keys.contains(d.key.as_str()));
+            if !live && std::fs::remove_file(&path).is_ok() {
+                removed += 1;
+            }
+        }
+        removed
+    }
 }
+
+/// Longest warm-hit description gc reads.
+const MAX_RECORD_BYTES: u64 = 64 << 20;
 
 #[cfg(test)]
 mod tests {
@@ -182,6 +221,27 @@ mod tests {
         // A library rewritten since no longer matches its stamp: no recipe.
         std::fs::write(&recipe.library, b"other bytes!!").unwrap();
         assert!(store.hit_recipe(key).is_none());
+    }
+
+    #[test]
+    fn gc_removes_records_of_gone_entries_once_past_the_grace_period() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Store::open(tmp.path().join("cache")).unwrap();
+        store.save_warm_record("live", br#"{"key":"k1"}"#).unwrap();
+        store.save_warm_record("gone", br#"{"key":"k2"}"#).unwrap();
+        store.save_warm_record("garbled", b"not json").unwrap();
+        let keys: HashSet<&str> = ["k1"].into();
+        assert_eq!(store.gc_warm_records(&keys), 0, "young records are kept");
+        let old = SystemTime::now() - Duration::from_secs(3600);
+        for name in ["live", "gone", "garbled"] {
+            let f = std::fs::File::options()
+                .write(true)
+                .open(store.warm_record_path(name).unwrap())
+                .unwrap();
+            f.set_modified(old).unwrap();
+        }
+        assert_eq!(store.gc_warm_records(&keys), 2);
+        assert!(store.warm_record_path("live").unwrap().is_file());
     }
 
     #[test]

@@ -100,37 +100,59 @@ fn main() {
     let session = Session::new(store, env);
 
     // Warm-up (page cache, nvcc probe if the environment lacks it): not timed.
-    let mut prepared = session
+    let prepared = session
         .prepare(spec, &file.root)
         .unwrap_or_else(|e| panic!("{e}"));
     let facts_file = session.scan_facts_path().unwrap_or_else(|e| panic!("{e}"));
     let memo_dir = facts_file.with_file_name("key-memo");
-    let mut times = Vec::with_capacity(runs);
-    let mut cold_cpu = 0.0;
-    for _ in 0..runs {
+    // Cold and uncached keys alternate (cold first on even runs, uncached
+    // first on odd ones), so neither profits from running later.
+    let env = prepared.env.clone();
+    let cold_key = || {
         let _ = std::fs::remove_file(&facts_file);
         let _ = std::fs::remove_dir_all(&memo_dir);
         let cpu = cpu_ms();
         let t = Instant::now();
-        prepared = session
+        let keyed = session
             .prepare(spec, &file.root)
             .unwrap_or_else(|e| panic!("{e}"));
-        times.push(t.elapsed().as_secs_f64() * 1e3);
-        cold_cpu += cpu_ms() - cpu;
-    }
+        (t.elapsed().as_secs_f64() * 1e3, cpu_ms() - cpu, keyed)
+    };
     // Today's path before the stat cache: the plain scan, then the key.
-    let config = spec.scan_config(Some(&prepared.env), &file.root);
-    let cpu = cpu_ms();
-    let uncached: Vec<f64> = (0..runs)
-        .map(|_| {
-            time_ms(|| {
-                let scan = abicache::scan::scan(&spec.sources, &config).expect("scan");
-                let keyed = compute_key(spec, &prepared.env, &scan, &file.root).expect("key");
-                assert_eq!(keyed.key, prepared.keyed.key, "uncached key differs");
-            })
-        })
-        .collect();
-    let uncached_cpu = cpu_ms() - cpu;
+    let uncached_key = || {
+        let cpu = cpu_ms();
+        let ms = time_ms(|| {
+            let config = spec.scan_config(Some(&env), &file.root);
+            let scan = abicache::scan::scan(&spec.sources, &config).expect("scan");
+            let keyed = compute_key(spec, &env, &scan, &file.root).expect("key");
+            assert_eq!(keyed.key, prepared.keyed.key, "uncached key differs");
+        });
+        (ms, cpu_ms() - cpu)
+    };
+    let (mut times, mut uncached) = (Vec::with_capacity(runs), Vec::with_capacity(runs));
+    let (mut cold_cpu, mut uncached_cpu) = (0.0, 0.0);
+    let mut last = None;
+    for run in 0..runs {
+        let mut cold = || {
+            let (ms, cpu, keyed) = cold_key();
+            times.push(ms);
+            cold_cpu += cpu;
+            last = Some(keyed);
+        };
+        let mut plain = || {
+            let (ms, cpu) = uncached_key();
+            uncached.push(ms);
+            uncached_cpu += cpu;
+        };
+        if run % 2 == 0 {
+            cold();
+            plain();
+        } else {
+            plain();
+            cold();
+        }
+    }
+    let prepared = last.unwrap_or(prepared);
     let (mut warm_cpu, mut warm_scan_cpu) = (0.0, 0.0);
     let warm_times: Option<(Vec<f64>, Vec<f64>)> = warm.then(|| {
         std::thread::sleep(RACY_WINDOW + std::time::Duration::from_millis(100));

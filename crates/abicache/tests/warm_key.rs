@@ -124,3 +124,21 @@ fn warm_keys_equal_cold_keys_after_every_edit() {
     assert_eq!(other, cold_key(&flagged, &root));
     assert_eq!(memo_files(cache.path()), 2, "other inputs, another memo");
 }
+
+#[test]
+fn a_warm_load_record_needs_an_audited_entry_and_is_never_written_for_cuda() {
+    let project = tempfile::tempdir().unwrap();
+    let root = project.path().to_path_buf();
+    write(&root.join("ops.cpp"), "int ops;\n");
+    write(&root.join("kernel.cu"), "int kernel;\n");
+    let cache = tempfile::tempdir().unwrap();
+    let session = Session::new(Store::open(cache.path()).unwrap(), env());
+    let cpu = ExtensionSpec::new("ops", [root.join("ops.cpp")]);
+    std::thread::sleep(RACY_WINDOW + Duration::from_millis(100));
+    session.key(&cpu, &root).unwrap();
+    // The key is remembered, but no entry was built: nothing to describe.
+    assert!(!session.remember_warm_load(&cpu, &root, "r1", &[]));
+    let cuda = ExtensionSpec::new("ops", [root.join("ops.cpp"), root.join("kernel.cu")]);
+    assert!(!session.remember_warm_load(&cuda, &root, "r2", &[]));
+    assert!(!cache.path().join("v1/warm").exists());
+}

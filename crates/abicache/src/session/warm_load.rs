@@ -95,11 +95,13 @@ impl Record {
         let environ = HIT_VARIABLES
             .iter()
             // The raw value (an empty one too): the reader compares raw values.
-            .map(|&name| match std::env::var_os(name).map(|s| s.into_string()) {
-                None => Some((name, None)),
-                Some(Ok(s)) => Some((name, Some(s))),
-                Some(Err(_)) => None, // not UTF-8: no record
-            })
+            .map(
+                |&name| match std::env::var_os(name).map(|s| s.into_string()) {
+                    None => Some((name, None)),
+                    Some(Ok(s)) => Some((name, Some(s))),
+                    Some(Err(_)) => None, // not UTF-8: no record
+                },
+            )
             .collect::<Option<Vec<_>>>()?;
         Some(Record {
             format: WARM_RECORD_FORMAT,
