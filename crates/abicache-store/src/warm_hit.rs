@@ -195,7 +195,7 @@ mod tests {
         std::fs::write(guard.temp_dir().join("libx.so"), b"library bytes").unwrap();
         let mut manifest = Manifest::new(key, "x", "payload");
         manifest.audit = Some(serde_json::json!({"verdict": "ok"}));
-        guard.publish("libx.so", manifest).unwrap();
+        let _published = guard.publish("libx.so", manifest).unwrap();
     }
 
     #[test]
