@@ -8,34 +8,6 @@ key that reflects what each binary really depends on.
 
 ``abicache.load`` and ``abicache.load_inline`` have the signatures of
 ``torch.utils.cpp_extension.load`` and ``load_inline``.
-
-This module is the whole warm path (issue 12): ``TorchOpsExtension`` takes
-a cache hit from the warm-load record an earlier load wrote, without
-importing ``abicache._native``. Everything else (the native module, the
-environment probe, the drop-ins, the other functions) is imported on first
-use: every module a warm load imports costs it ~0.15 ms.
-
-The record (``<cache>/v1/warm/<name>``) is written by the native module
-after a load (``crates/abicache/src/session/warm_load.rs`` says what it
-covers and why that is exactly what a hit depends on). Every check in it is
-an equality test; this module only runs them and takes the hit when all
-hold:
-
-- every environment variable a hit reads has the recorded value;
-- every file, directory and symlink the key's scan depended on, and the
-  native module, has the recorded stamp (``stat``), identity or absence;
-- the cache's root, ``v1`` and ``v1/warm`` are private to this user, and the
-  entry directory, its manifest and its library are the ones a full lookup
-  verified (``lstat``: identity, owner, mode; the trusted stamps).
-
-The hit then makes the writes a hit makes (:func:`_count_warm_hit`). Any
-difference or error gives ``None``: the caller takes the native path, which
-answers as before and rewrites the record.
-
-A record is named by :func:`_warm_record_name`: a BLAKE2b of the record format,
-the spec and fingerprint root as passed to the native module, the cache
-directory argument, and this interpreter and torch (everything the
-environment probe of ``_env`` reads is a function of them).
 """
 
 from __future__ import annotations
@@ -80,14 +52,46 @@ def _name_lock(name: str) -> threading.Lock:
 
 
 # The warm path.
+#
+# This module is the whole warm path (issue 12): ``TorchOpsExtension`` takes
+# a cache hit from the warm-load record an earlier load wrote, without
+# importing ``abicache._native``. Everything else (the native module, the
+# environment probe, the drop-ins, the other functions) is imported on first
+# use: every module a warm load imports costs it ~0.15 ms.
+#
+# The record (``<cache>/v1/warm/<name>``) is written by the native module
+# after a load (``crates/abicache/src/session/warm_load.rs`` says what it
+# covers and why that is exactly what a hit depends on). Every check in it is
+# an equality test; this module only runs them and takes the hit when all
+# hold:
+#
+# - every environment variable a hit reads has the recorded value;
+# - every file, directory and symlink the key's scan depended on, and the
+#   native module, has the recorded stamp (``stat``), identity or absence;
+# - the cache's root, ``v1`` and ``v1/warm`` are private to this user, and the
+#   entry directory, its manifest and its library are the ones a full lookup
+#   verified (``lstat``: identity, owner, mode; the trusted stamps).
+#
+# The hit then makes the writes a hit makes (`_count_warm_hit`). Any
+# difference or error gives ``None``: the caller takes the native path, which
+# answers as before and rewrites the record.
+#
+# A record is named by `_warm_record_name`: a BLAKE2b of the record format,
+# the spec and fingerprint root as passed to the native module, the cache
+# directory argument, and this interpreter and torch (everything the
+# environment probe of ``_env`` reads is a function of them).
+#
+# (Kept in comments, not docstrings: docstrings are loaded with the module,
+# and unmarshalling this module is a warm load's largest cost after
+# `load_library`.)
 
 # The record format this reader understands (`WARM_RECORD_FORMAT` in Rust).
 WARM_RECORD_FORMAT = 1
 
 
 def _identity() -> List[Any]:
-    """This interpreter and torch, as far as the environment probe
-    (``_env._base_environment``) reads them."""
+    # This interpreter and torch, as far as the environment probe
+    # (``_env._base_environment``) reads them.
     import torch
 
     return [
@@ -108,14 +112,14 @@ def _identity() -> List[Any]:
 
 
 def _warm_record_name(spec_json: str, root: str, cache_dir: Optional[str]) -> str:
-    """The name of the record for these native-call arguments in this process."""
+    # The name of the record for these native-call arguments in this process.
     text = json.dumps([WARM_RECORD_FORMAT, spec_json, root, cache_dir, _identity()])
     return hashlib.blake2b(text.encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()
 
 
 def _cache_root(cache_dir: Optional[str]) -> Optional[str]:
-    """Where the native module would open the cache (a guess: a record is
-    only found where the native module wrote it, under the same variables)."""
+    # Where the native module would open the cache (a guess: a record is
+    # only found where the native module wrote it, under the same variables).
     if cache_dir is not None:
         return cache_dir
     env = os.environ
@@ -202,8 +206,8 @@ def _record_holds(record: Any) -> bool:
 
 
 def _check_warm_record(name: str, cache_dir: Optional[str]) -> Optional[Any]:
-    """The record ``name`` when every check in it holds now, else ``None``.
-    Writes nothing."""
+    # The record ``name`` when every check in it holds now, else ``None``.
+    # Writes nothing.
     try:
         record = _read_record(name, cache_dir)
         if record is not None and _record_holds(record):
@@ -214,12 +218,12 @@ def _check_warm_record(name: str, cache_dir: Optional[str]) -> Optional[Any]:
 
 
 def _count_warm_hit(record: Any) -> bool:
-    """Makes the writes of a hit: appends the hit to the counter log as its
-    writers do (``stats_log.rs``: ``O_APPEND`` without following symlinks,
-    shared ``flock``, the path still naming the opened file, one ``write``),
-    then marks the entry used. ``False`` (nothing written) when the log is
-    missing, replaced meanwhile or due for a fold: the native path then
-    takes the hit and does those."""
+    # Makes the writes of a hit: appends the hit to the counter log as its
+    # writers do (``stats_log.rs``: ``O_APPEND`` without following symlinks,
+    # shared ``flock``, the path still naming the opened file, one ``write``),
+    # then marks the entry used. ``False`` (nothing written) when the log is
+    # missing, replaced meanwhile or due for a fold: the native path then
+    # takes the hit and does those.
     log, line, fold_at = record["count"]
     try:
         fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -290,8 +294,8 @@ def _stable_target(value: Optional[StableTargetLike]) -> Union[None, str, List[i
 
 
 def _fingerprint_root(paths: Sequence[str]) -> str:
-    """The common parent directory of the sources and include paths: files
-    are named relative to it in the payload, so moving the project keeps the key."""
+    # The common parent directory of the sources and include paths: files
+    # are named relative to it in the payload, so moving the project keeps the key.
     dirs = [os.path.dirname(p) for p in paths if p]
     if not dirs:
         return os.getcwd()
@@ -442,7 +446,7 @@ class TorchOpsExtension:
             return self._load_native(warm_name, rebuild)
 
     def _load_warm(self, warm_name: str) -> Optional[Tuple[str, Optional[ModuleType]]]:
-        """A hit from the warm-load record (no native call), or ``None``."""
+        # A hit from the warm-load record (no native call), or ``None``.
         record = _check_warm_record(warm_name, self.cache_dir)
         if record is None:
             return None
