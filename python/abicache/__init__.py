@@ -154,11 +154,12 @@ def _read_record(name: str, cache_dir: Optional[str]) -> Optional[Any]:
     version_dir = os.path.join(root, "v1")
     warm_dir = os.path.join(version_dir, "warm")
     # The root may be a symlink the user chose; nothing under it may be.
+    warm_st = os.lstat(warm_dir)
     if not (
         _private(os.stat(root), uid)
         and _private(os.lstat(version_dir), uid)
-        and stat.S_ISDIR(os.lstat(warm_dir).st_mode)
-        and _private(os.lstat(warm_dir), uid)
+        and stat.S_ISDIR(warm_st.st_mode)
+        and _private(warm_st, uid)
     ):
         return None
     fd = os.open(os.path.join(warm_dir, name), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)

@@ -125,20 +125,53 @@ fn warm_keys_equal_cold_keys_after_every_edit() {
     assert_eq!(memo_files(cache.path()), 2, "other inputs, another memo");
 }
 
+/// Publishes an audited entry for `key` holding a small "library" (the
+/// record describes the entry; nothing loads it here).
+fn publish_entry(store: &Store, key: &str) {
+    let guard = store.begin_build(key).unwrap();
+    fs::write(guard.temp_dir().join("libops.so"), b"library bytes").unwrap();
+    let mut manifest = abicache::store::Manifest::new(key, "ops", "payload");
+    manifest.audit = Some(serde_json::json!({"verdict": "ok"}));
+    let _published = guard.publish("libops.so", manifest).unwrap();
+}
+
 #[test]
-fn a_warm_load_record_needs_an_audited_entry_and_is_never_written_for_cuda() {
+fn a_warm_load_record_needs_a_stamped_entry_and_is_never_written_for_cuda() {
     let project = tempfile::tempdir().unwrap();
     let root = project.path().to_path_buf();
     write(&root.join("ops.cpp"), "int ops;\n");
     write(&root.join("kernel.cu"), "int kernel;\n");
     let cache = tempfile::tempdir().unwrap();
-    let session = Session::new(Store::open(cache.path()).unwrap(), env());
+    let store = Store::open(cache.path()).unwrap();
+    // nvcc's release given: a CUDA key needs no toolchain here.
+    let cuda_env = Environment {
+        nvcc_version: Some("13.2".into()),
+        cuda_archs: Some("9.0".into()),
+        ..env()
+    };
+    let session = Session::new(store.clone(), cuda_env);
     let cpu = ExtensionSpec::new("ops", [root.join("ops.cpp")]);
-    std::thread::sleep(RACY_WINDOW + Duration::from_millis(100));
-    session.key(&cpu, &root).unwrap();
-    // The key is remembered, but no entry was built: nothing to describe.
-    assert!(!session.remember_warm_load(&cpu, &root, "r1", &[]));
     let cuda = ExtensionSpec::new("ops", [root.join("ops.cpp"), root.join("kernel.cu")]);
-    assert!(!session.remember_warm_load(&cuda, &root, "r2", &[]));
-    assert!(!cache.path().join("v1/warm").exists());
+    std::thread::sleep(RACY_WINDOW + Duration::from_millis(100));
+    let cpu_key = session.key(&cpu, &root).unwrap();
+    let cuda_key = session.key(&cuda, &root).unwrap();
+    // Keys remembered, no entries yet: nothing to describe.
+    assert!(!session.remember_warm_load(&cpu, &root, "cpu", &[]));
+    publish_entry(&store, &cpu_key);
+    publish_entry(&store, &cuda_key);
+    // A fresh library is racy: no trusted stamp, no record.
+    assert!(!session.remember_warm_load(&cpu, &root, "cpu", &[]));
+    std::thread::sleep(RACY_WINDOW + Duration::from_millis(100));
+    for key in [&cpu_key, &cuda_key] {
+        assert!(
+            store.lookup(key).unwrap().hit.is_some(),
+            "hashed and stamped"
+        );
+    }
+    assert!(session.remember_warm_load(&cpu, &root, "cpu", &[]));
+    let record: serde_json::Value =
+        serde_json::from_slice(&fs::read(cache.path().join("v1/warm/cpu")).unwrap()).unwrap();
+    assert_eq!(record["key"], cpu_key.as_str());
+    assert!(!session.remember_warm_load(&cuda, &root, "cuda", &[]));
+    assert!(!cache.path().join("v1/warm/cuda").exists());
 }
