@@ -8,9 +8,13 @@ against the raw floor (read + BLAKE3 of the same files, on one thread and on
 two; the faster counts). A second variant of the same tree, with every
 `"../dNN/..."` include rewritten as `"dNN/..."` (found via the include path
 instead), is measured too: it isolates what parent-relative includes cost.
-Issue 12: the same key warm (`key_time --warm`: through the stat cache,
-files stat'ed instead of read; target < 10 ms), and the cold key (stat cache
-empty, written back) against the key without any stat cache (no slower).
+Issue 12: the same key warm (`key_time --warm`: through the key memo, files
+stat'ed instead of read; target < 10 ms), and the cold key (stat cache and
+key memo empty) against the key without any stat cache (no slower): "cold"
+is until the key is known (`Session::prepare` returns; both caches are then
+written on another thread), "cold+writes" until those writes are done too
+(what `abicache key`, which waits for them, pays). CPU per run is printed
+too: the writes are extra CPU on the second core.
 Writes `tree.json` in the work dir and prints a table.
 """
 
@@ -35,7 +39,9 @@ def measure(key_time: Path, spec: Path, env: Path, runs: int) -> dict:
     return {"files": d["files"], "file_visits": d["file_visits"], "mib": d["bytes"] / 2**20,
             "abicache_ms": d["median_ms"], "abicache_min_ms": min(d["times_ms"]),
             "floor_1t_ms": d["floor_1t_ms"], "floor_2t_ms": d["floor_2t_ms"], "ratio": d["median_ms"] / floor,
-            "uncached_ms": d["uncached_ms"], "warm_ms": d["warm_ms"], "warm_min_ms": min(d["warm_times_ms"])}
+            "uncached_ms": d["uncached_ms"], "cold_settled_ms": d["cold_settled_ms"],
+            "cold_cpu_ms": d["cpu_ms_per_run"]["cold"], "uncached_cpu_ms": d["cpu_ms_per_run"]["uncached"],
+            "warm_ms": d["warm_ms"], "warm_min_ms": min(d["warm_times_ms"])}
 
 
 def main() -> None:
@@ -68,11 +74,15 @@ def main() -> None:
               f"{r['abicache_min_ms']:>9.1f}{r['floor_1t_ms']:>10.1f}{r['floor_2t_ms']:>10.1f}{r['ratio']:>7.1f}x  "
               f"{ok if name == 'generated' else '(diagnostic)'}")
     print("\nIssue 12: the same key warm (stat cache: files stat'ed, not read) and cold, median ms")
-    print(f"{'variant':<22}{'warm':>8}{'(min)':>8}  target < 10 ms{'cold':>10}{'no cache':>10}{'cold/no cache':>15}")
+    print(f"{'variant':<22}{'warm':>8}{'(min)':>8}  target < 10 ms{'cold':>8}{'no cache':>10}"
+          f"{'cold/no cache':>15}  target <= 1x{'cold+writes':>13}{'ratio':>7}{'CPU ratio':>11}")
     for name, r in rows.items():
         ok = "ok" if r["warm_ms"] < 10 else "MISSED"
-        print(f"{name:<22}{r['warm_ms']:>8.2f}{r['warm_min_ms']:>8.2f}  {ok:<14}{r['abicache_ms']:>10.1f}"
-              f"{r['uncached_ms']:>10.1f}{r['abicache_ms'] / r['uncached_ms']:>14.2f}x")
+        cold = r["abicache_ms"] / r["uncached_ms"]
+        cold_ok = "ok" if cold <= 1 else "MISSED"
+        print(f"{name:<22}{r['warm_ms']:>8.2f}{r['warm_min_ms']:>8.2f}  {ok:<14}{r['abicache_ms']:>8.1f}"
+              f"{r['uncached_ms']:>10.1f}{cold:>14.2f}x  {cold_ok:<12}{r['cold_settled_ms']:>13.1f}"
+              f"{r['cold_settled_ms'] / r['uncached_ms']:>6.2f}x{r['cold_cpu_ms'] / r['uncached_cpu_ms']:>10.2f}x")
 
 
 if __name__ == "__main__":

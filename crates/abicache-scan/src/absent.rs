@@ -15,7 +15,7 @@
 //! an entry created in the same timestamp tick cannot go unseen.
 
 use std::collections::{HashMap, HashSet};
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -40,6 +40,17 @@ pub(crate) struct KnownAbsent {
 /// Remembered absences, by directory path as looked up.
 pub(crate) type AbsentMap = HashMap<PathBuf, KnownAbsent>;
 
+/// What [`AbsentLookups::known`] remembers about one path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Known {
+    /// It does not exist.
+    Absent,
+    /// It is a regular file (not a symlink).
+    File,
+    /// Nothing: look.
+    Unknown,
+}
+
 /// A directory as seen by this scan.
 #[derive(Debug)]
 struct SeenDir {
@@ -59,7 +70,9 @@ struct SeenDir {
 #[derive(Debug, Default)]
 pub(crate) struct AbsentLookups {
     known: Arc<AbsentMap>,
-    seen: FastMap<PathBuf, SeenDir>,
+    /// By the directory's bytes (`Path`'s hash walks components: too slow
+    /// for a lookup per candidate).
+    seen: FastMap<OsString, SeenDir>,
 }
 
 impl AbsentLookups {
@@ -72,7 +85,8 @@ impl AbsentLookups {
     }
 
     fn seen(&mut self, dir: &Path) -> &mut SeenDir {
-        if !self.seen.contains_key(dir) {
+        let key: &OsStr = dir.as_os_str();
+        if !self.seen.contains_key(key) {
             let now = SystemTime::now();
             let meta = std::fs::metadata(dir).ok().filter(|m| m.is_dir());
             let stamp = meta.as_ref().map(FileStamp::of);
@@ -81,6 +95,7 @@ impl AbsentLookups {
                 .and_then(|m| FileStamp::trusted(m, now))
                 .is_some();
             let valid = stamp.is_some()
+                && !self.known.is_empty()
                 && self
                     .known
                     .get(dir)
@@ -92,55 +107,36 @@ impl AbsentLookups {
                 found_absent: Vec::new(),
                 found_files: Vec::new(),
             };
-            self.seen.insert(dir.to_owned(), entry);
+            self.seen.insert(key.to_owned(), entry);
         }
-        self.seen.get_mut(dir).expect("inserted above")
+        self.seen.get_mut(key).expect("inserted above")
     }
 
-    /// True when `path` is known not to exist: its directory's stamp is the
-    /// one under which its name was found absent.
-    pub(crate) fn known_absent(&mut self, path: &Path) -> bool {
-        let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
-            return false;
-        };
+    /// What is remembered about `dir/name` under `dir`'s current stamp.
+    pub(crate) fn known(&mut self, dir: &Path, name: &OsStr) -> Known {
         if !self.seen(dir).valid {
-            return false;
+            return Known::Unknown;
         }
-        self.known.get(dir).is_some_and(|k| k.names.contains(name))
+        match self.known.get(dir) {
+            Some(k) if k.names.contains(name) => Known::Absent,
+            Some(k) if k.files.contains(name) => Known::File,
+            _ => Known::Unknown,
+        }
     }
 
-    /// True when `path` is known to be a regular file (not a symlink): its
-    /// directory's stamp is the one under which it was found.
-    pub(crate) fn known_file(&mut self, path: &Path) -> bool {
-        let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
-            return false;
-        };
-        if !self.seen(dir).valid {
-            return false;
-        }
-        self.known.get(dir).is_some_and(|k| k.files.contains(name))
-    }
-
-    /// Records that a lookup of `path` found a regular file (not a symlink).
-    pub(crate) fn note_file(&mut self, path: &Path) {
-        let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
-            return;
-        };
+    /// Records what a lookup of `dir/name` found: a regular file (not a
+    /// symlink) when `file`, else nothing at all.
+    pub(crate) fn note(&mut self, dir: &Path, name: &OsStr, file: bool) {
         let seen = self.seen(dir);
-        if seen.now.is_some() && seen.trusted {
-            seen.found_files.push(name.to_owned());
-        }
-    }
-
-    /// Records that a lookup of `path` found nothing.
-    pub(crate) fn note_absent(&mut self, path: &Path) {
-        let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        if seen.now.is_none() || !seen.trusted {
             return;
-        };
-        let seen = self.seen(dir);
-        if seen.now.is_some() && seen.trusted {
-            seen.found_absent.push(name.to_owned());
         }
+        let names = if file {
+            &mut seen.found_files
+        } else {
+            &mut seen.found_absent
+        };
+        names.push(name.to_owned());
     }
 
     /// The remembered lookups after this scan: each directory seen gets its
@@ -151,13 +147,14 @@ impl AbsentLookups {
         let changed = self.seen.iter().any(|(dir, s)| {
             !s.found_absent.is_empty()
                 || !s.found_files.is_empty()
-                || (!s.valid && self.known.contains_key(dir))
+                || (!s.valid && self.known.contains_key(Path::new(dir)))
         });
         if !changed {
             return None;
         }
         let mut map = Arc::unwrap_or_clone(self.known);
         for (dir, seen) in self.seen {
+            let dir = PathBuf::from(dir);
             if seen.valid {
                 if let Some(entry) = map.get_mut(&dir) {
                     entry.names.extend(seen.found_absent);

@@ -28,7 +28,7 @@
 //! from user space, so a restored mtime does not hide a write either.
 
 use std::collections::HashSet;
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::hash::BuildHasherDefault;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
@@ -132,9 +132,11 @@ pub(crate) struct Recorder {
     /// When the scan started: the racy rule's reference.
     started: SystemTime,
     /// Paths whose stamp or absence (following symlinks) decided an answer.
-    followed: FastSet<PathBuf>,
+    /// Keyed by bytes: `Path`'s own hash walks components, which made
+    /// recording a tenth of a first scan.
+    followed: FastSet<OsString>,
     /// Canonical paths whose ancestors must stay the same directories.
-    canonical: FastSet<PathBuf>,
+    canonical: FastSet<OsString>,
     /// Paths whose identity only (following symlinks) matters.
     same: Vec<PathBuf>,
 }
@@ -165,15 +167,15 @@ impl Recorder {
 
     /// `path` was resolved following symlinks: what it leads to matters.
     pub(crate) fn followed(&mut self, path: &Path) {
-        if !self.followed.contains(path) {
-            self.followed.insert(path.to_path_buf());
+        if !self.followed.contains(path.as_os_str()) {
+            self.followed.insert(path.as_os_str().to_owned());
         }
     }
 
     /// `path` is a canonical name the report may use.
     pub(crate) fn canonical(&mut self, path: &Path) {
-        if !self.canonical.contains(path) {
-            self.canonical.insert(path.to_path_buf());
+        if !self.canonical.contains(path.as_os_str()) {
+            self.canonical.insert(path.as_os_str().to_owned());
         }
     }
 
@@ -188,7 +190,7 @@ impl Recorder {
         let mut checks = Vec::with_capacity(files.len() + self.followed.len());
         for (path, stamp) in files {
             let stamp = stamp?;
-            self.followed.remove(&path);
+            self.followed.remove(path.as_os_str());
             self.canonical(&path);
             checks.push(check(&path, Expect::Stamp(stamp)));
         }
@@ -201,7 +203,7 @@ impl Recorder {
             checks.push(check(path, expect));
         }
         let mut missing: FastSet<PathBuf> = FastSet::default();
-        for path in &self.followed {
+        for path in self.followed.iter().map(Path::new) {
             match std::fs::metadata(path) {
                 Ok(meta) => {
                     let stamp = FileStamp::trusted(&meta, self.started)?;
@@ -219,7 +221,7 @@ impl Recorder {
             }
         }
         let mut ancestors: FastSet<&Path> = FastSet::default();
-        for path in &self.canonical {
+        for path in self.canonical.iter().map(Path::new) {
             for a in path.ancestors().skip(1) {
                 if !ancestors.insert(a) {
                     break; // its own ancestors are in already

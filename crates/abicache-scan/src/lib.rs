@@ -54,6 +54,9 @@ pub use report::{
     ComputedInclude, Location, PythonMarker, ScanReport, ScannedFile, SourceReport, TorchInclude,
 };
 pub use resolve::{Resolution, Resolver};
-pub use scan::{is_stable_header, is_torch_header, scan, scan_cached, scan_recorded, ScanConfig};
+pub use scan::{
+    is_stable_header, is_torch_header, scan, scan_cached, scan_learning, scan_recorded, ScanConfig,
+    ScanLearnt,
+};
 pub use stat_cache::{StatCache, StatCacheStats, SCANNER_FINGERPRINT};
 pub use summary::render_summary;

@@ -28,7 +28,7 @@ use std::ffi::OsString;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::path::{Path, PathBuf};
 
-use crate::absent::AbsentLookups;
+use crate::absent::{AbsentLookups, Known};
 use crate::deps::Recorder;
 use crate::lexer::IncludeKind;
 
@@ -253,36 +253,43 @@ impl Resolver {
     /// reads every component), so a file that is not itself a symlink is
     /// named by its directory's cached canonical form plus its file name.
     fn local(&mut self, found: PathBuf) -> Option<Resolution> {
+        // Split once: each use below would otherwise parse the path again.
+        let (dir, name) = (found.parent()?, found.file_name()?);
         if let Some(recorder) = self.recorder.as_mut() {
-            recorder.lookup(&found);
+            recorder.followed(dir);
         }
-        if self.absent.as_mut().is_some_and(|a| a.known_absent(&found)) {
-            return None;
-        }
-        if self.absent.as_mut().is_some_and(|a| a.known_file(&found)) {
-            let parent = self.canonical_dir(found.parent()?)?;
-            let canonical = parent.join(found.file_name()?);
-            let dir = self.dir_id(&parent);
-            let file = self.file(&canonical);
-            return Some(Resolution::Local { dir, file });
+        let known = match self.absent.as_mut() {
+            Some(absent) => absent.known(dir, name),
+            None => Known::Unknown,
+        };
+        match known {
+            Known::Absent => return None,
+            Known::File => {
+                let parent = self.canonical_dir(dir)?;
+                let canonical = parent.join(name);
+                let dir = self.dir_id(&parent);
+                let file = self.file(&canonical);
+                return Some(Resolution::Local { dir, file });
+            }
+            Known::Unknown => {}
         }
         let meta = match std::fs::symlink_metadata(&found) {
             Ok(meta) => meta,
             Err(e) => {
                 if e.kind() == std::io::ErrorKind::NotFound {
                     if let Some(absent) = self.absent.as_mut() {
-                        absent.note_absent(&found);
+                        absent.note(dir, name, false);
                     }
                 }
                 return None;
             }
         };
-        let parent = self.canonical_dir(found.parent()?)?;
+        let parent = self.canonical_dir(dir)?;
         let canonical = if meta.is_file() {
             if let Some(absent) = self.absent.as_mut() {
-                absent.note_file(&found);
+                absent.note(dir, name, true);
             }
-            parent.join(found.file_name()?)
+            parent.join(name)
         } else if meta.file_type().is_symlink() {
             if let Some(recorder) = self.recorder.as_mut() {
                 recorder.followed(&found);
@@ -358,8 +365,11 @@ fn is_file_noting(path: &Path, absent: Option<&mut AbsentLookups>) -> bool {
     let Some(absent) = absent else {
         return is_file(path);
     };
-    if absent.known_absent(path) {
-        return false;
+    let split = path.parent().zip(path.file_name());
+    if let Some((dir, name)) = split {
+        if absent.known(dir, name) == Known::Absent {
+            return false;
+        }
     }
     match std::fs::metadata(path) {
         Ok(meta) => meta.is_file(),
@@ -368,7 +378,9 @@ fn is_file_noting(path: &Path, absent: Option<&mut AbsentLookups>) -> bool {
             // the directory changing, so only a true absence is noted.
             if e.kind() == std::io::ErrorKind::NotFound && std::fs::symlink_metadata(path).is_err()
             {
-                absent.note_absent(path);
+                if let Some((dir, name)) = split {
+                    absent.note(dir, name, false);
+                }
             }
             false
         }

@@ -10,7 +10,7 @@ use std::time::SystemTime;
 
 use abicache_fs::FileStamp;
 
-use crate::absent::{AbsentLookups, AbsentMap};
+use crate::absent::AbsentLookups;
 use crate::deps::{Dependencies, Recorder};
 use crate::error::ScanError;
 use crate::lexer::{lex, FileFacts, Include, IncludeKind};
@@ -111,7 +111,8 @@ pub fn scan_cached(
     cache: &mut StatCache,
 ) -> Result<ScanReport, ScanError> {
     let walked = walk(sources, config, Some(cache), false)?;
-    Ok(walked.into_cache(cache).0)
+    walked.learnt.into_cache(cache);
+    Ok(walked.report)
 }
 
 /// [`scan_cached`], also returning what the report depends on in the file
@@ -127,24 +128,50 @@ pub fn scan_recorded(
     config: &ScanConfig,
     cache: &mut StatCache,
 ) -> Result<(ScanReport, Option<Dependencies>), ScanError> {
-    let walked = walk(sources, config, Some(cache), true)?;
-    Ok(walked.into_cache(cache))
+    let (report, learnt) = scan_learning(sources, config, cache)?;
+    Ok((report, learnt.into_cache(cache)))
 }
 
-/// What a walk produced: the report, for every file it loaded whether it
-/// came from the cache, the lookups learnt, and what it recorded.
-struct Walked {
-    report: ScanReport,
+/// [`scan_recorded`] in two halves: the report now, and what the walk
+/// learnt ([`ScanLearnt`]), to be stored into the stat cache and turned
+/// into [`Dependencies`] later, on any thread. Storing is most of what a
+/// first scan adds to the plain [`scan`] (stamping the directories looked
+/// in, merging the lookups, building the cache's entries), so a caller
+/// that needs the report first can do it after, or beside, its own work.
+///
+/// Guarantees: `learnt.into_cache(cache)`, called with the `cache` given
+/// here, leaves `cache` and returns exactly what [`scan_recorded`] would
+/// have; called later, it still records nothing that changed since the
+/// scan started (the racy rule's reference is the scan's start).
+///
+/// # Errors
+/// As [`scan`].
+pub fn scan_learning(
+    sources: &[PathBuf],
+    config: &ScanConfig,
+    cache: &StatCache,
+) -> Result<(ScanReport, ScanLearnt), ScanError> {
+    let walked = walk(sources, config, Some(cache), true)?;
+    Ok((walked.report, walked.learnt))
+}
+
+/// What a scan through a stat cache learnt besides its report: every file
+/// it loaded (read, or taken from the cache), the name lookups it made
+/// and, when recording, the paths its answers depended on. Owns all of it,
+/// so it can move to another thread ([`scan_learning`]).
+#[derive(Debug)]
+pub struct ScanLearnt {
     seen: Vec<Origin>,
-    absent: Option<AbsentMap>,
+    absent: Option<AbsentLookups>,
     /// `Some` when recording; `None` inside when a read failed.
     recorder: Option<Option<Recorder>>,
 }
 
-impl Walked {
-    /// Stores what the walk learnt into `cache`; the report and, when
-    /// recording, the dependencies.
-    fn into_cache(self, cache: &mut StatCache) -> (ScanReport, Option<Dependencies>) {
+impl ScanLearnt {
+    /// Stores what the walk learnt into `cache` (save it afterwards with
+    /// [`StatCache::save`]) and returns, when recording and everything
+    /// could be trusted, the scan's [`Dependencies`].
+    pub fn into_cache(self, cache: &mut StatCache) -> Option<Dependencies> {
         let deps = self.recorder.flatten().and_then(|recorder| {
             let files = self
                 .seen
@@ -153,7 +180,7 @@ impl Walked {
                 .collect::<Option<Vec<_>>>()?;
             recorder.finish(files)
         });
-        if let Some(absent) = self.absent {
+        if let Some(absent) = self.absent.and_then(AbsentLookups::merged) {
             cache.set_absent(absent);
         }
         for origin in self.seen {
@@ -163,8 +190,14 @@ impl Walked {
                 Origin::Untracked => {}
             }
         }
-        (self.report, deps)
+        deps
     }
+}
+
+/// What a walk produced: the report and what it learnt.
+struct Walked {
+    report: ScanReport,
+    learnt: ScanLearnt,
 }
 
 /// The walk behind [`scan`], [`scan_cached`] and [`scan_recorded`].
@@ -241,7 +274,7 @@ fn walk(
         let report = walk.source(file, dir, n + 1)?;
         walk.report.sources.push(report);
     }
-    let absent = walk.resolver.take_absent().and_then(AbsentLookups::merged);
+    let absent = walk.resolver.take_absent();
     let failed = walk.files.iter().any(|s| matches!(s, Slot::Failed(_)));
     let recorder = record.then(|| walk.resolver.take_recorder().filter(|_| !failed));
     let seen = walk
@@ -254,9 +287,11 @@ fn walk(
         .collect();
     Ok(Walked {
         report: walk.report,
-        seen,
-        absent,
-        recorder,
+        learnt: ScanLearnt {
+            seen,
+            absent,
+            recorder,
+        },
     })
 }
 
@@ -278,6 +313,7 @@ struct FileEntry {
 }
 
 /// Where a loaded file's facts came from.
+#[derive(Debug)]
 enum Origin {
     /// The stat cache: the stamp of this path matched, nothing was read.
     Cached(PathBuf, FileStamp),

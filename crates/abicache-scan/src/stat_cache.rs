@@ -199,7 +199,7 @@ impl StatCache {
 
     /// Whether `path` has an entry at all (then it is worth a `stat` first).
     pub(crate) fn knows(&self, path: &Path) -> bool {
-        self.entries.contains_key(path)
+        !self.entries.is_empty() && self.entries.contains_key(path)
     }
 
     /// Counts one full read.

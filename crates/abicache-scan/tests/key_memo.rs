@@ -15,7 +15,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use abicache_fs::RACY_WINDOW;
-use abicache_scan::{scan, scan_recorded, KeyMemo, ScanConfig, ScanReport, StatCache};
+use abicache_scan::{
+    scan, scan_learning, scan_recorded, KeyMemo, ScanConfig, ScanReport, StatCache,
+};
 
 fn write(path: &Path, content: &str) {
     fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -205,6 +207,33 @@ fn the_memo_answers_only_what_a_cold_scan_gives_after_every_kind_of_edit() {
             }
             None => assert!(changes, "{what}: a needless miss"),
         }
+    }
+}
+
+/// What a scan learnt may be stored later, on another thread (the façade
+/// writes it after the key is known): an edit between the scan and the
+/// storing must never leave dependencies that still hold, since they
+/// would answer the pre-edit report.
+#[test]
+fn what_a_scan_learnt_stored_after_an_edit_never_answers_the_old_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let trees: Vec<Tree> = (0..CHANGING.len())
+        .map(|k| Tree::new(dir.path().join(format!("t{k}"))))
+        .collect();
+    std::thread::sleep(RACY_WINDOW + Duration::from_millis(100));
+    for (&(what, edit), tree) in CHANGING.iter().zip(&trees) {
+        let mut cache = StatCache::in_memory();
+        let (report, learnt) = scan_learning(&tree.sources, &tree.config, &cache).unwrap();
+        edit(tree);
+        assert_ne!(report, tree.cold(), "{what}: the edit changes the report");
+        if let Some(deps) = learnt.into_cache(&mut cache) {
+            assert!(!deps.unchanged(), "{what}: stale dependencies hold");
+        }
+        // Once stored, the cache still gives the cold scan's report.
+        let again = scan_recorded(&tree.sources, &tree.config, &mut cache)
+            .unwrap()
+            .0;
+        assert_eq!(again, tree.cold(), "{what}: the stat cache after the edit");
     }
 }
 

@@ -22,6 +22,7 @@ use abicache_remote::RemoteError;
 
 mod warm_key;
 mod warm_load;
+mod write_behind;
 
 pub use warm_load::WARM_RECORD_FORMAT;
 
@@ -57,6 +58,8 @@ pub struct Session {
     remote: OnceLock<std::result::Result<Option<RemoteCache>, RemoteError>>,
     /// Stops a running build when set (Ctrl-C from Python).
     cancel: Cancel,
+    /// Cache writes left to a thread of their own ([`Session::settle`]).
+    writes: write_behind::WriteBehind,
 }
 
 /// A spec resolved against the session's environment: its scan and key.
@@ -165,6 +168,7 @@ impl Session {
             nvcc: OnceLock::new(),
             remote: OnceLock::new(),
             cancel: Cancel::new(),
+            writes: write_behind::WriteBehind::default(),
         }
     }
 
@@ -249,21 +253,39 @@ impl Session {
     /// current directory); `root` is the fingerprint root. Under a stable
     /// target a too-old or unparseable torch is refused first, before any
     /// file is read or any cache is looked at.
+    ///
+    /// Files whose stat stamp matches the stat cache's are not read again
+    /// (the report is the cold scan's). What the scan learnt (the stat
+    /// cache, and the key memo that makes the next key one `stat` per
+    /// dependency) is written on another thread once the key is known
+    /// ([`Session::settle`] waits for it; so does dropping the session).
+    /// Writing is best effort: a read-only or full cache only loses the
+    /// speed-up.
     pub fn prepare(&self, spec: &ExtensionSpec, root: &Path) -> Result<Prepared> {
         self.check(spec)?;
         let (env, config) = self.configure_scan(spec, root)?;
-        // Files whose stat stamp matches the cache's are not read again;
-        // the report is the cold scan's. Saving is best effort: a read-only
-        // or full cache only loses the speed-up.
-        let mut facts = StatCache::open(self.scan_facts_path()?);
-        let (scan, deps) = abicache_scan::scan_recorded(&spec.sources, &config, &mut facts)?;
-        let _ = facts.save();
-        let keyed = compute_key(spec, &env, &scan, root)?;
-        if let Some(deps) = deps {
-            // The next key of the same inputs is one `stat` per dependency.
-            self.remember_key(spec, &env, root, &keyed.key, &deps);
-        }
-        Ok(Prepared { env, scan, keyed })
+        // This scan reads what earlier ones of this session write.
+        self.settle();
+        let facts = StatCache::open(self.scan_facts_path()?);
+        let (scan, learnt) = abicache_scan::scan_learning(&spec.sources, &config, &facts)?;
+        let keyed = compute_key(spec, &env, &scan, root);
+        let memo = keyed.as_ref().ok().and_then(|keyed| {
+            let inputs = warm_key::inputs(spec, &env, root)?;
+            Some((self.key_memo()?, inputs, keyed.key.clone()))
+        });
+        self.writes.spawn(move || {
+            let mut facts = facts;
+            let deps = learnt.into_cache(&mut facts);
+            let _ = facts.save();
+            if let (Some(deps), Some((memo, inputs, key))) = (deps, memo) {
+                let _ = memo.put(&inputs, &key, &deps);
+            }
+        });
+        Ok(Prepared {
+            env,
+            scan,
+            keyed: keyed?,
+        })
     }
 
     /// The scan configuration keying uses for `spec` under the fingerprint

@@ -66,6 +66,8 @@ fn warm_keys_equal_cold_keys_after_every_edit() {
 
     let first = session.key(&spec, &root).unwrap();
     assert_eq!(first, cold_key(&spec, &root));
+    // The memo is written beside the caller; `settle` waits for it.
+    session.settle();
     assert_eq!(memo_files(cache.path()), 1, "the first key is remembered");
 
     type Edit = fn(&Path);
@@ -96,6 +98,7 @@ fn warm_keys_equal_cold_keys_after_every_edit() {
         std::thread::sleep(RACY_WINDOW + Duration::from_millis(100));
         let stamped = session.key(&spec, &root).unwrap();
         assert_eq!(stamped, warm, "{what}: once aged");
+        session.settle();
         let memo = fs::read_dir(cache.path().join("v1/key-memo"))
             .unwrap()
             .map(|e| e.unwrap().path())
@@ -109,6 +112,7 @@ fn warm_keys_equal_cold_keys_after_every_edit() {
             warm,
             "{what}: from the memo"
         );
+        session.settle();
         let after = memo
             .iter()
             .map(|p| fs::read(p).unwrap())
@@ -122,7 +126,32 @@ fn warm_keys_equal_cold_keys_after_every_edit() {
     let flagged = spec.clone().with_extra_cflags(["-DX=1"]);
     let other = session.key(&flagged, &root).unwrap();
     assert_eq!(other, cold_key(&flagged, &root));
+    session.settle();
     assert_eq!(memo_files(cache.path()), 2, "other inputs, another memo");
+}
+
+#[test]
+fn a_dropped_session_has_written_the_stat_cache_and_the_memo_of_its_first_key() {
+    let project = tempfile::tempdir().unwrap();
+    let root = project.path().to_path_buf();
+    write(&root.join("ops.cpp"), "#include \"ops.h\"\nint f();\n");
+    write(&root.join("ops.h"), "int ops;\n");
+    let spec = ExtensionSpec::new("ops", [root.join("ops.cpp")]);
+    std::thread::sleep(RACY_WINDOW + Duration::from_millis(100));
+    let cache = tempfile::tempdir().unwrap();
+    let session = Session::new(Store::open(cache.path()).unwrap(), env());
+    let key = session.prepare(&spec, &root).unwrap().keyed.key;
+    drop(session);
+    assert_eq!(
+        memo_files(cache.path()),
+        1,
+        "the memo is written by the drop"
+    );
+    let facts = abicache::scan::StatCache::open(cache.path().join("v1/scan-facts.bin"));
+    assert_eq!(facts.len(), 2, "both files are in the stat cache");
+    // A new session answers from what the first one wrote.
+    let again = Session::new(Store::open(cache.path()).unwrap(), env());
+    assert_eq!(again.key(&spec, &root).unwrap(), key);
 }
 
 /// Publishes an audited entry for `key` holding a small "library" (the

@@ -12,7 +12,7 @@
 use std::path::Path;
 
 use abicache_key::{Environment, ExtensionSpec};
-use abicache_scan::{Dependencies, KeyMemo};
+use abicache_scan::KeyMemo;
 
 use super::Session;
 
@@ -61,22 +61,9 @@ impl Session {
         env: &Environment,
         root: &Path,
     ) -> Option<String> {
+        // A memo this session is still writing is waited for.
+        self.settle();
         self.key_memo()?.get(&inputs(spec, env, root)?)
-    }
-
-    /// Remembers `key` for `spec` in `env` (completed) while `deps` hold.
-    /// Best effort: a read-only or full cache only loses the speed-up.
-    pub(super) fn remember_key(
-        &self,
-        spec: &ExtensionSpec,
-        env: &Environment,
-        root: &Path,
-        key: &str,
-        deps: &Dependencies,
-    ) {
-        if let (Some(memo), Some(inputs)) = (self.key_memo(), inputs(spec, env, root)) {
-            let _ = memo.put(&inputs, key, deps);
-        }
     }
 
     /// The key of `spec` (what [`Session::prepare`] computes), answered

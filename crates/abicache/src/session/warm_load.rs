@@ -173,6 +173,7 @@ impl Session {
         }
         self.check(spec).ok()?;
         let env = self.complete_env(spec).ok()?;
+        self.settle();
         let (key, deps) = self.key_memo()?.get_with_deps(&inputs(spec, &env, root)?)?;
         let recipe = self.store().ok()?.hit_recipe(&key)?;
         let mut record = Record::new(&key, recipe)?;
