@@ -522,8 +522,18 @@ class TorchOpsExtension:
             return
         import torch
 
-        ns = getattr(torch.ops, self.namespace)
-        missing = [op for op in self.required_ops if not hasattr(ns, op)]
+        # The JIT registry's schemas for `ns::op` (any overload): what
+        # `hasattr(torch.ops.ns, op)` looks up, without building the op's
+        # Python wrappers (~50 us each on a warm load). Anything it does not
+        # find is asked of `torch.ops` itself, so an older torch without it
+        # answers the same.
+        schemas = getattr(torch._C, "_jit_get_schemas_for_operator", None)
+        missing = [
+            op
+            for op in self.required_ops
+            if not (schemas is not None and schemas(f"{self.namespace}::{op}"))
+            and not hasattr(getattr(torch.ops, self.namespace), op)
+        ]
         if missing:
             from . import _native
 

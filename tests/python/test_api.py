@@ -114,6 +114,30 @@ def test_missing_required_op_names_what_is_missing(cache_dir: Path, tmp_path: Pa
         ext.load()
 
 
+OVERLOADS = """#include <torch/csrc/stable/library.h>
+STABLE_TORCH_LIBRARY({ns}, m) {{
+  m.def("plain(Tensor a) -> Tensor");
+  m.def("named.only(Tensor a) -> Tensor");
+}}
+"""
+
+
+def test_required_ops_are_found_with_or_without_a_default_overload(cache_dir: Path, tmp_path: Path) -> None:
+    # `named` exists only as `named.only`: `hasattr(torch.ops.ns, "named")`
+    # is true, so it is not missing; `absent` is. One library per namespace
+    # (a namespace registered twice is torch's error, here a crash).
+    def ext(ns: str, required_ops: list) -> abicache.TorchOpsExtension:
+        src = tmp_path / f"{ns}.cpp"
+        src.write_text(OVERLOADS.format(ns=ns))
+        return abicache.TorchOpsExtension(
+            ns, [str(src)], required_ops=required_ops, cache_dir=cache_dir, torch_stable_abi_target="2.10"
+        )
+
+    ext("overload_probe_ok", ["plain", "named"]).load()
+    with pytest.raises(abicache.Error, match=r"overload_probe_missing` lacks `absent`; "):
+        ext("overload_probe_missing", ["named", "absent", "plain"]).load()
+
+
 def test_progress_callback_gets_every_build_event(cache_dir: Path, tmp_path: Path) -> None:
     events: list = []
     ext = abicache.TorchOpsExtension("progress_probe", [_tiny(tmp_path, "progress")], cache_dir=cache_dir, progress=events.append)
