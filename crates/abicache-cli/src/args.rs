@@ -37,7 +37,7 @@ pub enum Command {
     Ls(JsonArgs),
     /// Explain a key: its ABI decisions and, on a miss, what differs from the closest entry.
     Explain(SpecArgs),
-    /// Evict least recently used entries until the cache fits a size.
+    /// Evict least recently used entries until the cache fits a size; also removes leftovers and stale key memos.
     Gc(GcArgs),
     /// Remove entries by extension name or key (a key prefix of at least 8 characters works).
     Rm(RmArgs),

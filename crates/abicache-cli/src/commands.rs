@@ -260,11 +260,32 @@ fn ls(cache_dir: Option<PathBuf>, args: JsonArgs) -> Result<()> {
     print_json_or(args.json, &json, || render::entries_human(&entries))
 }
 
+/// `abicache gc --json`: the store's report plus the key memos removed.
+#[derive(serde::Serialize)]
+struct GcOutput<'a> {
+    #[serde(flatten)]
+    report: &'a abicache::store::GcReport,
+    key_memos_removed: usize,
+}
+
 fn gc(cache_dir: Option<PathBuf>, args: GcArgs) -> Result<()> {
     let max = parse_size(&args.max_size).map_err(Error::from)?;
     let store = open_store(cache_dir)?;
     let report = store.gc(max).map_err(Error::from)?;
-    print_json_or(args.json, &report, || render::gc_human(&report))
+    // Key memos that can no longer answer (the façade's, not the store's).
+    let memos = abicache::key_memos(&store).remove_stale(store.gc_grace());
+    let json = GcOutput {
+        report: &report,
+        key_memos_removed: memos,
+    };
+    print_json_or(args.json, &json, || {
+        let mut text = render::gc_human(&report);
+        if memos > 0 {
+            let s = if memos == 1 { "" } else { "s" };
+            text.push_str(&format!("  {memos} stale key memo{s} removed\n"));
+        }
+        text
+    })
 }
 
 fn rm(cache_dir: Option<PathBuf>, args: RmArgs) -> Result<()> {

@@ -369,3 +369,38 @@ fn scan_with_python_or_env_agrees_with_key_on_every_file() {
         scan_cache.dir.display()
     );
 }
+
+#[test]
+fn gc_removes_the_key_memos_an_edit_made_stale_and_keeps_the_others() {
+    let cache = Cache::new();
+    let project = tempfile::tempdir().unwrap();
+    copy_dir(&repo_path("examples/cpu_muladd"), project.path());
+    // Files younger than the racy window are never remembered.
+    std::thread::sleep(abicache_fs::RACY_WINDOW + std::time::Duration::from_millis(100));
+    let spec = project.path().join("abicache.toml");
+    cache.json(args!["key", &spec, "--python", python(), "--json"]);
+    let memos = || {
+        std::fs::read_dir(cache.dir.join("v1/key-memo"))
+            .unwrap()
+            .count()
+    };
+    assert_eq!(memos(), 1, "the key is remembered");
+    let gc = || {
+        let mut cmd = cache.cmd(args!["gc", "--max-size", "10G", "--json"]);
+        let out = cmd.env("ABICACHE_GC_GRACE", "0").output().unwrap();
+        assert_success(&out);
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    let report = gc();
+    assert_eq!(report["key_memos_removed"], 0, "{report}");
+    assert!(
+        report.get("evicted").is_some(),
+        "the store's report is kept"
+    );
+    assert_eq!(memos(), 1, "a memo that still answers stays");
+    let ops = project.path().join("ops.cpp");
+    let text = std::fs::read_to_string(&ops).unwrap();
+    std::fs::write(&ops, text + "// edited\n").unwrap();
+    assert_eq!(gc()["key_memos_removed"], 1);
+    assert_eq!(memos(), 0);
+}

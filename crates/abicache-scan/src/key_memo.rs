@@ -126,4 +126,56 @@ impl KeyMemo {
     pub fn dir(&self) -> &Path {
         &self.dir
     }
+
+    /// Removes the memos that cannot answer now, once last written more
+    /// than `grace` ago: unreadable or damaged files, memos of another
+    /// scanner or format, and memos whose dependencies no longer hold (an
+    /// edited, replaced or new file changed a stamp; such a memo is a miss
+    /// until its inputs are keyed again, which rewrites it). A memo is
+    /// renamed into place whole, so none is ever half-written; the grace
+    /// spares one whose dependencies are changing right now. Removing a
+    /// memo is always safe: the next key of its inputs scans. Best effort;
+    /// returns how many were removed.
+    pub fn remove_stale(&self, grace: std::time::Duration) -> usize {
+        let Ok(entries) = fs::read_dir(&self.dir) else {
+            return 0;
+        };
+        let now = std::time::SystemTime::now();
+        let mut removed = 0;
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let Ok(meta) = fs::symlink_metadata(&path) else {
+                continue;
+            };
+            let recent = meta
+                .modified()
+                .ok()
+                .and_then(|m| now.duration_since(m).ok())
+                .is_none_or(|age| age < grace);
+            if recent || (meta.is_file() && self.answers(&path)) {
+                continue;
+            }
+            if fs::remove_file(&path).is_ok() {
+                removed += 1;
+            }
+        }
+        removed
+    }
+
+    /// Whether the memo file at `path` would answer now (its name is the
+    /// digest it stores).
+    fn answers(&self, path: &Path) -> bool {
+        let inputs = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .filter(|n| n.len() == 64)
+            .and_then(|n| {
+                let mut out = [0u8; 32];
+                for (k, byte) in out.iter_mut().enumerate() {
+                    *byte = u8::from_str_radix(n.get(2 * k..2 * k + 2)?, 16).ok()?;
+                }
+                Some(out)
+            });
+        inputs.is_some_and(|inputs| self.file(&inputs) == path && self.get(&inputs).is_some())
+    }
 }

@@ -284,3 +284,39 @@ fn a_scan_of_fresh_files_records_nothing_and_a_foreign_memo_is_a_miss() {
     fs::write(&file, &bytes).unwrap();
     assert_eq!(memo.get(&INPUTS), None);
 }
+
+#[test]
+fn gc_removes_memos_that_cannot_answer_and_keeps_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let kept = Tree::new(dir.path().join("kept"));
+    let edited = Tree::new(dir.path().join("edited"));
+    std::thread::sleep(RACY_WINDOW + Duration::from_millis(100));
+    let memo = KeyMemo::new(dir.path().join("memo"));
+    for (tree, inputs) in [(&kept, [1u8; 32]), (&edited, [2u8; 32])] {
+        let mut cache = StatCache::in_memory();
+        let (report, deps) = scan_recorded(&tree.sources, &tree.config, &mut cache).unwrap();
+        memo.put(&inputs, &value(&report), &deps.unwrap()).unwrap();
+    }
+    fs::write(edited.path("project/src/h3.h"), "// edited\n").unwrap();
+    fs::write(dir.path().join("memo/not-a-memo"), b"garbage").unwrap();
+    let damaged = dir.path().join("memo").join("03".repeat(32));
+    fs::write(&damaged, [0u8; 40]).unwrap();
+
+    assert_eq!(
+        memo.remove_stale(Duration::from_secs(3600)),
+        0,
+        "all recent"
+    );
+    assert_eq!(
+        memo.remove_stale(Duration::ZERO),
+        3,
+        "stale, garbage, damaged"
+    );
+    assert_eq!(
+        memo.get(&[1; 32]),
+        Some(value(&kept.cold())),
+        "the memo that still answers is kept"
+    );
+    let left: Vec<_> = fs::read_dir(dir.path().join("memo")).unwrap().collect();
+    assert_eq!(left.len(), 1);
+}

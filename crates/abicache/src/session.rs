@@ -22,6 +22,7 @@ use abicache_remote::RemoteError;
 
 mod warm_key;
 mod warm_load;
+pub use warm_key::key_memos;
 mod write_behind;
 
 pub use warm_load::WARM_RECORD_FORMAT;

@@ -13,6 +13,7 @@ use std::path::Path;
 
 use abicache_key::{Environment, ExtensionSpec};
 use abicache_scan::KeyMemo;
+use abicache_store::Store;
 
 use super::Session;
 
@@ -44,13 +45,16 @@ pub(super) fn inputs(spec: &ExtensionSpec, env: &Environment, root: &Path) -> Op
     Some(*h.finalize().as_bytes())
 }
 
+/// The key memos of `store` (`v1/key-memo/`): what `abicache gc` cleans
+/// with [`KeyMemo::remove_stale`].
+pub fn key_memos(store: &Store) -> KeyMemo {
+    KeyMemo::new(store.layout().version_dir().join(KEY_MEMO_DIR))
+}
+
 impl Session {
     /// The key memos of this session's cache, when the cache opens.
     pub(super) fn key_memo(&self) -> Option<KeyMemo> {
-        let store = self.store().ok()?;
-        Some(KeyMemo::new(
-            store.layout().version_dir().join(KEY_MEMO_DIR),
-        ))
+        Some(key_memos(self.store().ok()?))
     }
 
     /// The remembered key of `spec` in `env` (completed), when every file
