@@ -71,7 +71,7 @@ lap()
 ext = abicache.TorchOpsExtension("muladd_example", {sources!r}, required_ops=["muladd"], cache_dir={cache!r})
 lap()
 X = abicache
-name = X._warm_record_name(ext._spec_json, ext._root, ext.cache_dir)
+name = X._warm_record_name(ext._spec, ext._root, ext.cache_dir)
 lap()
 record = X._check_warm_record(name, ext.cache_dir)
 assert record is not None, "no warm record"

@@ -111,9 +111,12 @@ def _identity() -> List[Any]:
     ]
 
 
-def _warm_record_name(spec_json: str, root: str, cache_dir: Optional[str]) -> str:
+def _warm_record_name(spec: Dict[str, Any], root: str, cache_dir: Optional[str]) -> str:
     # The name of the record for these native-call arguments in this process.
-    text = json.dumps([WARM_RECORD_FORMAT, spec_json, root, cache_dir, _identity()])
+    # `repr` of str, int, bool, None and lists is exact and, unlike the first
+    # `json.dumps` of a process (~20 us), costs nothing; only this reader
+    # computes names, so their form is free.
+    text = repr((WARM_RECORD_FORMAT, spec, root, cache_dir, _identity()))
     return hashlib.blake2b(text.encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()
 
 
@@ -167,7 +170,8 @@ def _read_record(name: str, cache_dir: Optional[str]) -> Optional[Any]:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or not _private(st, uid) or st.st_size > 64 << 20:
             return None
-        return json.loads(os.read(fd, st.st_size + 1))
+        # Decoded first: `json.loads` of bytes detects the encoding (~8 us).
+        return json.loads(os.read(fd, st.st_size + 1).decode("utf-8"))
     finally:
         os.close(fd)
 
@@ -358,28 +362,33 @@ class TorchOpsExtension:
         self.cache_dir = os.path.abspath(os.fspath(cache_dir)) if cache_dir is not None else None
         self.verbose = bool(verbose)
         self.progress = progress
+        # What the key is of, fixed now: the public lists are copies.
         self._spec: Dict[str, Any] = {
             "name": name,
             "namespace": namespace,
-            "required_ops": self.required_ops,
-            "sources": self.sources,
+            "required_ops": list(self.required_ops),
+            "sources": list(self.sources),
             "extra_cflags": _strings(extra_cflags, "extra_cflags"),
             "extra_cuda_cflags": _strings(extra_cuda_cflags, "extra_cuda_cflags"),
             "extra_ldflags": _strings(extra_ldflags, "extra_ldflags"),
-            "extra_include_paths": self.extra_include_paths,
+            "extra_include_paths": list(self.extra_include_paths),
             "requires_cuda": requires_cuda,
             "is_python_module": self.is_python_module,
             "python_abi_dependent": python_abi_dependent,
             "torch_stable_abi_target": _stable_target(torch_stable_abi_target),
             "cuda_archs": cuda_archs,
         }
-        self._spec_json = json.dumps({k: v for k, v in self._spec.items() if v is not None})
         if fingerprint_root is not None:
             self._root = os.path.abspath(os.fspath(fingerprint_root))
         else:
             self._root = _fingerprint_root(self.sources + [p + os.sep for p in self.extra_include_paths])
         # The key of the last load() in this process (for abicache.load's same-name reloads).
         self._loaded_key: Optional[str] = None
+
+    @property
+    def _spec_json(self) -> str:
+        # The spec as the native module reads it (not on the warm path).
+        return json.dumps({k: v for k, v in self._spec.items() if v is not None})
 
     @property
     def requires_cuda(self) -> bool:
@@ -439,7 +448,7 @@ class TorchOpsExtension:
     def _load(self) -> Tuple[str, Optional[ModuleType]]:
         rebuild = _rebuild_requested()
         with _name_lock(self.name):
-            warm_name = _warm_record_name(self._spec_json, self._root, self.cache_dir)
+            warm_name = _warm_record_name(self._spec, self._root, self.cache_dir)
             if not rebuild:
                 loaded = self._load_warm(warm_name)
                 if loaded is not None:
