@@ -76,10 +76,11 @@ def _name_lock(name: str) -> threading.Lock:
 # difference or error gives ``None``: the caller takes the native path, which
 # answers as before and rewrites the record.
 #
-# A record is named by `_warm_record_name`: a BLAKE2b of the record format,
-# the spec and fingerprint root as passed to the native module, the cache
-# directory argument, and this interpreter and torch (everything the
-# environment probe of ``_env`` reads is a function of them).
+# A record is named by `_warm_record_name`: a BLAKE2b of the `repr` of the
+# record format, the spec (the dict the native module's JSON is made from)
+# and fingerprint root, the cache directory argument, and this interpreter
+# and torch (everything the environment probe of ``_env`` reads is a
+# function of them).
 #
 # (Kept in comments, not docstrings: docstrings are loaded with the module,
 # and unmarshalling this module is a warm load's largest cost after
