@@ -46,18 +46,15 @@ _loaded_names: Set[str] = set()
 _registry_lock = threading.Lock()
 
 
-def _name_lock(name: str) -> threading.Lock:
-    with _registry_lock:
-        return _name_locks.setdefault(name, threading.Lock())
-
-
 # The warm path.
 #
 # This module is the whole warm path (issue 12): ``TorchOpsExtension`` takes
 # a cache hit from the warm-load record an earlier load wrote, without
 # importing ``abicache._native``. Everything else (the native module, the
-# environment probe, the drop-ins, the other functions) is imported on first
-# use: every module a warm load imports costs it ~0.15 ms.
+# environment probe, the native load path, the drop-ins, the other
+# functions) is imported on first use from other modules: in a fresh
+# process every module a warm load imports costs it ~0.2 ms, and every
+# function this one defines ~5 us (so the checks are few, long functions).
 #
 # The record (``<cache>/v1/warm/<name>``) is written by the native module
 # after a load (``crates/abicache/src/session/warm_load.rs`` says what it
@@ -76,151 +73,123 @@ def _name_lock(name: str) -> threading.Lock:
 # difference or error gives ``None``: the caller takes the native path, which
 # answers as before and rewrites the record.
 #
-# A record is named by `_warm_record_name`: a BLAKE2b of the `repr` of the
-# record format, the spec (the dict the native module's JSON is made from)
-# and fingerprint root, the cache directory argument, and this interpreter
-# and torch (everything the environment probe of ``_env`` reads is a
-# function of them).
-#
-# (Kept in comments, not docstrings: docstrings are loaded with the module,
-# and unmarshalling this module is a warm load's largest cost after
-# `load_library`.)
+# (Kept in comments, not docstrings: docstrings are loaded with the module.)
 
 # The record format this reader understands (`WARM_RECORD_FORMAT` in Rust).
 WARM_RECORD_FORMAT = 1
 
 
-def _identity() -> List[Any]:
-    # This interpreter and torch, as far as the environment probe
-    # (``_env._base_environment``) reads them.
+def _warm_record_name(spec: Dict[str, Any], root: Optional[str], cache_dir: Optional[str]) -> str:
+    # The record's name: a BLAKE2b of the record format, the native call's
+    # arguments as this process would pass them, and this interpreter and
+    # torch (everything the environment probe of ``_env`` reads is a
+    # function of them). ``root`` is the fingerprint root the caller gave
+    # (``None``: the common parent of the spec's paths, a function of the
+    # spec). `repr` of str, int, bool, None and lists is exact and, unlike
+    # the first `json.dumps` of a process (~20 us), costs nothing; only this
+    # reader computes names, so their form is free.
     import torch
 
-    return [
-        sys.executable,
-        sys.version,
-        sys.prefix,
-        sys.base_prefix,
-        sys.exec_prefix,
-        getattr(sys, "abiflags", ""),
-        sys.implementation.cache_tag,
-        getattr(sys, "platlibdir", "lib"),
-        str(torch.__version__),
-        torch.version.cuda,
-        getattr(torch.version, "hip", None),
-        bool(torch._C._GLIBCXX_USE_CXX11_ABI),
-        torch.__file__,
-    ]
-
-
-def _warm_record_name(spec: Dict[str, Any], root: str, cache_dir: Optional[str]) -> str:
-    # The name of the record for these native-call arguments in this process.
-    # `repr` of str, int, bool, None and lists is exact and, unlike the first
-    # `json.dumps` of a process (~20 us), costs nothing; only this reader
-    # computes names, so their form is free.
-    text = repr((WARM_RECORD_FORMAT, spec, root, cache_dir, _identity()))
-    return hashlib.blake2b(text.encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()
-
-
-def _cache_root(cache_dir: Optional[str]) -> Optional[str]:
-    # Where the native module would open the cache (a guess: a record is
-    # only found where the native module wrote it, under the same variables).
-    if cache_dir is not None:
-        return cache_dir
-    env = os.environ
-    if env.get("ABICACHE_DIR"):
-        return env["ABICACHE_DIR"]
-    xdg = env.get("XDG_CACHE_HOME")
-    if xdg and os.path.isabs(xdg):
-        return os.path.join(xdg, "abicache")
-    home = env.get("HOME")
-    return os.path.join(home, ".cache", "abicache") if home else None
-
-
-def _private(st: os.stat_result, uid: int) -> bool:
-    return st.st_uid == uid and not st.st_mode & 0o022
-
-
-def _stamp_is(st: os.stat_result, row: List[Any]) -> bool:
-    return bool(
-        st.st_dev == row[1]
-        and st.st_ino == row[2]
-        and st.st_size == row[3]
-        and st.st_mtime_ns == row[4]
-        and st.st_ctime_ns == row[5]
+    text = repr(
+        (
+            WARM_RECORD_FORMAT,
+            spec,
+            root,
+            cache_dir,
+            sys.executable,
+            sys.version,
+            sys.prefix,
+            sys.base_prefix,
+            sys.exec_prefix,
+            getattr(sys, "abiflags", ""),
+            sys.implementation.cache_tag,
+            getattr(sys, "platlibdir", "lib"),
+            str(torch.__version__),
+            torch.version.cuda,
+            getattr(torch.version, "hip", None),
+            bool(torch._C._GLIBCXX_USE_CXX11_ABI),
+            torch.__file__,
+        )
     )
-
-
-def _read_record(name: str, cache_dir: Optional[str]) -> Optional[Any]:
-    root = _cache_root(cache_dir)
-    if root is None:
-        return None
-    uid = os.geteuid()
-    version_dir = os.path.join(root, "v1")
-    warm_dir = os.path.join(version_dir, "warm")
-    # The root may be a symlink the user chose; nothing under it may be.
-    warm_st = os.lstat(warm_dir)
-    if not (
-        _private(os.stat(root), uid)
-        and _private(os.lstat(version_dir), uid)
-        and stat.S_ISDIR(warm_st.st_mode)
-        and _private(warm_st, uid)
-    ):
-        return None
-    fd = os.open(os.path.join(warm_dir, name), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or not _private(st, uid) or st.st_size > 64 << 20:
-            return None
-        # Decoded first: `json.loads` of bytes detects the encoding (~8 us).
-        return json.loads(os.read(fd, st.st_size + 1).decode("utf-8"))
-    finally:
-        os.close(fd)
-
-
-def _record_holds(record: Any) -> bool:
-    if record.get("format") != WARM_RECORD_FORMAT:
-        return False
-    environ = os.environ
-    for name, value in record["environ"]:
-        if environ.get(name) != value:
-            return False
-    for row in record["stat"]:
-        if not _stamp_is(os.stat(row[0]), row):
-            return False
-    for path in record["missing"]:
-        try:
-            os.stat(path)
-        except OSError:
-            continue
-        return False
-    for path, dev, ino in record["directory"]:
-        st = os.lstat(path)
-        if not stat.S_ISDIR(st.st_mode) or st.st_dev != dev or st.st_ino != ino:
-            return False
-    for path, dev, ino in record["same"]:
-        st = os.stat(path)
-        if st.st_dev != dev or st.st_ino != ino:
-            return False
-    path, dev, ino, mode, uid = record["entry"]
-    st = os.lstat(path)
-    if (st.st_dev, st.st_ino, st.st_mode, st.st_uid) != (dev, ino, mode, uid) or not stat.S_ISDIR(mode):
-        return False
-    for row in record["entry_files"]:
-        if not _stamp_is(os.lstat(row[0]), row):
-            return False
-    return True
+    return hashlib.blake2b(text.encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()
 
 
 def _check_warm_record(name: str, cache_dir: Optional[str]) -> Optional[Any]:
     # The record ``name`` when every check in it holds now, else ``None``.
     # Writes nothing.
     try:
-        record = _read_record(name, cache_dir)
-        if record is not None and _record_holds(record):
-            return record
-    except (OSError, ValueError, KeyError, TypeError, IndexError):
-        pass
-    return None
+        # Where the native module would open the cache (a guess: a record
+        # is only found where the native module wrote it, under the same
+        # variables, which the record checks).
+        root = cache_dir
+        if root is None:
+            env = os.environ
+            root = env.get("ABICACHE_DIR") or None
+            if root is None:
+                xdg = env.get("XDG_CACHE_HOME")
+                home = env.get("HOME")
+                if xdg and os.path.isabs(xdg):
+                    root = xdg + "/abicache"
+                elif home:
+                    root = home + "/.cache/abicache"
+                else:
+                    return None
+        # The root may be a symlink the user chose; nothing under it may be.
+        # Each of them, and the record, must be this user's and writable by
+        # no one else.
+        uid = os.geteuid()
+        warm_dir = root + "/v1/warm"
+        warm_st = os.lstat(warm_dir)
+        if not stat.S_ISDIR(warm_st.st_mode):
+            return None
+        for st in (os.stat(root), os.lstat(root + "/v1"), warm_st):
+            if st.st_uid != uid or st.st_mode & 0o022:
+                return None
+        fd = os.open(warm_dir + "/" + name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_uid != uid or st.st_mode & 0o022 or st.st_size > 64 << 20:
+                return None
+            # Decoded first: `json.loads` of bytes detects the encoding (~8 us).
+            record = json.loads(os.read(fd, st.st_size + 1).decode("utf-8"))
+        finally:
+            os.close(fd)
+        if record.get("format") != WARM_RECORD_FORMAT:
+            return None
+        environ = os.environ
+        for var, value in record["environ"]:
+            if environ.get(var) != value:
+                return None
+        # A stamp row is [path, dev, ino, size, mtime_ns, ctime_ns].
+        for row in record["stat"]:
+            st = os.stat(row[0])
+            if row[1:] != [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]:
+                return None
+        for path in record["missing"]:
+            try:
+                os.stat(path)
+            except OSError:
+                continue
+            return None
+        for path, dev, ino in record["directory"]:
+            st = os.lstat(path)
+            if not stat.S_ISDIR(st.st_mode) or st.st_dev != dev or st.st_ino != ino:
+                return None
+        for path, dev, ino in record["same"]:
+            st = os.stat(path)
+            if st.st_dev != dev or st.st_ino != ino:
+                return None
+        path, dev, ino, mode, owner = record["entry"]
+        st = os.lstat(path)
+        if (st.st_dev, st.st_ino, st.st_mode, st.st_uid) != (dev, ino, mode, owner) or not stat.S_ISDIR(mode):
+            return None
+        for row in record["entry_files"]:
+            st = os.lstat(row[0])
+            if row[1:] != [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]:
+                return None
+        return record
+    except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError):
+        return None
 
 
 def _count_warm_hit(record: Any) -> bool:
@@ -290,28 +259,6 @@ def _strings(value: Union[str, Iterable[str], None], what: str) -> List[str]:
     return out
 
 
-def _stable_target(value: Optional[StableTargetLike]) -> Union[None, str, List[int]]:
-    if value is None or isinstance(value, str):
-        return value
-    parts = list(value)
-    if len(parts) != 2 or not all(isinstance(p, int) for p in parts):
-        raise TypeError(f"torch_stable_abi_target must be 'M.m' or (M, m), got {value!r}")
-    return parts
-
-
-def _fingerprint_root(paths: Sequence[str]) -> str:
-    # The common parent directory of the sources and include paths: files
-    # are named relative to it in the payload, so moving the project keeps the key.
-    dirs = [os.path.dirname(p) for p in paths if p]
-    if not dirs:
-        return os.getcwd()
-    return os.path.commonpath(dirs)
-
-
-def _rebuild_requested() -> bool:
-    return os.environ.get("ABICACHE_REBUILD", "").strip() not in ("", "0", "false", "no")
-
-
 class TorchOpsExtension:
     """A JIT-compiled PyTorch extension, keyed by what its binary depends on.
 
@@ -376,69 +323,62 @@ class TorchOpsExtension:
             "requires_cuda": requires_cuda,
             "is_python_module": self.is_python_module,
             "python_abi_dependent": python_abi_dependent,
-            "torch_stable_abi_target": _stable_target(torch_stable_abi_target),
+            "torch_stable_abi_target": torch_stable_abi_target,
             "cuda_archs": cuda_archs,
         }
-        if fingerprint_root is not None:
-            self._root = os.path.abspath(os.fspath(fingerprint_root))
-        else:
-            self._root = _fingerprint_root(self.sources + [p + os.sep for p in self.extra_include_paths])
+        if not (torch_stable_abi_target is None or isinstance(torch_stable_abi_target, str)):
+            parts = list(torch_stable_abi_target)
+            if len(parts) != 2 or not isinstance(parts[0], int) or not isinstance(parts[1], int):
+                raise TypeError(f"torch_stable_abi_target must be 'M.m' or (M, m), got {torch_stable_abi_target!r}")
+            self._spec["torch_stable_abi_target"] = parts
+        # The fingerprint root given (``None``: the common parent of the
+        # sources and include paths, found on the native path).
+        self._root = os.path.abspath(os.fspath(fingerprint_root)) if fingerprint_root is not None else None
         # The key of the last load() in this process (for abicache.load's same-name reloads).
         self._loaded_key: Optional[str] = None
-
-    @property
-    def _spec_json(self) -> str:
-        # The spec as the native module reads it (not on the warm path).
-        return json.dumps({k: v for k, v in self._spec.items() if v is not None})
 
     @property
     def requires_cuda(self) -> bool:
         """Whether this is a CUDA extension: ``requires_cuda`` when given, else
         whether a source is a CUDA source (``.cu``), by the Rust rule."""
-        from . import _native
+        from ._native_path import requires_cuda
 
-        return _native.requires_cuda(self._spec_json)
+        return requires_cuda(self)
 
     def __repr__(self) -> str:
         return f"TorchOpsExtension({self.name!r}, {len(self.sources)} source(s))"
-
-    def _args(self) -> Tuple[str, str, str, Optional[str]]:
-        from . import _env
-
-        env = _env.environment_json()
-        return self._spec_json, env, self._root, self.cache_dir
-
-    def _prepared(self) -> Dict[str, Any]:
-        from . import _native
-
-        return _native.prepare(*self._args())
 
     @property
     def key(self) -> str:
         """The cache key (32 hex digits) in this environment (remembered with
         a stamp of every file and directory it depends on)."""
-        from . import _native
+        from ._native_path import call
 
-        return _native.key(*self._args())
+        key: str = call("key", self)
+        return key
 
     @property
     def payload(self) -> List[str]:
         """The ``field=value`` lines the key is the BLAKE3 of."""
-        payload: List[str] = self._prepared()["payload"]
+        from ._native_path import prepared
+
+        payload: List[str] = prepared(self)["payload"]
         return payload
 
     def explain(self) -> str:
         """Why the key is what it is; on a miss, how the closest cached entry differs."""
-        from . import _native
+        from ._native_path import call
 
-        return _native.explain(*self._args())[0]
+        text: str = call("explain", self)[0]
+        return text
 
     def explanation(self) -> Dict[str, Any]:
         """:meth:`explain` as data: ``key``, ``cached``, ``python_abi``,
         ``torch_abi``, ``closest`` (``{"key", "changes": [{"kind", "field", …}]}``)."""
-        from . import _native
+        from ._native_path import call
 
-        return _native.explain(*self._args())[1]
+        data: Dict[str, Any] = call("explain", self)[1]
+        return data
 
     def load(self) -> str:
         """Hits or builds, registers the library with torch, checks
@@ -447,85 +387,46 @@ class TorchOpsExtension:
         return self._load()[0]
 
     def _load(self) -> Tuple[str, Optional[ModuleType]]:
-        rebuild = _rebuild_requested()
-        with _name_lock(self.name):
+        # The path and (for a Python module) the module: a hit from the
+        # warm-load record (no native call), else the native path.
+        rebuild = os.environ.get("ABICACHE_REBUILD", "").strip() not in ("", "0", "false", "no")
+        with _registry_lock:
+            name_lock = _name_locks.setdefault(self.name, threading.Lock())
+        with name_lock:
             warm_name = _warm_record_name(self._spec, self._root, self.cache_dir)
-            if not rebuild:
-                loaded = self._load_warm(warm_name)
-                if loaded is not None:
-                    return loaded
-            return self._load_native(warm_name, rebuild)
+            record = None if rebuild else _check_warm_record(warm_name, self.cache_dir)
+            if record is not None:
+                key = record["key"]
+                if key in _loaded:
+                    self._loaded_key = key
+                    return _loaded[key]
+                if _count_warm_hit(record):
+                    self._loaded_key = key
+                    path = record["library"]
+                    if self.verbose:
+                        print(f"abicache: hit `{self.name}` key {key} (warm record): {path}", file=sys.stderr)
+                    return self._register_checked(key, path)
+            from ._native_path import load
 
-    def _load_warm(self, warm_name: str) -> Optional[Tuple[str, Optional[ModuleType]]]:
-        # A hit from the warm-load record (no native call), or ``None``.
-        record = _check_warm_record(warm_name, self.cache_dir)
-        if record is None:
-            return None
-        key, path = record["key"], record["library"]
-        if key in _loaded:
-            self._loaded_key = key
-            return _loaded[key]
-        if not _count_warm_hit(record):
-            return None
-        self._loaded_key = key
-        if self.verbose:
-            print(f"abicache: hit `{self.name}` key {key} (warm record): {path}", file=sys.stderr)
-        return self._register_checked(key, path)
-
-    def _load_native(self, warm_name: str, rebuild: bool) -> Tuple[str, Optional[ModuleType]]:
-        from . import _env, _native
-
-        spec, env, root, cache_dir = self._args()
-        if self.name in _loaded_names:
-            key = _native.key(spec, env, root, cache_dir)
-            if key in _loaded:
-                self._loaded_key = key
-                return _loaded[key]
-        outcome = _native.build(
-            spec,
-            env,
-            root,
-            cache_dir,
-            rebuild=rebuild,
-            site_packages=_env.site_packages(),
-            progress=self.progress,
-            warm_record=warm_name,
-            warm_files=[_native.__file__],
-        )
-        key, path = outcome["key"], outcome["path"]
-        self._loaded_key = key
-        if key in _loaded:  # a rebuild of a library this process already holds
-            return _loaded[key]
-        for warning in outcome.get("warnings", []):
-            print(f"abicache: warning: {warning}", file=sys.stderr)
-        if self.verbose:
-            how = "hit" if outcome["hit"] else "built"
-            print(f"abicache: {how} `{self.name}` key {key} in {outcome['seconds']:.3f}s: {path}", file=sys.stderr)
-        return self._register_checked(key, path)
+            return load(self, warm_name, rebuild)
 
     def _register_checked(self, key: str, path: str) -> Tuple[str, Optional[ModuleType]]:
-        module = self._register(path)
+        # Registers the library at ``path`` (``torch.ops.load_library``, or
+        # an import when ``is_python_module``), checks ``required_ops`` and
+        # remembers it as this process's library of ``key``.
+        module = None
+        if self.is_python_module:
+            from ._native_path import import_module
+
+            module = import_module(self, path)
+        else:
+            import torch
+
+            torch.ops.load_library(path)  # type: ignore[no-untyped-call]
         self._check_required_ops()
         _loaded[key] = (path, module)
         _loaded_names.add(self.name)
         return path, module
-
-    def _register(self, path: str) -> Optional[ModuleType]:
-        if self.is_python_module:
-            import importlib.util
-
-            spec = importlib.util.spec_from_file_location(self.name, path)
-            if spec is None or spec.loader is None:
-                from . import _native
-
-                raise _native.Error(f"cannot import `{path}` as module `{self.name}`")
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-            return module
-        import torch
-
-        torch.ops.load_library(path)  # type: ignore[no-untyped-call]
-        return None
 
     def _check_required_ops(self) -> None:
         if not self.required_ops:
@@ -538,21 +439,15 @@ class TorchOpsExtension:
         # find is asked of `torch.ops` itself, so an older torch without it
         # answers the same.
         schemas = getattr(torch._C, "_jit_get_schemas_for_operator", None)
-        missing = [
-            op
-            for op in self.required_ops
-            if not (schemas is not None and schemas(f"{self.namespace}::{op}"))
-            and not hasattr(getattr(torch.ops, self.namespace), op)
-        ]
+        missing = []
+        for op in self.required_ops:
+            if not (schemas is not None and schemas(f"{self.namespace}::{op}")):
+                if not hasattr(getattr(torch.ops, self.namespace), op):
+                    missing.append(op)
         if missing:
-            from . import _native
+            from ._native_path import missing_ops
 
-            raise _native.Error(
-                f"extension `{self.name}` loaded but `torch.ops.{self.namespace}` lacks "
-                + ", ".join(f"`{op}`" for op in missing)
-                + "; check the TORCH_LIBRARY registration's namespace and op names "
-                "(or pass `namespace=`/`required_ops=` matching them)"
-            )
+            raise missing_ops(self, missing)
 
 
 __all__ = [

@@ -1,0 +1,123 @@
+"""What ``TorchOpsExtension`` does through the native module: the load the
+warm-load record did not answer (a miss, a build, a changed dependency), the
+key, its payload and explanation, and the rarer parts of a load (importing
+a Python module, a missing op's error).
+
+Kept out of ``__init__.py``: a warm load runs that module and, when its
+record answers, never imports this one (each function a module defines
+costs every ``import abicache`` ~5 µs).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
+
+from . import _env, _native
+
+if TYPE_CHECKING:
+    from . import TorchOpsExtension
+
+
+def fingerprint_root(paths: Sequence[str]) -> str:
+    """The common parent directory of the sources and include paths: files
+    are named relative to it in the payload, so moving the project keeps the key."""
+    dirs = [os.path.dirname(p) for p in paths if p]
+    if not dirs:
+        return os.getcwd()
+    return os.path.commonpath(dirs)
+
+
+def root(ext: TorchOpsExtension) -> str:
+    """The fingerprint root of ``ext``: the one it was given, else
+    :func:`fingerprint_root` of its sources and include paths."""
+    if ext._root is not None:
+        return ext._root
+    return fingerprint_root(ext.sources + [p + os.sep for p in ext.extra_include_paths])
+
+
+def spec_json(ext: TorchOpsExtension) -> str:
+    """The spec of ``ext`` as the native module reads it."""
+    return json.dumps({k: v for k, v in ext._spec.items() if v is not None})
+
+
+def native_args(ext: TorchOpsExtension) -> Tuple[str, str, str, Optional[str]]:
+    """The native calls' first arguments: spec, environment, root, cache directory."""
+    return spec_json(ext), _env.environment_json(), root(ext), ext.cache_dir
+
+
+def load(ext: TorchOpsExtension, warm_name: str, rebuild: bool) -> Tuple[str, Optional[ModuleType]]:
+    """``ext``'s load through the native module: a hit (verified, counted),
+    or one build shared by every process; then registered as
+    ``ext._register_checked`` does. Asks the native module to write the
+    warm-load record ``warm_name`` for the next process."""
+    from . import _loaded, _loaded_names
+
+    spec, env, root_dir, cache_dir = native_args(ext)
+    if ext.name in _loaded_names:
+        key = _native.key(spec, env, root_dir, cache_dir)
+        if key in _loaded:
+            ext._loaded_key = key
+            return _loaded[key]
+    outcome = _native.build(
+        spec,
+        env,
+        root_dir,
+        cache_dir,
+        rebuild=rebuild,
+        site_packages=_env.site_packages(),
+        progress=ext.progress,
+        warm_record=warm_name,
+        warm_files=[_native.__file__],
+    )
+    key, path = outcome["key"], outcome["path"]
+    ext._loaded_key = key
+    if key in _loaded:  # a rebuild of a library this process already holds
+        return _loaded[key]
+    for warning in outcome.get("warnings", []):
+        print(f"abicache: warning: {warning}", file=sys.stderr)
+    if ext.verbose:
+        how = "hit" if outcome["hit"] else "built"
+        print(f"abicache: {how} `{ext.name}` key {key} in {outcome['seconds']:.3f}s: {path}", file=sys.stderr)
+    return ext._register_checked(key, path)
+
+
+def import_module(ext: TorchOpsExtension, path: str) -> ModuleType:
+    """The library at ``path`` imported as the Python module ``ext.name``."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(ext.name, path)
+    if spec is None or spec.loader is None:
+        raise _native.Error(f"cannot import `{path}` as module `{ext.name}`")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def missing_ops(ext: TorchOpsExtension, missing: List[str]) -> _native.Error:
+    """The error for a library that loaded without the ops ``missing``."""
+    return _native.Error(
+        f"extension `{ext.name}` loaded but `torch.ops.{ext.namespace}` lacks "
+        + ", ".join(f"`{op}`" for op in missing)
+        + "; check the TORCH_LIBRARY registration's namespace and op names "
+        "(or pass `namespace=`/`required_ops=` matching them)"
+    )
+
+
+def call(method: str, ext: TorchOpsExtension) -> Any:
+    """``_native.<method>`` of ``ext``'s spec, environment, root and cache."""
+    result: Any = getattr(_native, method)(*native_args(ext))
+    return result
+
+
+def requires_cuda(ext: TorchOpsExtension) -> bool:
+    """Whether ``ext`` is a CUDA extension, by the Rust rule."""
+    return _native.requires_cuda(spec_json(ext))
+
+
+def prepared(ext: TorchOpsExtension) -> Dict[str, Any]:
+    """``_native.prepare`` of ``ext``: its key, payload and dependencies."""
+    return _native.prepare(*native_args(ext))
