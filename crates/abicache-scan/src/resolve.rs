@@ -371,13 +371,15 @@ fn is_file_noting(path: &Path, absent: Option<&mut AbsentLookups>) -> bool {
             return false;
         }
     }
-    match std::fs::metadata(path) {
+    // `lstat` first: one call answers the common cases (no entry, a plain
+    // file), as the `stat` of `is_file` does. Only a symlink is followed,
+    // and only a true absence is noted: a dangling symlink is an entry, and
+    // its target may appear without the directory changing.
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_symlink() => is_file(path),
         Ok(meta) => meta.is_file(),
         Err(e) => {
-            // A dangling symlink is an entry: its target may appear without
-            // the directory changing, so only a true absence is noted.
-            if e.kind() == std::io::ErrorKind::NotFound && std::fs::symlink_metadata(path).is_err()
-            {
+            if e.kind() == std::io::ErrorKind::NotFound {
                 if let Some((dir, name)) = split {
                     absent.note(dir, name, false);
                 }

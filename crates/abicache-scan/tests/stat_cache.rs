@@ -289,3 +289,38 @@ fn a_header_created_where_a_lookup_failed_is_found_at_once() {
         .iter()
         .any(|f| f.path == "inc/other.h"));
 }
+
+#[test]
+fn a_dangling_symlink_under_a_system_root_is_seen_once_its_target_appears() {
+    // A dangling symlink is an entry, not an absence: its target can appear
+    // without its directory changing, so the cache must not remember the
+    // name as missing there.
+    let p = Project::new();
+    let sys = p.path("sysroot");
+    fs::create_dir_all(sys.join("lib")).unwrap();
+    std::os::unix::fs::symlink(p.path("elsewhere/dang.h"), sys.join("lib/dang.h")).unwrap();
+    write(p.dir.path(), "src/d.cpp", "#include <lib/dang.h>\n");
+    write(p.dir.path(), "inc/lib/dang.h", "int local_dang;\n");
+    let mut sources = p.sources.clone();
+    sources.push(p.path("src/d.cpp"));
+    let p = Project {
+        sources,
+        config: p.config.clone().system_root(&sys),
+        ..p
+    };
+    let local = |p: &Project| {
+        p.cold().sources[2]
+            .files
+            .iter()
+            .any(|f| f.path == "inc/lib/dang.h")
+    };
+    age_files();
+    let mut cache = StatCache::in_memory();
+    p.cached_equals_cold(&mut cache, "the first scan");
+    assert_eq!(p.cached_equals_cold(&mut cache, "no edit"), 0);
+    assert!(local(&p), "a dangling system header is no header");
+
+    write(p.dir.path(), "elsewhere/dang.h", "int system_dang;\n");
+    p.cached_equals_cold(&mut cache, "the symlink's target created");
+    assert!(!local(&p), "the system header now wins");
+}
