@@ -6,7 +6,9 @@
 #   scripts/bench.sh            (after scripts/setup-venv.sh dev)
 #
 # Takes ~5 minutes on a 2-core machine (the GPTQModel reference alone needs
-# ~2 minutes: marlin ~2.5 s and swordfish ~6 s a key, machete ~1 min once).
+# ~2 minutes: marlin ~2.5 s and swordfish ~6 s a key, machete ~1 min once),
+# plus ~12 minutes once per machine to build the pre-issue-12 key_time that
+# machete's cold key is compared with.
 # Downloads once into benches/.work/ (git-ignored): the GPTQModel 7.7.0 sdist
 # and the nvidia-cutlass wheel (CUTLASS headers); installs benches/requirements.txt
 # (PyPcre, LogBar: what GPTQModel's cpp.py imports) into .venv.
@@ -39,6 +41,15 @@ bin=$CARGO_TARGET_DIR/release
 
 python3 benches/bench_gptq.py --venv "$venv" --abicache "$bin/abicache" \
   --key-time "$bin/examples/key_time" --work "$work"
+# Issue 12: machete's cold key against the code before issue 12 ("today"),
+# whose key_time is built once per machine (~12 minutes the first time).
+if reference=$(benches/build_reference_key_time.sh); then
+  python3 benches/bench_cold_key.py --key-time "$bin/examples/key_time" \
+    --reference-key-time "$reference" --out "$work" \
+    --spec "$work/gptqmodel-7.7.0/abicache-bench-machete.toml" --env "$work/gptq-env.toml"
+else
+  echo "bench: no reference key_time (above): the cold key against issue 12's \"today\" is skipped" >&2
+fi
 python3 benches/bench_tree.py --key-time "$bin/examples/key_time" \
   --env "$work/gptq-env.toml" --work "$work"
 "$venv/bin/python" -W ignore benches/bench_build.py --abicache "$bin/abicache" \

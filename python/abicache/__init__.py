@@ -327,9 +327,15 @@ class TorchOpsExtension:
             "cuda_archs": cuda_archs,
         }
         if not (torch_stable_abi_target is None or isinstance(torch_stable_abi_target, str)):
-            parts = list(torch_stable_abi_target)
-            if len(parts) != 2 or not isinstance(parts[0], int) or not isinstance(parts[1], int):
-                raise TypeError(f"torch_stable_abi_target must be 'M.m' or (M, m), got {torch_stable_abi_target!r}")
+            try:
+                parts = list(torch_stable_abi_target)
+            except TypeError:  # a float such as 2.10 (which reads as 2.1)
+                parts = []
+            if len(parts) != 2 or type(parts[0]) is not int or type(parts[1]) is not int:
+                raise TypeError(
+                    "torch_stable_abi_target must be a string 'M.m' or a pair of ints (M, m), "
+                    f"such as '2.10' or (2, 10); got {torch_stable_abi_target!r}"
+                )
             self._spec["torch_stable_abi_target"] = parts
         # The fingerprint root given (``None``: the common parent of the
         # sources and include paths, found on the native path).

@@ -173,7 +173,7 @@ def test_a_stable_target_is_kept_as_given_or_refused_by_type(tmp_path: Path) -> 
     assert ext._spec["torch_stable_abi_target"] == [2, 10]
     ext = abicache.TorchOpsExtension("target", [source], torch_stable_abi_target="2.10")
     assert ext._spec["torch_stable_abi_target"] == "2.10"
-    for bad in [(2,), (2, 10, 0), ("2", "10")]:
+    for bad in [(2,), (2, 10, 0), ("2", "10"), 2.10, 2, (True, 1)]:
         with pytest.raises(TypeError, match="torch_stable_abi_target"):
             abicache.TorchOpsExtension("target", [source], torch_stable_abi_target=bad)  # type: ignore[arg-type]
 

@@ -46,10 +46,16 @@ impl FileStamp {
     /// The stamp of `meta` if it may be stored and trusted later: its last
     /// change (mtime and ctime) lies at least [`RACY_WINDOW`] before `now`.
     pub fn trusted(meta: &Metadata, now: SystemTime) -> Option<FileStamp> {
-        let stamp = FileStamp::of(meta);
+        FileStamp::of(meta).trusted_at(now)
+    }
+
+    /// This stamp if it may be stored and trusted later, it having been
+    /// taken at or after `now`: [`FileStamp::trusted`] for a stamp already
+    /// taken (`now` may be any earlier moment, which is only stricter).
+    pub fn trusted_at(self, now: SystemTime) -> Option<FileStamp> {
         let now_ns = now.duration_since(UNIX_EPOCH).ok()?.as_nanos() as i64;
-        let last_change = stamp.mtime_ns.max(stamp.ctime_ns);
-        (now_ns - last_change >= RACY_WINDOW.as_nanos() as i64).then_some(stamp)
+        let last_change = self.mtime_ns.max(self.ctime_ns);
+        (now_ns - last_change >= RACY_WINDOW.as_nanos() as i64).then_some(self)
     }
 }
 

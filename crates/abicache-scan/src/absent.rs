@@ -8,11 +8,13 @@
 //! candidate. Creating, removing or renaming an entry in a directory changes
 //! the directory's mtime and ctime, hence its [`FileStamp`] (an entry cannot
 //! change from file to directory or symlink without being removed and
-//! created again); the directory is
-//! `stat`ed once per scan (before any lookup in it) and its remembered
-//! absent names are used only when that stamp equals the stored one. As with
-//! files, a directory stamp is stored only when trusted (the racy rule), so
-//! an entry created in the same timestamp tick cannot go unseen.
+//! created again); the directory is `stat`ed once per scan, before any
+//! lookup in it (by the [`crate::Resolver`], which also answers every name
+//! in a missing directory without a lookup), and its remembered names are
+//! used only when that stamp equals the stored one. As with files, a
+//! directory stamp is stored only when trusted (the racy rule, against the
+//! moment the scan started), so an entry created in the same timestamp tick
+//! or during the scan cannot go unseen.
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::{OsStr, OsString};
@@ -22,8 +24,6 @@ use std::time::SystemTime;
 
 use abicache_fs::FileStamp;
 use serde::{Deserialize, Serialize};
-
-use crate::resolve::FastMap;
 
 /// What is remembered about one directory.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -51,12 +51,20 @@ pub(crate) enum Known {
     Unknown,
 }
 
+/// A directory entered by [`AbsentLookups::enter`] (an index into this
+/// scan's list).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DirSlot(u32);
+
 /// A directory as seen by this scan.
 #[derive(Debug)]
 struct SeenDir {
-    /// Its stamp now, when it exists (taken before any lookup in it).
-    now: Option<FileStamp>,
-    /// Whether that stamp may be stored (outside the racy window).
+    /// The directory as looked up.
+    path: PathBuf,
+    /// Its stamp, taken before any lookup in it.
+    now: FileStamp,
+    /// Whether that stamp may be stored (outside the racy window of the
+    /// scan's start).
     trusted: bool,
     /// Whether the remembered names are valid (stamps equal).
     valid: bool,
@@ -67,68 +75,62 @@ struct SeenDir {
 }
 
 /// The per-scan view: remembered absences plus what this scan learns.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct AbsentLookups {
     known: Arc<AbsentMap>,
-    /// By the directory's bytes (`Path`'s hash walks components: too slow
-    /// for a lookup per candidate).
-    seen: FastMap<OsString, SeenDir>,
+    /// When the scan started: the racy rule's reference for every stamp.
+    started: SystemTime,
+    /// Every directory entered, in order ([`DirSlot`] indexes it).
+    seen: Vec<SeenDir>,
 }
 
 impl AbsentLookups {
-    /// A view over `known` (from the stat cache).
-    pub(crate) fn new(known: Arc<AbsentMap>) -> AbsentLookups {
+    /// A view over `known` (from the stat cache) for a scan that started
+    /// at `started` (before any directory was `stat`ed).
+    pub(crate) fn new(known: Arc<AbsentMap>, started: SystemTime) -> AbsentLookups {
         AbsentLookups {
             known,
-            seen: FastMap::default(),
+            started,
+            seen: Vec::new(),
         }
     }
 
-    fn seen(&mut self, dir: &Path) -> &mut SeenDir {
-        let key: &OsStr = dir.as_os_str();
-        if !self.seen.contains_key(key) {
-            let now = SystemTime::now();
-            let meta = std::fs::metadata(dir).ok().filter(|m| m.is_dir());
-            let stamp = meta.as_ref().map(FileStamp::of);
-            let trusted = meta
-                .as_ref()
-                .and_then(|m| FileStamp::trusted(m, now))
-                .is_some();
-            let valid = stamp.is_some()
-                && !self.known.is_empty()
-                && self
-                    .known
-                    .get(dir)
-                    .is_some_and(|k| k.stamp.is_some() && k.stamp == stamp);
-            let entry = SeenDir {
-                now: stamp,
-                trusted,
-                valid,
-                found_absent: Vec::new(),
-                found_files: Vec::new(),
-            };
-            self.seen.insert(key.to_owned(), entry);
-        }
-        self.seen.get_mut(key).expect("inserted above")
+    /// Enters the existing directory `dir` (once per scan), whose stamp
+    /// `stamp` (following symlinks) was taken before any lookup in it.
+    pub(crate) fn enter(&mut self, dir: &Path, stamp: FileStamp) -> DirSlot {
+        let valid =
+            !self.known.is_empty() && self.known.get(dir).is_some_and(|k| k.stamp == Some(stamp));
+        let slot = DirSlot(u32::try_from(self.seen.len()).expect("fewer than 2^32 directories"));
+        self.seen.push(SeenDir {
+            path: dir.to_path_buf(),
+            now: stamp,
+            trusted: stamp.trusted_at(self.started).is_some(),
+            valid,
+            found_absent: Vec::new(),
+            found_files: Vec::new(),
+        });
+        slot
     }
 
-    /// What is remembered about `dir/name` under `dir`'s current stamp.
-    pub(crate) fn known(&mut self, dir: &Path, name: &OsStr) -> Known {
-        if !self.seen(dir).valid {
+    /// What is remembered about `name` in the directory of `slot` under
+    /// its current stamp.
+    pub(crate) fn known(&self, slot: DirSlot, name: &OsStr) -> Known {
+        let seen = &self.seen[slot.0 as usize];
+        if !seen.valid {
             return Known::Unknown;
         }
-        match self.known.get(dir) {
+        match self.known.get(&seen.path) {
             Some(k) if k.names.contains(name) => Known::Absent,
             Some(k) if k.files.contains(name) => Known::File,
             _ => Known::Unknown,
         }
     }
 
-    /// Records what a lookup of `dir/name` found: a regular file (not a
-    /// symlink) when `file`, else nothing at all.
-    pub(crate) fn note(&mut self, dir: &Path, name: &OsStr, file: bool) {
-        let seen = self.seen(dir);
-        if seen.now.is_none() || !seen.trusted {
+    /// Records what a lookup of `name` in the directory of `slot` found: a
+    /// regular file (not a symlink) when `file`, else nothing at all.
+    pub(crate) fn note(&mut self, slot: DirSlot, name: &OsStr, file: bool) {
+        let seen = &mut self.seen[slot.0 as usize];
+        if !seen.trusted {
             return;
         }
         let names = if file {
@@ -139,42 +141,39 @@ impl AbsentLookups {
         names.push(name.to_owned());
     }
 
-    /// The remembered lookups after this scan: each directory seen gets its
-    /// current stamp and the names found absent or found as files under it
-    /// (added to the old ones when the stamp did not change), or is
-    /// forgotten when its stamp cannot be trusted. `None` when nothing changed.
+    /// The remembered lookups after this scan: each directory entered gets
+    /// its current stamp and the names found absent or found as files under
+    /// it (added to the old ones when the stamp did not change), or is
+    /// forgotten when its stamp cannot be trusted. `None` when nothing
+    /// changed.
     pub(crate) fn merged(self) -> Option<AbsentMap> {
-        let changed = self.seen.iter().any(|(dir, s)| {
+        let changed = self.seen.iter().any(|s| {
             !s.found_absent.is_empty()
                 || !s.found_files.is_empty()
-                || (!s.valid && self.known.contains_key(Path::new(dir)))
+                || (!s.valid && self.known.contains_key(&s.path))
         });
         if !changed {
             return None;
         }
         let mut map = Arc::unwrap_or_clone(self.known);
-        for (dir, seen) in self.seen {
-            let dir = PathBuf::from(dir);
+        for seen in self.seen {
             if seen.valid {
-                if let Some(entry) = map.get_mut(&dir) {
+                if let Some(entry) = map.get_mut(&seen.path) {
                     entry.names.extend(seen.found_absent);
                     entry.files.extend(seen.found_files);
                 }
                 continue;
             }
             let learnt = !seen.found_absent.is_empty() || !seen.found_files.is_empty();
-            match seen.now.filter(|_| seen.trusted && learnt) {
-                Some(stamp) => {
-                    let known = KnownAbsent {
-                        stamp: Some(stamp),
-                        names: seen.found_absent.into_iter().collect(),
-                        files: seen.found_files.into_iter().collect(),
-                    };
-                    map.insert(dir, known);
-                }
-                None => {
-                    map.remove(&dir);
-                }
+            if seen.trusted && learnt {
+                let known = KnownAbsent {
+                    stamp: Some(seen.now),
+                    names: seen.found_absent.into_iter().collect(),
+                    files: seen.found_files.into_iter().collect(),
+                };
+                map.insert(seen.path, known);
+            } else {
+                map.remove(&seen.path);
             }
         }
         Some(map)

@@ -142,10 +142,11 @@ pub(crate) struct Recorder {
 }
 
 impl Recorder {
-    /// A recorder for a scan that starts now.
-    pub(crate) fn new() -> Recorder {
+    /// A recorder for a scan that started at `started`, before it looked
+    /// at anything.
+    pub(crate) fn new(started: SystemTime) -> Recorder {
         Recorder {
-            started: SystemTime::now(),
+            started,
             followed: FastSet::default(),
             canonical: FastSet::default(),
             same: Vec::new(),
@@ -156,13 +157,6 @@ impl Recorder {
     /// root: its canonical name decides how files are named).
     pub(crate) fn same(&mut self, path: &Path) {
         self.same.push(path.to_path_buf());
-    }
-
-    /// A name was looked up as `candidate`: its directory's entries matter.
-    pub(crate) fn lookup(&mut self, candidate: &Path) {
-        if let Some(dir) = candidate.parent() {
-            self.followed(dir);
-        }
     }
 
     /// `path` was resolved following symlinks: what it leads to matters.

@@ -11,7 +11,11 @@
 //!    nowhere is a system header.
 //!
 //! "Is a file" means `stat` succeeds and says regular file: a dangling
-//! symlink or a symlink loop is simply not found. A header's own includes
+//! symlink or a symlink loop is simply not found. Each directory a name is
+//! looked up in is `stat`ed once per scan, its parent first: no name exists
+//! in a missing directory, so the many candidates under include paths that
+//! lack a subdirectory (`cutlass/…` looked up in every CUDA include dir)
+//! cost one `stat` for the whole missing subtree instead of one each. A header's own includes
 //! are resolved from the directory it was *found* in (as a compiler does,
 //! which matters for symlink forests: a symlinked header's includes are
 //! looked up next to the link, not next to its target), held as that
@@ -28,7 +32,9 @@ use std::ffi::OsString;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::path::{Path, PathBuf};
 
-use crate::absent::{AbsentLookups, Known};
+use abicache_fs::FileStamp;
+
+use crate::absent::{AbsentLookups, DirSlot, Known};
 use crate::deps::Recorder;
 use crate::lexer::IncludeKind;
 
@@ -77,6 +83,9 @@ pub struct Resolver {
     under_system: FastMap<String, bool>,
     via_include_paths: FastMap<String, Option<Resolution>>,
     canonical_dirs: FastMap<OsString, Option<PathBuf>>,
+    /// Directories names were looked up in, and their ancestors, by path
+    /// as written: each `stat`ed once, before any lookup in it.
+    lookup_dirs: FastMap<OsString, LookupDir>,
     /// Per system root, the names of its top-level entries, read once the
     /// tree has many system-looking names: most angle includes (`<vector>`)
     /// start with a name no root has and are then answered without a
@@ -233,17 +242,11 @@ impl Resolver {
             (Some(tops), Some(f)) => tops[k].contains(f),
             _ => true,
         };
-        let mut absent = self.absent.take();
-        let mut recorder = self.recorder.take();
-        let hit = (0..roots.len()).filter(|&k| listed(k)).any(|k| {
-            let candidate = roots[k].join(name);
-            if let Some(recorder) = recorder.as_mut() {
-                recorder.lookup(&candidate);
-            }
-            is_file_noting(&candidate, absent.as_mut())
-        });
-        self.absent = absent;
-        self.recorder = recorder;
+        let candidates: Vec<PathBuf> = (0..roots.len())
+            .filter(|&k| listed(k))
+            .map(|k| roots[k].join(name))
+            .collect();
+        let hit = candidates.iter().any(|c| self.is_file_looked_up(c));
         self.under_system.insert(name.to_owned(), hit);
         hit
     }
@@ -255,13 +258,11 @@ impl Resolver {
     fn local(&mut self, found: PathBuf) -> Option<Resolution> {
         // Split once: each use below would otherwise parse the path again.
         let (dir, name) = (found.parent()?, found.file_name()?);
-        if let Some(recorder) = self.recorder.as_mut() {
-            recorder.followed(dir);
-        }
-        let known = match self.absent.as_mut() {
-            Some(absent) => absent.known(dir, name),
-            None => Known::Unknown,
+        let slot = match self.enter_dir(dir) {
+            Entered::Missing => return None,
+            Entered::Present(slot) => slot,
         };
+        let known = self.known(slot, name);
         match known {
             Known::Absent => return None,
             Known::File => {
@@ -277,18 +278,14 @@ impl Resolver {
             Ok(meta) => meta,
             Err(e) => {
                 if e.kind() == std::io::ErrorKind::NotFound {
-                    if let Some(absent) = self.absent.as_mut() {
-                        absent.note(dir, name, false);
-                    }
+                    self.note(slot, name, false);
                 }
                 return None;
             }
         };
         let parent = self.canonical_dir(dir)?;
         let canonical = if meta.is_file() {
-            if let Some(absent) = self.absent.as_mut() {
-                absent.note(dir, name, true);
-            }
+            self.note(slot, name, true);
             parent.join(name)
         } else if meta.file_type().is_symlink() {
             if let Some(recorder) = self.recorder.as_mut() {
@@ -304,6 +301,117 @@ impl Resolver {
         let dir = self.dir_id(&parent);
         let file = self.file(&canonical);
         Some(Resolution::Local { dir, file })
+    }
+
+    /// Whether `path` is a file ([`is_file`]), answered without a lookup
+    /// when its directory is missing or the absent lookups know it, and
+    /// telling them about a new answer.
+    fn is_file_looked_up(&mut self, path: &Path) -> bool {
+        let Some((dir, name)) = path.parent().zip(path.file_name()) else {
+            return is_file(path);
+        };
+        let slot = match self.enter_dir(dir) {
+            Entered::Missing => return false,
+            Entered::Present(slot) => slot,
+        };
+        match self.known(slot, name) {
+            Known::Absent => return false,
+            Known::File => return true,
+            Known::Unknown => {}
+        }
+        // `lstat` first: one call answers the common cases (no entry, a
+        // plain file), as the `stat` of `is_file` does. Only a symlink is
+        // followed, and only a true absence is noted: a dangling symlink is
+        // an entry, and its target may appear without the directory
+        // changing.
+        match std::fs::symlink_metadata(path) {
+            Ok(meta) if meta.file_type().is_symlink() => is_file(path),
+            Ok(meta) => {
+                if meta.is_file() {
+                    self.note(slot, name, true);
+                }
+                meta.is_file()
+            }
+            Err(e) => {
+                if e.kind() == std::io::ErrorKind::NotFound {
+                    self.note(slot, name, false);
+                }
+                false
+            }
+        }
+    }
+
+    /// What the absent lookups remember about `name` in the directory of
+    /// `slot` (nothing without them).
+    fn known(&self, slot: Option<DirSlot>, name: &std::ffi::OsStr) -> Known {
+        match (self.absent.as_ref(), slot) {
+            (Some(absent), Some(slot)) => absent.known(slot, name),
+            _ => Known::Unknown,
+        }
+    }
+
+    /// Tells the absent lookups what a lookup of `name` in the directory
+    /// of `slot` found ([`AbsentLookups::note`]).
+    fn note(&mut self, slot: Option<DirSlot>, name: &std::ffi::OsStr, file: bool) {
+        if let (Some(absent), Some(slot)) = (self.absent.as_mut(), slot) {
+            absent.note(slot, name, file);
+        }
+    }
+
+    /// `dir` as a directory a name is about to be looked up in: on the
+    /// first lookup in it, its answer is recorded and it is entered into
+    /// the absent lookups. One map lookup after that.
+    fn enter_dir(&mut self, dir: &Path) -> Entered {
+        if let Some(LookupDir {
+            entered: Some(entered),
+            ..
+        }) = self.lookup_dirs.get(dir.as_os_str())
+        {
+            return *entered;
+        }
+        let stamp = self.dir_stamp(dir);
+        if let Some(recorder) = self.recorder.as_mut() {
+            recorder.followed(dir);
+        }
+        let entered = match stamp {
+            None => Entered::Missing,
+            Some(stamp) => Entered::Present(self.absent.as_mut().map(|a| a.enter(dir, stamp))),
+        };
+        if let Some(looked) = self.lookup_dirs.get_mut(dir.as_os_str()) {
+            looked.entered = Some(entered);
+        }
+        entered
+    }
+
+    /// The stamp of directory `dir` (following symlinks) when this scan
+    /// first looked at it; `None` when it is missing or not a directory, so
+    /// that no name exists in it. Its parent is looked at first (once): a
+    /// directory under a missing one is missing without a `stat`.
+    fn dir_stamp(&mut self, dir: &Path) -> Option<FileStamp> {
+        if let Some(looked) = self.lookup_dirs.get(dir.as_os_str()) {
+            return looked.stamp;
+        }
+        // Lexical parents are sound here: the kernel resolves a path's
+        // components in order, so where `a/b` cannot be resolved as a
+        // directory, neither can `a/b/c` (nor `a/b/../c`).
+        let parent_missing = dir
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .is_some_and(|p| self.dir_stamp(p).is_none());
+        let stamp = if parent_missing {
+            None
+        } else {
+            std::fs::metadata(dir)
+                .ok()
+                .filter(|m| m.is_dir())
+                .map(|m| FileStamp::of(&m))
+        };
+        let looked = LookupDir {
+            stamp,
+            entered: None,
+        };
+        self.lookup_dirs.insert(dir.as_os_str().to_owned(), looked);
+        stamp
     }
 
     /// `realpath` of a directory, cached by the path as written.
@@ -322,6 +430,25 @@ impl Resolver {
             .insert(dir.as_os_str().to_owned(), canonical.clone());
         canonical
     }
+}
+
+/// A directory looked at by [`Resolver::dir_stamp`].
+#[derive(Debug, Clone, Copy)]
+struct LookupDir {
+    /// Its stamp; `None` when missing or not a directory.
+    stamp: Option<FileStamp>,
+    /// Set once a name was looked up in it ([`Resolver::enter_dir`]).
+    entered: Option<Entered>,
+}
+
+/// A directory names are looked up in, once entered.
+#[derive(Debug, Clone, Copy)]
+enum Entered {
+    /// Missing or not a directory: no name exists in it.
+    Missing,
+    /// A directory, with its slot in the absent lookups when the scan has
+    /// them.
+    Present(Option<DirSlot>),
 }
 
 /// Distinct names looked up under the system roots one `stat` per root
@@ -357,36 +484,6 @@ fn top_level_names(dir: &Path) -> std::collections::HashSet<OsString> {
                 .collect()
         })
         .unwrap_or_default()
-}
-
-/// [`is_file`], answering "no" without a `stat` for a path `absent` knows
-/// is missing, and telling it about a new miss.
-fn is_file_noting(path: &Path, absent: Option<&mut AbsentLookups>) -> bool {
-    let Some(absent) = absent else {
-        return is_file(path);
-    };
-    let split = path.parent().zip(path.file_name());
-    if let Some((dir, name)) = split {
-        if absent.known(dir, name) == Known::Absent {
-            return false;
-        }
-    }
-    // `lstat` first: one call answers the common cases (no entry, a plain
-    // file), as the `stat` of `is_file` does. Only a symlink is followed,
-    // and only a true absence is noted: a dangling symlink is an entry, and
-    // its target may appear without the directory changing.
-    match std::fs::symlink_metadata(path) {
-        Ok(meta) if meta.file_type().is_symlink() => is_file(path),
-        Ok(meta) => meta.is_file(),
-        Err(e) => {
-            if e.kind() == std::io::ErrorKind::NotFound {
-                if let Some((dir, name)) = split {
-                    absent.note(dir, name, false);
-                }
-            }
-            false
-        }
-    }
 }
 
 fn is_file(path: &Path) -> bool {

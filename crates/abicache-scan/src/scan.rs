@@ -1,11 +1,10 @@
 //! The scan itself: an iterative depth-first walk over each source's
 //! local includes, reading, hashing and lexing every file once.
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::io::{self, Read};
 use std::path::{Component, Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::time::SystemTime;
 
 use abicache_fs::FileStamp;
@@ -208,7 +207,8 @@ fn walk(
     record: bool,
 ) -> Result<Walked, ScanError> {
     // Started before anything is looked at: the racy rule's reference.
-    let mut recorder = record.then(Recorder::new);
+    let started = std::time::SystemTime::now();
+    let mut recorder = record.then(|| Recorder::new(started));
     if let Some(recorder) = recorder.as_mut() {
         recorder.same(&config.root);
     }
@@ -227,7 +227,7 @@ fn walk(
         })?;
     let mut resolver = Resolver::new(config.include_paths.clone(), config.system_roots.clone());
     if let Some(cache) = cache {
-        resolver = resolver.with_absent(AbsentLookups::new(cache.absent()));
+        resolver = resolver.with_absent(AbsentLookups::new(cache.absent(), started));
     }
     if let Some(mut recorder) = recorder {
         recorder.canonical(&root);
@@ -379,81 +379,151 @@ impl Macros {
 }
 
 impl Walk<'_> {
-    /// Reads, hashes and lexes every file reachable from `starts`, level
-    /// by level, two files at a time. Only speeds up the walk: results are
-    /// stored by file id, and read errors wait until the walk visits the file.
+    /// Reads, hashes and lexes every file reachable from `starts`. Files
+    /// are read on two worker threads while this thread resolves the
+    /// includes of each file as soon as it arrives, so resolution (a
+    /// `stat` per candidate) overlaps the reading instead of leaving a core
+    /// idle between levels; a walk that reaches fewer than
+    /// [`PARALLEL_FROM`] files at once reads them here, without threads.
+    /// Only speeds up the walk: results are stored by file id, and read
+    /// errors wait until the walk visits the file.
     ///
-    /// It also reaches the headers of computed includes: when the frontier
-    /// is exhausted, every computed include met so far is expanded with the
-    /// macros of every file read so far, and what it names joins the walk;
-    /// this repeats until nothing new is reached, so the macro table the
-    /// walk then uses holds every definition of every reachable file.
+    /// It also reaches the headers of computed includes: when nothing is
+    /// left to read or resolve, every computed include met so far is
+    /// expanded with the macros of every file read so far, and what it
+    /// names joins the walk; this repeats until nothing new is reached, so
+    /// the macro table the walk then uses holds every definition of every
+    /// reachable file.
     fn prefetch(&mut self, starts: &[(FileId, DirId)]) {
-        let mut seen: HashSet<(FileId, DirId)> = starts.iter().copied().collect();
-        let mut frontier: Vec<(FileId, DirId)> = starts.to_vec();
-        let mut computed: Vec<(DirId, String)> = Vec::new();
-        let mut computed_seen: HashSet<(DirId, String)> = HashSet::new();
-        loop {
-            if frontier.is_empty() {
-                for (dir, text) in &computed {
-                    for (angle, name) in &self.expansion(text).headers {
-                        let kind = if *angle {
-                            IncludeKind::Angle
-                        } else {
-                            IncludeKind::Quoted
-                        };
-                        if let Resolution::Local { dir, file } =
-                            self.resolver.resolve(*dir, name, kind)
-                        {
-                            if seen.insert((file, dir)) {
-                                frontier.push((file, dir));
-                            }
+        let mut p = Frontier::default();
+        for &pair in starts {
+            self.reach(&mut p, pair);
+        }
+        let queue = JobQueue::default();
+        let (root, cache) = (self.root.clone(), self.cache);
+        std::thread::scope(|s| {
+            // Closed however this thread leaves the scope, so no worker waits forever.
+            let _close = CloseOnDrop(&queue);
+            let (done, arrivals) = mpsc::channel::<(FileId, std::thread::Result<Slot>)>();
+            let mut done = Some(done);
+            let mut outstanding = 0usize;
+            loop {
+                while let Some((file, dir)) = p.ready.pop() {
+                    self.resolve_includes(&mut p, file, dir);
+                }
+                if !p.to_read.is_empty() {
+                    if let Some(done) =
+                        done.take_if(|_| outstanding + p.to_read.len() >= PARALLEL_FROM)
+                    {
+                        for _ in 0..READ_THREADS {
+                            let (queue, done, root) = (&queue, done.clone(), &root);
+                            s.spawn(move || {
+                                while let Some((file, path)) = queue.pop() {
+                                    let read =
+                                        std::panic::catch_unwind(|| read_entry(root, &path, cache));
+                                    let _ = done.send((file, read));
+                                }
+                            });
                         }
                     }
+                    let to_read = std::mem::take(&mut p.to_read);
+                    if done.is_some() {
+                        // No workers yet: few files, read here.
+                        for file in to_read {
+                            let slot = read_entry(&root, self.resolver.file_path(file), cache);
+                            self.arrived(&mut p, file, slot);
+                        }
+                    } else {
+                        for file in to_read {
+                            queue.push((file, self.resolver.file_path(file).to_path_buf()));
+                            outstanding += 1;
+                        }
+                    }
+                    continue;
                 }
-                if frontier.is_empty() {
+                if outstanding > 0 {
+                    let (file, read) = arrivals.recv().expect("every job is answered");
+                    outstanding -= 1;
+                    match read {
+                        Ok(slot) => self.arrived(&mut p, file, slot),
+                        Err(panic) => std::panic::resume_unwind(panic),
+                    }
+                    continue;
+                }
+                if !self.expand_computed(&mut p) {
                     return;
                 }
             }
-            let mut todo: Vec<FileId> = frontier
-                .iter()
-                .map(|&(file, _)| file)
-                .filter(|&file| matches!(self.slot(file), Slot::Empty))
-                .collect();
-            todo.sort_by_key(|f| f.index());
-            todo.dedup();
-            let jobs: Vec<(FileId, &Path)> = todo
-                .iter()
-                .map(|&file| (file, self.resolver.file_path(file)))
-                .collect();
-            for (file, slot) in read_all(&self.root, &jobs, self.cache) {
-                self.files[file.index()] = slot;
+        });
+    }
+
+    /// Adds `(file, dir)` to the walk once: resolved now when `file` is
+    /// loaded, else when it arrives (asked for once).
+    fn reach(&mut self, p: &mut Frontier, pair: (FileId, DirId)) {
+        if !p.seen.insert(pair) {
+            return;
+        }
+        let (file, dir) = pair;
+        if !matches!(self.slot(file), Slot::Empty) {
+            p.ready.push(pair);
+            return;
+        }
+        let waiting = p.waiting.entry(file).or_default();
+        if waiting.is_empty() && !p.requested.contains(&file) {
+            p.requested.insert(file);
+            p.to_read.push(file);
+        }
+        waiting.push(dir);
+    }
+
+    /// Stores what reading `file` gave and releases the pairs waiting on it.
+    fn arrived(&mut self, p: &mut Frontier, file: FileId, slot: Slot) {
+        self.files[file.index()] = slot;
+        self.macros.stale = true;
+        for dir in p.waiting.remove(&file).unwrap_or_default() {
+            p.ready.push((file, dir));
+        }
+    }
+
+    /// Resolves the includes of loaded `file` found in `dir`, reaching the
+    /// local headers and remembering computed includes for later.
+    fn resolve_includes(&mut self, p: &mut Frontier, file: FileId, dir: DirId) {
+        let Slot::Ready(entry) = self.slot(file) else {
+            return;
+        };
+        let facts = Arc::clone(&entry.facts);
+        for inc in &facts.includes {
+            if inc.kind == IncludeKind::Computed {
+                if p.computed_seen.insert((dir, inc.name.clone())) {
+                    p.computed.push((dir, inc.name.clone()));
+                }
+                continue;
             }
-            self.macros.stale = true;
-            let mut next = Vec::new();
-            for &(file, dir) in &frontier {
-                let Slot::Ready(entry) = self.slot(file) else {
-                    continue;
+            if let Resolution::Local { dir, file } = self.resolver.resolve(dir, &inc.name, inc.kind)
+            {
+                self.reach(p, (file, dir));
+            }
+        }
+    }
+
+    /// Expands every computed include met so far with the macros read so
+    /// far; true when that reached anything new.
+    fn expand_computed(&mut self, p: &mut Frontier) -> bool {
+        let computed = std::mem::take(&mut p.computed);
+        for (dir, text) in &computed {
+            for (angle, name) in &self.expansion(text).headers {
+                let kind = if *angle {
+                    IncludeKind::Angle
+                } else {
+                    IncludeKind::Quoted
                 };
-                let facts = Arc::clone(&entry.facts);
-                for inc in &facts.includes {
-                    if inc.kind == IncludeKind::Computed {
-                        if computed_seen.insert((dir, inc.name.clone())) {
-                            computed.push((dir, inc.name.clone()));
-                        }
-                        continue;
-                    }
-                    if let Resolution::Local { dir, file } =
-                        self.resolver.resolve(dir, &inc.name, inc.kind)
-                    {
-                        if seen.insert((file, dir)) {
-                            next.push((file, dir));
-                        }
-                    }
+                if let Resolution::Local { dir, file } = self.resolver.resolve(*dir, name, kind) {
+                    self.reach(p, (file, dir));
                 }
             }
-            frontier = next;
         }
+        p.computed = computed;
+        !p.ready.is_empty() || !p.to_read.is_empty()
     }
 
     /// What `operand` expands to with the macros of every file read so far
@@ -725,36 +795,74 @@ fn read_entry(root: &Path, path: &Path, cache: Option<&StatCache>) -> Slot {
 /// The largest source or header read (generated headers reach tens of MiB).
 const MAX_SOURCE_SIZE: u64 = 1 << 30;
 
-/// [`read_entry`] for each job, on two threads when there is enough work.
-fn read_all(
-    root: &Path,
-    jobs: &[(FileId, &Path)],
-    cache: Option<&StatCache>,
-) -> Vec<(FileId, Slot)> {
-    const PARALLEL_FROM: usize = 8;
-    let next = AtomicUsize::new(0);
-    let work = || {
-        let mut out = Vec::new();
-        loop {
-            let i = next.fetch_add(1, Ordering::Relaxed);
-            let Some(&(file, path)) = jobs.get(i) else {
-                return out;
-            };
-            out.push((file, read_entry(root, path, cache)));
-        }
-    };
-    if jobs.len() < PARALLEL_FROM {
-        return work();
+/// Files read at once from which [`Walk::prefetch`] reads on worker threads.
+const PARALLEL_FROM: usize = 8;
+
+/// Worker threads [`Walk::prefetch`] reads on.
+const READ_THREADS: usize = 2;
+
+/// What [`Walk::prefetch`] has still to do.
+#[derive(Default)]
+struct Frontier {
+    /// Every (file, directory found in) pair reached.
+    seen: HashSet<(FileId, DirId)>,
+    /// Pairs whose file is loaded: their includes are next.
+    ready: Vec<(FileId, DirId)>,
+    /// Pairs whose file is being read, by file.
+    waiting: FastMap<FileId, Vec<DirId>>,
+    /// Files asked for (read or being read).
+    requested: HashSet<FileId>,
+    /// Files to hand out for reading.
+    to_read: Vec<FileId>,
+    /// Computed includes met so far, each once per directory.
+    computed: Vec<(DirId, String)>,
+    computed_seen: HashSet<(DirId, String)>,
+}
+
+/// Files waiting for a worker ([`Walk::prefetch`]); `pop` waits for one
+/// and answers `None` once the queue is closed.
+#[derive(Default)]
+struct JobQueue {
+    state: Mutex<(VecDeque<(FileId, PathBuf)>, bool)>,
+    more: Condvar,
+}
+
+impl JobQueue {
+    fn push(&self, job: (FileId, PathBuf)) {
+        self.lock().0.push_back(job);
+        self.more.notify_one();
     }
-    std::thread::scope(|s| {
-        let helper = s.spawn(work);
-        let mut out = work();
-        match helper.join() {
-            Ok(more) => out.extend(more),
-            Err(panic) => std::panic::resume_unwind(panic),
+
+    fn pop(&self) -> Option<(FileId, PathBuf)> {
+        let mut state = self.lock();
+        loop {
+            if let Some(job) = state.0.pop_front() {
+                return Some(job);
+            }
+            if state.1 {
+                return None;
+            }
+            state = self.more.wait(state).unwrap_or_else(|e| e.into_inner());
         }
-        out
-    })
+    }
+
+    fn close(&self) {
+        self.lock().1 = true;
+        self.more.notify_all();
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, (VecDeque<(FileId, PathBuf)>, bool)> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Closes a [`JobQueue`] when dropped (also when unwinding).
+struct CloseOnDrop<'q>(&'q JobQueue);
+
+impl Drop for CloseOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.close();
+    }
 }
 
 /// True for an include name of a torch header (`torch/`, `ATen/`, `c10/`, `caffe2/`).

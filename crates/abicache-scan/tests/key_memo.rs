@@ -40,7 +40,8 @@ impl Tree {
         write(
             &p.join("src/a.cpp"),
             "#include \"h1.h\"\n#include <lib/h2.h>\n#include \"gone.h\"\n\
-             #include \"link.h\"\n#include \"late.h\"\nint a;\n",
+             #include \"link.h\"\n#include \"late.h\"\n#include \"deep/er/nested.h\"\n\
+             #include \"gone_dir/../h3.h\"\nint a;\n",
         );
         write(&p.join("src/h1.h"), "// h1 aaaa\n#include \"h3.h\"\n");
         write(&p.join("src/h3.h"), "STABLE_TORCH_LIBRARY(x, m) {}\n");
@@ -134,6 +135,15 @@ const CHANGING: &[(&str, Edit)] = &[
     }),
     ("the target of a symlinked header edited", |t| {
         fs::write(t.path("project/alt/one.h"), "int uno;\n").unwrap();
+    }),
+    (
+        "a header created in a new subtree where a whole directory was missing",
+        |t| {
+            write(&t.path("project/inc0/deep/er/nested.h"), "int nested;\n");
+        },
+    ),
+    ("a directory created on a `dir/..` include's path", |t| {
+        fs::create_dir_all(t.path("project/src/gone_dir")).unwrap();
     }),
     ("an include path that appears", |t| {
         write(&t.path("project/late/late.h"), "int late;\n");

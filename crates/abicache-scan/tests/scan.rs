@@ -189,6 +189,43 @@ fn directory_named_like_a_header_is_not_a_header() {
     assert_eq!(r.sources[0].missing_includes, ["a.cpp:cute"]);
 }
 
+#[test]
+fn a_name_through_a_missing_or_non_directory_component_is_found_nowhere() {
+    // The resolver answers every name under a missing directory (or a file
+    // used as one) without looking, from one `stat` of the directory: as
+    // the kernel resolves a path's components in order, `gone/../x.h` is
+    // not `x.h` while `gone` is missing, and is once `gone` exists.
+    let t = tree(&[
+        (
+            "src/a.cpp",
+            "#include \"there/../x.h\"\n#include \"gone/../x.h\"\n\
+             #include \"gone/deeper/y.h\"\n#include \"x.h/y.h\"\n#include \"lib/deep/z.h\"\n",
+        ),
+        ("src/there/keep", ""),
+        ("src/x.h", "int x;\n"),
+        ("inc2/lib/deep/z.h", "int z;\n"),
+    ]);
+    let config = ScanConfig::new(t.path())
+        .include_path(t.path().join("inc1"))
+        .include_path(t.path().join("inc2"));
+    let r = scan_one(t.path(), "src/a.cpp", config.clone());
+    assert_eq!(files(&r), ["src/a.cpp", "src/x.h", "inc2/lib/deep/z.h"]);
+    assert_eq!(
+        r.sources[0].missing_includes,
+        [
+            "src/a.cpp:gone/../x.h",
+            "src/a.cpp:gone/deeper/y.h",
+            "src/a.cpp:x.h/y.h"
+        ]
+    );
+    fs::create_dir_all(t.path().join("src/gone")).unwrap();
+    let r = scan_one(t.path(), "src/a.cpp", config);
+    assert_eq!(
+        r.sources[0].missing_includes,
+        ["src/a.cpp:gone/deeper/y.h", "src/a.cpp:x.h/y.h"]
+    );
+}
+
 // ---- traversal ------------------------------------------------------------
 
 #[test]

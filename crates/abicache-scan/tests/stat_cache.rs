@@ -231,7 +231,8 @@ fn a_header_created_where_a_lookup_failed_is_found_at_once() {
     write(
         p.dir.path(),
         "src/c.cpp",
-        "#include \"shadow.h\"\n#include \"sub/late.h\"\n#include <lib/sys.h>\n",
+        "#include \"shadow.h\"\n#include \"sub/late.h\"\n#include <lib/sys.h>\n\
+         #include \"deep/er/later.h\"\n",
     );
     write(p.dir.path(), "inc/shadow.h", "int from_inc;\n");
     write(p.dir.path(), "inc/lib/sys.h", "int local_sys;\n");
@@ -256,6 +257,13 @@ fn a_header_created_where_a_lookup_failed_is_found_at_once() {
 
     write(p.dir.path(), "src/sub/late.h", "int late;\n");
     p.cached_equals_cold(&mut cache, "a missing header created in a new directory");
+    assert_eq!(
+        p.cold().sources[2].missing_includes,
+        ["src/c.cpp:deep/er/later.h"]
+    );
+
+    write(p.dir.path(), "inc/deep/er/later.h", "int later;\n");
+    p.cached_equals_cold(&mut cache, "a header created two missing directories deep");
     assert!(p.cold().sources[2].missing_includes.is_empty());
 
     fs::write(sys.join("lib/sys.h"), "int system;\n").unwrap();
