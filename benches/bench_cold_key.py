@@ -18,7 +18,8 @@ process start), medians over `--runs` runs per process:
 Reference and current processes alternate, the first of each round
 alternating too, so neither profits from running later (page cache, CPU
 frequency). Ratios are medians of the per-round ratios. Prints a table and
-writes `cold-key.json` next to `--out` (default: the spec's directory).
+writes `cold-key-NAME.json` into `--out` (default: the spec's directory;
+NAME: `--name`, default the spec's file stem).
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ def main() -> None:
     ap.add_argument("--env", type=Path, required=True)
     ap.add_argument("--rounds", type=int, default=8)
     ap.add_argument("--runs", type=int, default=11)
-    ap.add_argument("--out", type=Path, help="where to write cold-key.json (default: next to the spec)")
+    ap.add_argument("--out", type=Path, help="directory for cold-key-NAME.json (default: the spec's)")
+    ap.add_argument("--name", help="what the spec is, in the output (default: its file stem)")
     args = ap.parse_args()
     for path in (args.key_time, args.reference_key_time, args.spec, args.env):
         if not path.exists():
@@ -86,10 +88,12 @@ def main() -> None:
         "cold_settled_vs_reference": ratio("cold_settled_ms", "reference_ms"),
         "rounds_cold_not_slower_than_reference": sum(r["cold_ms"] <= r["reference_ms"] for r in rounds),
     }
-    out = (args.out or args.spec.parent) / "cold-key.json"
+    name = args.name or args.spec.stem
+    result["name"] = name
+    out = (args.out or args.spec.parent) / f"cold-key-{name}.json"
     out.write_text(json.dumps(result, indent=2) + "\n")
     print()
-    print(f"Cold key, {args.spec.name} ({args.rounds} rounds x {args.runs} runs, medians):")
+    print(f"Cold key, {name} ({args.rounds} rounds x {args.runs} runs, medians):")
     print("| key | median | / reference |")
     print("|---|---|---|")
     print(f"| reference (before issue 12: no caches) | {result['reference_ms']:.1f} ms | 1.00x |")

@@ -2,8 +2,8 @@
 
     python3 benches/summary.py benches/.work
 
-Reads `gptq.json`, `tree.json` and `build.json` (and `warm.json` when
-present) written by the benchmark scripts in the same run (see scripts/bench.sh).
+Reads `gptq.json`, `tree.json` and `build.json` (and `warm.json` and
+`cold-key-{machete,tree}.json` when present) written by the benchmark scripts in the same run (see scripts/bench.sh).
 """
 
 from __future__ import annotations
@@ -44,6 +44,13 @@ def main() -> None:
     if "warm_ms" in g:
         row("warm key generated tree (stat cache)", f"{g['warm_ms']:.2f} ms (cold {g['abicache_ms']:.1f} ms, "
             f"no cache {g['uncached_ms']:.1f} ms)", "< 10 ms", g["warm_ms"] < 10)
+    for name in ("machete", "tree"):
+        cold_file = work / f"cold-key-{name}.json"
+        if cold_file.is_file():
+            c = json.loads(cold_file.read_text())
+            row(f"cold key {name} vs before issue 12", f"{c['cold_ms']:.1f} ms vs {c['reference_ms']:.1f} ms = "
+                f"{c['cold_vs_reference']:.2f}x (no cache {c['no_cache_ms']:.1f} ms)", "<= 1x",
+                c["cold_vs_reference"] <= 1)
     warm_file = work / "warm.json"
     if warm_file.is_file():
         for name, w in json.loads(warm_file.read_text())["libraries"].items():

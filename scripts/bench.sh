@@ -41,17 +41,21 @@ bin=$CARGO_TARGET_DIR/release
 
 python3 benches/bench_gptq.py --venv "$venv" --abicache "$bin/abicache" \
   --key-time "$bin/examples/key_time" --work "$work"
-# Issue 12: machete's cold key against the code before issue 12 ("today"),
-# whose key_time is built once per machine (~12 minutes the first time).
-if reference=$(benches/build_reference_key_time.sh); then
-  python3 benches/bench_cold_key.py --key-time "$bin/examples/key_time" \
-    --reference-key-time "$reference" --out "$work" \
-    --spec "$work/gptqmodel-7.7.0/abicache-bench-machete.toml" --env "$work/gptq-env.toml"
-else
-  echo "bench: no reference key_time (above): the cold key against issue 12's \"today\" is skipped" >&2
-fi
 python3 benches/bench_tree.py --key-time "$bin/examples/key_time" \
   --env "$work/gptq-env.toml" --work "$work"
+# Issue 12: the cold keys of machete and of the tree against the code before
+# issue 12 ("today"), whose key_time is built once per machine (~12 minutes
+# the first time).
+if reference=$(benches/build_reference_key_time.sh); then
+  python3 benches/bench_cold_key.py --key-time "$bin/examples/key_time" \
+    --reference-key-time "$reference" --out "$work" --name machete \
+    --spec "$work/gptqmodel-7.7.0/abicache-bench-machete.toml" --env "$work/gptq-env.toml"
+  python3 benches/bench_cold_key.py --key-time "$bin/examples/key_time" \
+    --reference-key-time "$reference" --out "$work" --name tree \
+    --spec "$work/tree/abicache.toml" --env "$work/gptq-env.toml"
+else
+  echo "bench: no reference key_time (above): the cold keys against issue 12's \"today\" are skipped" >&2
+fi
 "$venv/bin/python" -W ignore benches/bench_build.py --abicache "$bin/abicache" \
   --audit-time "$bin/examples/audit_time" --work "$work"
 # Issue 13: torch/extension.h extensions with shared PCHs, a second checkout.
