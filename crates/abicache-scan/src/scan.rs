@@ -404,7 +404,7 @@ impl Walk<'_> {
         std::thread::scope(|s| {
             // Closed however this thread leaves the scope, so no worker waits forever.
             let _close = CloseOnDrop(&queue);
-            let (done, arrivals) = mpsc::channel::<(FileId, std::thread::Result<Slot>)>();
+            let (done, arrivals) = mpsc::channel::<Vec<(FileId, std::thread::Result<Slot>)>>();
             let mut done = Some(done);
             let mut outstanding = 0usize;
             loop {
@@ -418,10 +418,12 @@ impl Walk<'_> {
                         for _ in 0..READ_THREADS {
                             let (queue, done, root) = (&queue, done.clone(), &root);
                             s.spawn(move || {
-                                while let Some((file, path)) = queue.pop() {
-                                    let read =
-                                        std::panic::catch_unwind(|| read_entry(root, &path, cache));
-                                    let _ = done.send((file, read));
+                                while let Some(jobs) = queue.pop_some() {
+                                    let read = jobs.into_iter().map(|(file, path)| {
+                                        let entry = || read_entry(root, &path, cache);
+                                        (file, std::panic::catch_unwind(entry))
+                                    });
+                                    let _ = done.send(read.collect());
                                 }
                             });
                         }
@@ -434,19 +436,25 @@ impl Walk<'_> {
                             self.arrived(&mut p, file, slot);
                         }
                     } else {
-                        for file in to_read {
-                            queue.push((file, self.resolver.file_path(file).to_path_buf()));
-                            outstanding += 1;
-                        }
+                        outstanding += to_read.len();
+                        queue.push_all(
+                            to_read
+                                .into_iter()
+                                .map(|file| (file, self.resolver.file_path(file).to_path_buf())),
+                        );
                     }
                     continue;
                 }
                 if outstanding > 0 {
-                    let (file, read) = arrivals.recv().expect("every job is answered");
-                    outstanding -= 1;
-                    match read {
-                        Ok(slot) => self.arrived(&mut p, file, slot),
-                        Err(panic) => std::panic::resume_unwind(panic),
+                    // Everything that arrived meanwhile, waiting only when nothing has.
+                    let first = arrivals.recv().expect("every job is answered");
+                    for (file, read) in std::iter::once(first).chain(arrivals.try_iter()).flatten()
+                    {
+                        outstanding -= 1;
+                        match read {
+                            Ok(slot) => self.arrived(&mut p, file, slot),
+                            Err(panic) => std::panic::resume_unwind(panic),
+                        }
                     }
                     continue;
                 }
@@ -801,6 +809,9 @@ const PARALLEL_FROM: usize = 8;
 /// Worker threads [`Walk::prefetch`] reads on.
 const READ_THREADS: usize = 2;
 
+/// The most files a worker takes from the queue at once.
+const JOBS_AT_ONCE: usize = 16;
+
 /// What [`Walk::prefetch`] has still to do.
 #[derive(Default)]
 struct Frontier {
@@ -819,8 +830,8 @@ struct Frontier {
     computed_seen: HashSet<(DirId, String)>,
 }
 
-/// Files waiting for a worker ([`Walk::prefetch`]); `pop` waits for one
-/// and answers `None` once the queue is closed.
+/// Files waiting for a worker ([`Walk::prefetch`]); `pop_some` waits for
+/// some and answers `None` once the queue is closed.
 #[derive(Default)]
 struct JobQueue {
     state: Mutex<(VecDeque<(FileId, PathBuf)>, bool)>,
@@ -828,16 +839,21 @@ struct JobQueue {
 }
 
 impl JobQueue {
-    fn push(&self, job: (FileId, PathBuf)) {
-        self.lock().0.push_back(job);
-        self.more.notify_one();
+    fn push_all(&self, jobs: impl Iterator<Item = (FileId, PathBuf)>) {
+        self.lock().0.extend(jobs);
+        self.more.notify_all();
     }
 
-    fn pop(&self) -> Option<(FileId, PathBuf)> {
+    /// A share of the waiting jobs: one when few wait (so every worker has
+    /// some), up to [`JOBS_AT_ONCE`] from a long queue (one wake-up and one
+    /// message per batch rather than per file: a tree of small headers
+    /// otherwise spends more on futexes than on reading).
+    fn pop_some(&self) -> Option<Vec<(FileId, PathBuf)>> {
         let mut state = self.lock();
         loop {
-            if let Some(job) = state.0.pop_front() {
-                return Some(job);
+            if !state.0.is_empty() {
+                let take = (state.0.len() / (2 * READ_THREADS)).clamp(1, JOBS_AT_ONCE);
+                return Some(state.0.drain(..take).collect());
             }
             if state.1 {
                 return None;
