@@ -16,7 +16,7 @@ use std::borrow::Cow;
 use memchr::{memchr, memchr2, memchr3, memmem};
 use serde::{Deserialize, Serialize};
 
-use crate::macros::MacroDef;
+use crate::macros::Defines;
 
 /// How an include names its header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -95,7 +95,7 @@ pub struct FileFacts {
     pub python_markers: Vec<(u32, String)>,
     /// Every `#define` outside comments and literals, in order: the macros
     /// computed includes are expanded with.
-    pub defines: Vec<MacroDef>,
+    pub defines: Defines,
     /// Lines of identifiers starting with `STABLE_TORCH_LIBRARY`.
     pub stable_registrations: Vec<u32>,
     /// Whether the identifier `TORCH_EXTENSION_NAME` appears (the only way
@@ -373,10 +373,7 @@ impl Lexer<'_> {
         closing.push(b')');
         closing.extend_from_slice(delim);
         closing.push(b'"');
-        match memmem::find(&s[body..], &closing) {
-            Some(e) => body + e + closing.len(),
-            None => s.len(),
-        }
+        find_after(s, body, &closing).unwrap_or(s.len())
     }
 
     /// A pp-number: digits, identifier characters, `.`, `'` separators and
@@ -539,21 +536,18 @@ impl Lexer<'_> {
         // A function-like macro has its `(` right after the name.
         let (params, body_start) = if s.get(name_end) == Some(&b'(') {
             match memchr2(b')', b'\n', &s[name_end + 1..]) {
-                Some(k) if s[name_end + 1 + k] == b')' => (
-                    Some(lossy(&s[name_end + 1..name_end + 1 + k])),
-                    name_end + 2 + k,
-                ),
+                Some(k) if s[name_end + 1 + k] == b')' => {
+                    (Some(&s[name_end + 1..name_end + 1 + k]), name_end + 2 + k)
+                }
                 _ => return,
             }
         } else {
             (None, name_end)
         };
         let end = self.directive_end(body_start);
-        self.facts.defines.push(MacroDef {
-            name: lossy(&s[name_start..name_end]),
-            params,
-            body: lossy(trim(&s[body_start..end])),
-        });
+        self.facts
+            .defines
+            .push(&s[name_start..name_end], params, trim(&s[body_start..end]));
     }
 
     /// The end of a directive starting at `j`: the end of its (spliced)
@@ -574,8 +568,17 @@ impl Lexer<'_> {
     }
 }
 
-fn lossy(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
+/// The end of the first `needle` (non-empty) in `s` at or after `from`.
+fn find_after(s: &[u8], from: usize, needle: &[u8]) -> Option<usize> {
+    let mut j = from;
+    while let Some(k) = memchr(needle[0], s.get(j..)?) {
+        let at = j + k;
+        if s[at..].starts_with(needle) {
+            return Some(at + needle.len());
+        }
+        j = at + 1;
+    }
+    None
 }
 
 fn is_raw_delim_char(c: u8) -> bool {

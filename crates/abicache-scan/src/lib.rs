@@ -49,7 +49,7 @@ pub use deps::{Dependencies, Expect};
 pub use error::ScanError;
 pub use key_memo::KeyMemo;
 pub use lexer::{lex, FileFacts, Include, IncludeKind};
-pub use macros::{defines_in_flags, Expansion, MacroDef, MacroTable};
+pub use macros::{defines_in_flags, Defines, Expansion, MacroDef, MacroTable};
 pub use report::{
     ComputedInclude, Location, PythonMarker, ScanReport, ScannedFile, SourceReport, TorchInclude,
 };

@@ -37,6 +37,78 @@ pub struct MacroDef {
     pub body: String,
 }
 
+/// The `#define`s of one file, in order, kept compactly: one string holds
+/// every name, parameter list and body, so lexing a header of many macros
+/// allocates once rather than three times per macro (most scans never need
+/// them: only a computed include does). [`Defines::iter`] gives each as a
+/// [`MacroDef`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Defines {
+    /// Every define's name, parameters (when any) and body, back to back.
+    text: String,
+    /// Per define, where its parts end in `text` (each starts where the
+    /// previous part ended).
+    ends: Vec<DefineEnds>,
+}
+
+/// Where one define's parts end in [`Defines::text`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+struct DefineEnds {
+    name: usize,
+    params: Option<usize>,
+    body: usize,
+}
+
+impl Defines {
+    /// Appends a define (invalid UTF-8 replaced, as [`String::from_utf8_lossy`]).
+    pub(crate) fn push(&mut self, name: &[u8], params: Option<&[u8]>, body: &[u8]) {
+        let text = &mut self.text;
+        let mut add = |bytes: &[u8]| {
+            match std::str::from_utf8(bytes) {
+                Ok(valid) => text.push_str(valid),
+                Err(_) => text.push_str(&String::from_utf8_lossy(bytes)),
+            }
+            text.len()
+        };
+        let name = add(name);
+        let params = params.map(&mut add);
+        let body = add(body);
+        self.ends.push(DefineEnds { name, params, body });
+    }
+
+    /// The number of defines.
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// True when the file defines nothing.
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// Each define, in order.
+    pub fn iter(&self) -> impl Iterator<Item = MacroDef> + '_ {
+        let mut start = 0;
+        self.ends.iter().map(move |ends| {
+            let name = self.text[start..ends.name].to_owned();
+            let body_start = ends.params.unwrap_or(ends.name);
+            let params = ends.params.map(|end| self.text[ends.name..end].to_owned());
+            let body = self.text[body_start..ends.body].to_owned();
+            start = ends.body;
+            MacroDef { name, params, body }
+        })
+    }
+}
+
+impl IntoIterator for Defines {
+    type Item = MacroDef;
+    type IntoIter = std::vec::IntoIter<MacroDef>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter().collect::<Vec<_>>().into_iter()
+    }
+}
+
 impl MacroDef {
     /// Parses a `-D` flag's operand: `NAME`, `NAME=VALUE` or `NAME(x)=VALUE`.
     /// `-DNAME` defines `NAME` as `1`, as compilers do. `None` when `NAME`
@@ -101,6 +173,15 @@ impl MacroTable {
         let alts = self.defs.entry(def.name.clone()).or_default();
         if !alts.iter().any(|d| **d == *def) {
             alts.push(Arc::new(def.clone()));
+            self.generation += 1;
+        }
+    }
+
+    /// [`MacroTable::add`] for a definition the caller no longer needs.
+    pub(crate) fn add_owned(&mut self, def: MacroDef) {
+        let alts = self.defs.entry(def.name.clone()).or_default();
+        if !alts.iter().any(|d| **d == def) {
+            alts.push(Arc::new(def));
             self.generation += 1;
         }
     }

@@ -82,6 +82,10 @@ pub struct Resolver {
     answers: Vec<[FastMap<String, Resolution>; 2]>,
     under_system: FastMap<String, bool>,
     via_include_paths: FastMap<String, Option<Resolution>>,
+    /// [`Resolver::local`]'s answer per candidate path: different names
+    /// from different directories (`x.h` from `d`, `d/x.h` via an include
+    /// path, `../d/x.h` from a sibling) often lead to the same candidate.
+    candidates: FastMap<OsString, Option<Resolution>>,
     canonical_dirs: FastMap<OsString, Option<PathBuf>>,
     /// Directories names were looked up in, and their ancestors, by path
     /// as written: each `stat`ed once, before any lookup in it.
@@ -256,6 +260,16 @@ impl Resolver {
     /// reads every component), so a file that is not itself a symlink is
     /// named by its directory's cached canonical form plus its file name.
     fn local(&mut self, found: PathBuf) -> Option<Resolution> {
+        if let Some(&known) = self.candidates.get(found.as_os_str()) {
+            return known;
+        }
+        let answer = self.look_up(&found);
+        self.candidates.insert(found.into_os_string(), answer);
+        answer
+    }
+
+    /// [`Resolver::local`] the first time `found` is asked about.
+    fn look_up(&mut self, found: &Path) -> Option<Resolution> {
         // Split once: each use below would otherwise parse the path again.
         let (dir, name) = (found.parent()?, found.file_name()?);
         let slot = match self.enter_dir(dir) {
@@ -274,7 +288,7 @@ impl Resolver {
             }
             Known::Unknown => {}
         }
-        let meta = match std::fs::symlink_metadata(&found) {
+        let meta = match std::fs::symlink_metadata(found) {
             Ok(meta) => meta,
             Err(e) => {
                 if e.kind() == std::io::ErrorKind::NotFound {
@@ -289,12 +303,12 @@ impl Resolver {
             parent.join(name)
         } else if meta.file_type().is_symlink() {
             if let Some(recorder) = self.recorder.as_mut() {
-                recorder.followed(&found);
+                recorder.followed(found);
             }
-            if !is_file(&found) {
+            if !is_file(found) {
                 return None;
             }
-            std::fs::canonicalize(&found).ok()?
+            std::fs::canonicalize(found).ok()?
         } else {
             return None;
         };

@@ -542,8 +542,8 @@ impl Walk<'_> {
             m.added.resize(self.files.len(), false);
             for (k, slot) in self.files.iter().enumerate() {
                 if let (Slot::Ready(entry), false) = (slot, m.added[k]) {
-                    for def in &entry.facts.defines {
-                        m.table.add(def);
+                    for def in entry.facts.defines.iter() {
+                        m.table.add_owned(def);
                     }
                     m.added[k] = true;
                 }
