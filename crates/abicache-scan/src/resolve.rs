@@ -15,11 +15,13 @@
 //! looked up in is `stat`ed once per scan, its parent first: no name exists
 //! in a missing directory, so the many candidates under include paths that
 //! lack a subdirectory (`cutlass/…` looked up in every CUDA include dir)
-//! cost one `stat` for the whole missing subtree instead of one each. A header's own includes
-//! are resolved from the directory it was *found* in (as a compiler does,
-//! which matters for symlink forests: a symlinked header's includes are
-//! looked up next to the link, not next to its target), held as that
-//! directory's canonical path; its identity is its own canonical path.
+//! cost one `stat` for the whole missing subtree instead of one each.
+//!
+//! A header's own includes are resolved from the directory it was *found*
+//! in (as a compiler does, which matters for symlink forests: a symlinked
+//! header's includes are looked up next to the link, not next to its
+//! target), held as that directory's canonical path; its identity is its
+//! own canonical path.
 //!
 //! Because every directory is held canonically, leading `..` components of
 //! an include name are applied lexically (the parent of a directory with no
