@@ -170,11 +170,7 @@ impl MacroTable {
     /// Adds a definition; a definition already known (the same name,
     /// parameters and body) is ignored.
     pub fn add(&mut self, def: &MacroDef) {
-        let alts = self.defs.entry(def.name.clone()).or_default();
-        if !alts.iter().any(|d| **d == *def) {
-            alts.push(Arc::new(def.clone()));
-            self.generation += 1;
-        }
+        self.add_owned(def.clone());
     }
 
     /// [`MacroTable::add`] for a definition the caller no longer needs.

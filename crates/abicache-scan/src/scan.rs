@@ -476,9 +476,9 @@ impl Walk<'_> {
             p.ready.push(pair);
             return;
         }
+        // A file not loaded yet is asked for by the first pair waiting on it.
         let waiting = p.waiting.entry(file).or_default();
-        if waiting.is_empty() && !p.requested.contains(&file) {
-            p.requested.insert(file);
+        if waiting.is_empty() {
             p.to_read.push(file);
         }
         waiting.push(dir);
@@ -819,10 +819,8 @@ struct Frontier {
     seen: HashSet<(FileId, DirId)>,
     /// Pairs whose file is loaded: their includes are next.
     ready: Vec<(FileId, DirId)>,
-    /// Pairs whose file is being read, by file.
+    /// Pairs whose file is asked for and not loaded yet, by file.
     waiting: FastMap<FileId, Vec<DirId>>,
-    /// Files asked for (read or being read).
-    requested: HashSet<FileId>,
     /// Files to hand out for reading.
     to_read: Vec<FileId>,
     /// Computed includes met so far, each once per directory.
