@@ -91,6 +91,7 @@ def main() -> None:
     name = args.name or args.spec.stem
     result["name"] = name
     out = (args.out or args.spec.parent) / f"cold-key-{name}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
     print()
     print(f"Cold key, {name} ({args.rounds} rounds x {args.runs} runs, medians):")

@@ -56,7 +56,7 @@ fn cuda_env(torch: &str, torch_cuda: &str) -> Environment {
 fn file(path: &str, content: &str) -> ScannedFile {
     ScannedFile {
         path: path.into(),
-        blake3: blake3::hash(content.as_bytes()).to_hex().to_string(),
+        blake3: blake3::hash(content.as_bytes()).to_hex().as_str().into(),
     }
 }
 

@@ -36,11 +36,11 @@ fn main() {
         .unique_files()
         .iter()
         .map(|f| {
-            let p = root.join(&f.path);
+            let p = root.join(&*f.path);
             std::fs::metadata(if p.exists() {
                 p
             } else {
-                PathBuf::from(&f.path)
+                PathBuf::from(&*f.path)
             })
             .map(|m| m.len())
             .unwrap_or(0)

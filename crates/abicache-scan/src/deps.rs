@@ -27,9 +27,7 @@
 //! timestamp tick as a stamp, can never be hidden. ctime cannot be set back
 //! from user space, so a restored mtime does not hide a write either.
 
-use std::collections::HashSet;
 use std::ffi::{OsStr, OsString};
-use std::hash::BuildHasherDefault;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -38,9 +36,7 @@ use std::time::SystemTime;
 use abicache_fs::FileStamp;
 use serde::{Deserialize, Serialize};
 
-use crate::resolve::FxHasher;
-
-type FastSet<T> = HashSet<T, BuildHasherDefault<FxHasher>>;
+use crate::resolve::FastSet;
 
 /// What one path must still look like.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -13,7 +13,7 @@
 
 use std::borrow::Cow;
 
-use memchr::{memchr, memchr2, memchr3, memmem};
+use memchr::{memchr, memchr2, memchr3};
 use serde::{Deserialize, Serialize};
 
 use crate::macros::Defines;
@@ -326,11 +326,20 @@ impl Lexer<'_> {
     }
 
     /// `/* ... */`, or to the end of the file when unterminated.
+    /// It ends at the first `/` after a `*` past the opening `/*` (so `/*/`
+    /// does not close): a search for `/`, rare inside comments, rather than
+    /// for the pair, which sets up a searcher per call.
     fn skip_block_comment(&self, i: usize) -> usize {
-        match memmem::find(&self.s[i + 2..], b"*/") {
-            Some(k) => i + 2 + k + 2,
-            None => self.s.len(),
+        let s = self.s;
+        let mut j = i + 3;
+        while let Some(k) = s.get(j..).and_then(|rest| memchr(b'/', rest)) {
+            let at = j + k;
+            if s[at - 1] == b'*' {
+                return at + 1;
+            }
+            j = at + 1;
         }
+        s.len()
     }
 
     /// A string or character literal starting at the quote `i`. It ends at

@@ -1,17 +1,21 @@
 //! The result of a scan: plain data, serialisable, in a deterministic order.
 
+use std::sync::Arc;
+
 use serde::Serialize;
 
 /// One file the scan visited, identified location-independently.
 ///
 /// `path` is relative to the fingerprint root (POSIX separators) when the
-/// file lies under it, else its absolute canonical path.
+/// file lies under it, else its absolute canonical path. Both strings are
+/// shared: a header every source reaches is one allocation, not one per
+/// visit.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ScannedFile {
     /// Display path (relative to the root when under it).
-    pub path: String,
+    pub path: Arc<str>,
     /// Lower-case hex BLAKE3 of the file's bytes.
-    pub blake3: String,
+    pub blake3: Arc<str>,
 }
 
 /// A fact found at one place in a file.
@@ -125,7 +129,7 @@ impl ScanReport {
         self.sources
             .iter()
             .flat_map(|s| s.files.iter())
-            .filter(|f| seen.insert(f.path.as_str()))
+            .filter(|f| seen.insert(&*f.path))
             .collect()
     }
 }

@@ -534,6 +534,9 @@ impl Interner {
 /// worth DoS protection.
 pub(crate) type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
 
+/// A `HashSet` with the same hasher as [`FastMap`].
+pub(crate) type FastSet<T> = std::collections::HashSet<T, BuildHasherDefault<FxHasher>>;
+
 /// The multiply-rotate hash used by rustc (`FxHasher`), over 8-byte words.
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct FxHasher {

@@ -164,6 +164,9 @@ pub struct ScanLearnt {
     absent: Option<AbsentLookups>,
     /// `Some` when recording; `None` inside when a read failed.
     recorder: Option<Option<Recorder>>,
+    /// The walk's resolver, with its caches: freed with the rest (on the
+    /// thread that stores it, after the key), not before the report.
+    _resolver: Resolver,
 }
 
 impl ScanLearnt {
@@ -291,6 +294,7 @@ fn walk(
             seen,
             absent,
             recorder,
+            _resolver: walk.resolver,
         },
     })
 }
@@ -306,8 +310,8 @@ enum Slot {
 }
 
 struct FileEntry {
-    display: String,
-    blake3: String,
+    display: Arc<str>,
+    blake3: Arc<str>,
     facts: Arc<FileFacts>,
     origin: Origin,
 }
@@ -601,7 +605,7 @@ impl Walk<'_> {
         number: usize,
     ) -> Result<SourceReport, ScanError> {
         let mut out = SourceReport {
-            source: self.load(first)?.display.clone(),
+            source: self.load(first)?.display.to_string(),
             files: Vec::new(),
             missing_includes: Vec::new(),
             computed_includes: Vec::new(),
@@ -617,40 +621,46 @@ impl Walk<'_> {
             let Slot::Ready(entry) = &self.files[id.index()] else {
                 unreachable!("loaded above");
             };
-            let (display, facts) = (entry.display.clone(), Arc::clone(&entry.facts));
+            let facts = Arc::clone(&entry.facts);
             out.files.push(ScannedFile {
-                path: display.clone(),
-                blake3: entry.blake3.clone(),
+                path: Arc::clone(&entry.display),
+                blake3: Arc::clone(&entry.blake3),
             });
+            // The file's display path, borrowed from the entry just pushed.
+            let display = &out.files[out.files.len() - 1].path;
             out.uses_extension_name |= facts.uses_extension_name;
             if std::mem::replace(&mut self.stamp[id.index()], number) == 0 {
-                self.collect_facts(&display, &facts);
+                self.collect_facts(display, &facts);
             }
             for inc in &facts.includes {
-                let targets = if inc.kind == IncludeKind::Computed {
-                    let expansion = self.expansion(&inc.name);
-                    if expansion.unresolved.is_some() {
-                        out.computed_includes.push(ComputedInclude {
-                            file: display.clone(),
-                            line: inc.line,
-                            text: inc.name.clone(),
-                        });
-                    }
-                    resolved_includes(inc, &expansion)
-                } else {
-                    vec![inc.clone()]
-                };
-                for target in &targets {
-                    match self.resolver.resolve(dir, &target.name, target.kind) {
-                        Resolution::Local { dir, file } => children.push((file, dir)),
-                        Resolution::Missing => {
-                            let missing = format!("{display}:{}", target.name);
-                            if !out.missing_includes.contains(&missing) {
-                                out.missing_includes.push(missing);
-                            }
-                        }
-                        Resolution::System => {}
-                    }
+                if inc.kind != IncludeKind::Computed {
+                    let found = self.resolver.resolve(dir, &inc.name, inc.kind);
+                    note_found(
+                        found,
+                        display,
+                        &inc.name,
+                        &mut out.missing_includes,
+                        &mut children,
+                    );
+                    continue;
+                }
+                let expansion = self.expansion(&inc.name);
+                if expansion.unresolved.is_some() {
+                    out.computed_includes.push(ComputedInclude {
+                        file: display.to_string(),
+                        line: inc.line,
+                        text: inc.name.clone(),
+                    });
+                }
+                for target in &resolved_includes(inc, &expansion) {
+                    let found = self.resolver.resolve(dir, &target.name, target.kind);
+                    note_found(
+                        found,
+                        display,
+                        &target.name,
+                        &mut out.missing_includes,
+                        &mut children,
+                    );
                 }
             }
             for &(file, dir) in children.iter().rev() {
@@ -717,6 +727,28 @@ impl Walk<'_> {
     }
 }
 
+/// Where an include `name` of the file shown as `display` led, for the
+/// depth-first walk: a local file joins `children`, a missing one
+/// `missing` (as `FILE:name`, once).
+fn note_found(
+    found: Resolution,
+    display: &str,
+    name: &str,
+    missing: &mut Vec<String>,
+    children: &mut Vec<(FileId, DirId)>,
+) {
+    match found {
+        Resolution::Local { dir, file } => children.push((file, dir)),
+        Resolution::Missing => {
+            let entry = format!("{display}:{name}");
+            if !missing.contains(&entry) {
+                missing.push(entry);
+            }
+        }
+        Resolution::System => {}
+    }
+}
+
 /// The includes a computed include `inc` resolves to: one per header name
 /// of its expansion, on the same line.
 fn resolved_includes(inc: &Include, expansion: &Expansion) -> Vec<Include> {
@@ -739,14 +771,14 @@ fn resolved_includes(inc: &Include, expansion: &Expansion) -> Vec<Include> {
 /// Reads, hashes and lexes one file, unless `cache` has an entry whose
 /// stamp matches the file's current one (then only a `stat` is made).
 fn read_entry(root: &Path, path: &Path, cache: Option<&StatCache>) -> Slot {
-    let display = display_path(root, path);
+    let display: Arc<str> = display_path(root, path).into();
     if let Some(cache) = cache.filter(|c| c.knows(path)) {
         if let Ok(meta) = std::fs::metadata(path) {
             let stamp = FileStamp::of(&meta);
             if let Some(hit) = cache.get(path, &stamp) {
                 return Slot::Ready(FileEntry {
                     display,
-                    blake3: hit.blake3.clone(),
+                    blake3: Arc::clone(&hit.blake3),
                     facts: Arc::clone(&hit.facts),
                     origin: Origin::Cached(path.to_path_buf(), stamp),
                 });
@@ -775,7 +807,7 @@ fn read_entry(root: &Path, path: &Path, cache: Option<&StatCache>) -> Slot {
     };
     match read() {
         Ok((bytes, meta)) => {
-            let blake3 = blake3::hash(&bytes).to_hex().to_string();
+            let blake3: Arc<str> = blake3::hash(&bytes).to_hex().as_str().into();
             let facts = Arc::new(lex(&bytes));
             let origin = match cache {
                 Some(cache) => {
@@ -783,7 +815,7 @@ fn read_entry(root: &Path, path: &Path, cache: Option<&StatCache>) -> Slot {
                     Origin::Read(FreshFile {
                         path: path.to_path_buf(),
                         stamp: FileStamp::trusted(&meta, now),
-                        blake3: blake3.clone(),
+                        blake3: Arc::clone(&blake3),
                         facts: Arc::clone(&facts),
                     })
                 }

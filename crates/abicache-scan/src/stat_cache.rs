@@ -19,7 +19,7 @@
 //!   best effort (an atomic rename of a private temporary file; a read-only
 //!   or full disk just skips it).
 
-use std::collections::{HashMap, HashSet};
+use std::ffi::OsString;
 use std::fs::{self, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
@@ -33,6 +33,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::absent::AbsentMap;
 use crate::lexer::FileFacts;
+use crate::resolve::{FastMap, FastSet};
 
 /// The fingerprint of the scanner's source code (crate version and a hash of
 /// every `src/**/*.rs`, computed by `build.rs`): facts cached by a scanner
@@ -56,7 +57,7 @@ pub(crate) struct CachedFile {
     /// The stamp the file had when it was read (trusted when stored).
     pub(crate) stamp: FileStamp,
     /// Hex BLAKE3 of its contents.
-    pub(crate) blake3: String,
+    pub(crate) blake3: Arc<str>,
     /// What the lexer found in it.
     pub(crate) facts: Arc<FileFacts>,
 }
@@ -69,7 +70,7 @@ pub(crate) struct FreshFile {
     /// Its stamp before the read, when trusted ([`FileStamp::trusted`]).
     pub(crate) stamp: Option<FileStamp>,
     /// Hex BLAKE3 of what was read.
-    pub(crate) blake3: String,
+    pub(crate) blake3: Arc<str>,
     /// What the lexer found.
     pub(crate) facts: Arc<FileFacts>,
 }
@@ -93,11 +94,12 @@ pub struct StatCacheStats {
 pub struct StatCache {
     /// Where it is saved; `None` for a cache that lives in memory only.
     path: Option<PathBuf>,
-    entries: HashMap<PathBuf, CachedFile>,
+    /// By path, hashed as bytes (a `Path` hashes component by component).
+    entries: FastMap<OsString, CachedFile>,
     /// Names known absent from directories, by directory stamp ([`crate::absent`]).
     absent: Arc<AbsentMap>,
     /// Entries used or refreshed by scans since opening (survive a trim).
-    touched: HashSet<PathBuf>,
+    touched: FastSet<OsString>,
     dirty: bool,
     hits: AtomicUsize,
     reads: AtomicUsize,
@@ -181,7 +183,10 @@ impl StatCache {
 
     /// The entry for `path` if its current stamp is `stamp`.
     pub(crate) fn get(&self, path: &Path, stamp: &FileStamp) -> Option<&CachedFile> {
-        let entry = self.entries.get(path).filter(|e| e.stamp == *stamp)?;
+        let entry = self
+            .entries
+            .get(path.as_os_str())
+            .filter(|e| e.stamp == *stamp)?;
         self.hits.fetch_add(1, Ordering::Relaxed);
         Some(entry)
     }
@@ -199,7 +204,7 @@ impl StatCache {
 
     /// Whether `path` has an entry at all (then it is worth a `stat` first).
     pub(crate) fn knows(&self, path: &Path) -> bool {
-        !self.entries.is_empty() && self.entries.contains_key(path)
+        !self.entries.is_empty() && self.entries.contains_key(path.as_os_str())
     }
 
     /// Counts one full read.
@@ -209,8 +214,8 @@ impl StatCache {
 
     /// Marks `path` as used by the latest scan.
     pub(crate) fn touch(&mut self, path: &Path) {
-        if !self.touched.contains(path) {
-            self.touched.insert(path.to_owned());
+        if !self.touched.contains(path.as_os_str()) {
+            self.touched.insert(path.as_os_str().to_owned());
         }
     }
 
@@ -225,11 +230,11 @@ impl StatCache {
                     blake3: fresh.blake3,
                     facts: fresh.facts,
                 };
-                self.entries.insert(fresh.path, entry);
+                self.entries.insert(fresh.path.into_os_string(), entry);
                 self.dirty = true;
             }
             None => {
-                if self.entries.remove(&fresh.path).is_some() {
+                if self.entries.remove(fresh.path.as_os_str()).is_some() {
                     self.dirty = true;
                 }
             }
@@ -258,13 +263,14 @@ impl StatCache {
             .entries
             .iter()
             .map(|(path, e)| DiskEntryRef {
-                path,
+                path: Path::new(path),
                 stamp: &e.stamp,
                 blake3: &e.blake3,
                 facts: &e.facts,
             })
             .collect();
-        entries.sort_by(|a, b| a.path.cmp(b.path));
+        // Any fixed order will do; bytes compare faster than components.
+        entries.sort_unstable_by(|a, b| a.path.as_os_str().cmp(b.path.as_os_str()));
         let disk = Disk {
             format: FORMAT,
             scanner: SCANNER_FINGERPRINT.to_owned(),
@@ -282,7 +288,7 @@ impl StatCache {
 }
 
 /// The entries of the cache file at `path`, or `None` when it cannot be used.
-fn read_entries(path: &Path) -> Option<(HashMap<PathBuf, CachedFile>, AbsentMap)> {
+fn read_entries(path: &Path) -> Option<(FastMap<OsString, CachedFile>, AbsentMap)> {
     let bytes = abicache_fs::read_bounded(path, Follow::No, MAX_FILE_BYTES).ok()?;
     if bytes.len() < 32 {
         return None;
@@ -304,10 +310,10 @@ fn read_entries(path: &Path) -> Option<(HashMap<PathBuf, CachedFile>, AbsentMap)
         .map(|e| {
             let entry = CachedFile {
                 stamp: e.stamp,
-                blake3: e.blake3,
+                blake3: e.blake3.into(),
                 facts: Arc::new(e.facts),
             };
-            (e.path, entry)
+            (e.path.into_os_string(), entry)
         })
         .collect();
     Some((entries, disk.dirs))
@@ -347,7 +353,7 @@ mod tests {
         FreshFile {
             path: path.to_owned(),
             stamp,
-            blake3: "00".repeat(32),
+            blake3: "00".repeat(32).into(),
             facts: Arc::new(FileFacts {
                 uses_extension_name: true,
                 stable_registrations: vec![3, 7],

@@ -23,11 +23,7 @@ fn scan_src(root: &Path, config: ScanConfig) -> ScanReport {
 }
 
 fn files(report: &ScanReport) -> Vec<&str> {
-    report.sources[0]
-        .files
-        .iter()
-        .map(|f| f.path.as_str())
-        .collect()
+    report.sources[0].files.iter().map(|f| &*f.path).collect()
 }
 
 fn markers(report: &ScanReport) -> Vec<(&str, u32, &str)> {
@@ -245,7 +241,7 @@ fn header_reached_only_through_a_computed_include_is_hashed_fresh() {
     fs::write(t.path().join("inc/hidden/value.h"), b"#define VALUE 2\n").unwrap();
     let after = scan_src(t.path(), config);
     let hash = |r: &ScanReport| r.sources[0].files[2].blake3.clone();
-    assert_eq!(after.sources[0].files[2].path, "inc/hidden/value.h");
+    assert_eq!(&*after.sources[0].files[2].path, "inc/hidden/value.h");
     assert_ne!(hash(&before), hash(&after));
 }
 

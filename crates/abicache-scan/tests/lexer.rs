@@ -197,6 +197,21 @@ fn block_comment_hides_across_lines() {
 }
 
 #[test]
+fn block_comment_ends_at_the_first_star_slash_after_its_opening() {
+    // `/*/` opens without closing; `/**/` is a whole comment.
+    assert_hidden(&format!("/*/ {PAYLOAD} */"));
+    assert_eq!(names("/**/#include \"a.h\"\n"), ["a.h"]);
+    // Slashes and stars inside do not end it; the first `*/` does.
+    assert_hidden(&format!("/* a/b // c * / d ** {PAYLOAD} */"));
+    assert_eq!(names("/* x **/ /* y */\n#include \"b.h\"\n"), ["b.h"]);
+    assert_eq!(marker_texts("/* x */ PyObject* o; /* y */"), ["PyObject"]);
+    // Unterminated, ending in a lone `*` or `/`.
+    assert_hidden(&format!("/* {PAYLOAD} *"));
+    assert_hidden(&format!("/* {PAYLOAD} /"));
+    assert_hidden("/*");
+}
+
+#[test]
 fn string_literals_hide_with_every_prefix() {
     for prefix in ["", "u8", "u", "U", "L"] {
         let escaped = PAYLOAD.replace('"', "\\\"");

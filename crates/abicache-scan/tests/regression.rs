@@ -15,11 +15,7 @@ fn bare_source_name_resolves_includes_next_to_it() {
     std::fs::write(dir.path().join("a.h"), "int a();\n").unwrap();
     std::env::set_current_dir(dir.path()).unwrap();
     let report = scan(&[PathBuf::from("m.cpp")], &ScanConfig::new(".")).unwrap();
-    let files: Vec<&str> = report.sources[0]
-        .files
-        .iter()
-        .map(|f| f.path.as_str())
-        .collect();
+    let files: Vec<&str> = report.sources[0].files.iter().map(|f| &*f.path).collect();
     assert_eq!(files, ["m.cpp", "a.h"]);
     assert!(
         report.sources[0].missing_includes.is_empty(),
@@ -50,11 +46,7 @@ fn parent_relative_include_chain_resolves_through_short_canonical_dirs() {
     }
     std::fs::write(base.join("m.cpp"), "#include \"d00/h.h\"\n").unwrap();
     let report = scan(&[base.join("m.cpp")], &ScanConfig::new(base)).unwrap();
-    let files: Vec<&str> = report.sources[0]
-        .files
-        .iter()
-        .map(|f| f.path.as_str())
-        .collect();
+    let files: Vec<&str> = report.sources[0].files.iter().map(|f| &*f.path).collect();
     assert_eq!(files.len(), DEPTH + 1);
     assert_eq!(files[1], "d00/h.h");
     assert_eq!(files[DEPTH], format!("d{:02}/h.h", DEPTH - 1));

@@ -27,11 +27,7 @@ fn scan_one(root: &Path, source: &str, config: ScanConfig) -> ScanReport {
 }
 
 fn files(report: &ScanReport) -> Vec<&str> {
-    report.sources[0]
-        .files
-        .iter()
-        .map(|f| f.path.as_str())
-        .collect()
+    report.sources[0].files.iter().map(|f| &*f.path).collect()
 }
 
 // ---- resolution (SPEC §2) --------------------------------------------------
@@ -323,7 +319,7 @@ fn ten_thousand_deep_include_chain_does_not_overflow_the_stack() {
     }
     let r = scan_one(t.path(), "h0.h", ScanConfig::new(t.path()));
     assert_eq!(r.sources[0].files.len(), N);
-    assert_eq!(r.sources[0].files[N - 1].path, format!("h{}.h", N - 1));
+    assert_eq!(&*r.sources[0].files[N - 1].path, format!("h{}.h", N - 1));
     assert_eq!(r.python_markers[0].file, format!("h{}.h", N - 1));
 }
 
@@ -346,7 +342,7 @@ fn shared_headers_contribute_facts_once_in_first_visit_order() {
     let per_source: Vec<Vec<&str>> = r
         .sources
         .iter()
-        .map(|s| s.files.iter().map(|f| f.path.as_str()).collect())
+        .map(|s| s.files.iter().map(|f| &*f.path).collect())
         .collect();
     assert_eq!(
         per_source,
@@ -425,8 +421,8 @@ fn editing_a_header_changes_its_blake3_only() {
         after.sources[0].files[1].blake3
     );
     assert_eq!(
-        after.sources[0].files[1].blake3,
-        blake3::hash(b"int x = 1;\n").to_hex().to_string()
+        &*after.sources[0].files[1].blake3,
+        blake3::hash(b"int x = 1;\n").to_hex().as_str()
     );
 }
 
@@ -513,7 +509,7 @@ fn symlink_loop_include_is_unresolved_not_a_hang() {
         r.sources[1]
             .files
             .iter()
-            .map(|f| f.path.as_str())
+            .map(|f| &*f.path)
             .collect::<Vec<_>>(),
         ["b.cpp", "d/x.h"]
     );

@@ -253,7 +253,7 @@ fn a_header_created_where_a_lookup_failed_is_found_at_once() {
     assert!(p.cold().sources[2]
         .files
         .iter()
-        .any(|f| f.path == "src/shadow.h"));
+        .any(|f| &*f.path == "src/shadow.h"));
 
     write(p.dir.path(), "src/sub/late.h", "int late;\n");
     p.cached_equals_cold(&mut cache, "a missing header created in a new directory");
@@ -282,7 +282,7 @@ fn a_header_created_where_a_lookup_failed_is_found_at_once() {
     assert!(p.cold().sources[2]
         .files
         .iter()
-        .any(|f| f.path == "inc/shadow.h"));
+        .any(|f| &*f.path == "inc/shadow.h"));
 
     // A remembered header replaced by a symlink to another one, once aged.
     age_files();
@@ -295,7 +295,7 @@ fn a_header_created_where_a_lookup_failed_is_found_at_once() {
     assert!(p.cold().sources[2]
         .files
         .iter()
-        .any(|f| f.path == "inc/other.h"));
+        .any(|f| &*f.path == "inc/other.h"));
 }
 
 #[test]
@@ -320,7 +320,7 @@ fn a_dangling_symlink_under_a_system_root_is_seen_once_its_target_appears() {
         p.cold().sources[2]
             .files
             .iter()
-            .any(|f| f.path == "inc/lib/dang.h")
+            .any(|f| &*f.path == "inc/lib/dang.h")
     };
     age_files();
     let mut cache = StatCache::in_memory();

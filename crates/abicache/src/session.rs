@@ -610,7 +610,7 @@ impl Session {
                 let mut files: Vec<(String, String)> = report
                     .files
                     .iter()
-                    .map(|f| (f.path.clone(), f.blake3.clone()))
+                    .map(|f| (f.path.to_string(), f.blake3.to_string()))
                     .collect();
                 // Creating a missing header must recompile the unit.
                 files.extend(

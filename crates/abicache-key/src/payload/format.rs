@@ -79,7 +79,17 @@ impl Payload {
 
     pub(crate) fn push(&mut self, field: &str, value: impl AsRef<str>) {
         self.entries
-            .push((field.to_string(), escape(value.as_ref())));
+            .push((field.to_owned(), escape(value.as_ref())));
+    }
+
+    /// [`Payload::push`] of a value built for it: kept as is (no copy)
+    /// unless it needs escaping.
+    pub(crate) fn push_owned(&mut self, field: &str, value: String) {
+        let escaped = match needs_escape(&value) {
+            false => value,
+            true => escape(&value),
+        };
+        self.entries.push((field.to_owned(), escaped));
     }
 
     /// Reads a stored payload text back (e.g. to [`diff`](Self::diff) it);
@@ -123,7 +133,8 @@ impl Payload {
 
     /// The exact text that is hashed: lines joined by `\n`, with a trailing `\n`.
     pub fn text(&self) -> String {
-        let mut s = String::new();
+        let len = self.entries.iter().map(|(f, v)| f.len() + v.len() + 2);
+        let mut s = String::with_capacity(len.sum());
         for (f, v) in &self.entries {
             s.push_str(f);
             s.push('=');
@@ -223,8 +234,13 @@ fn normalize(p: &Path) -> PathBuf {
     out
 }
 
+/// Whether `v` holds a byte [`escape`] rewrites.
+fn needs_escape(v: &str) -> bool {
+    memchr::memchr3(b'\\', b'\n', b'\r', v.as_bytes()).is_some()
+}
+
 fn escape(v: &str) -> String {
-    if !v.contains(['\\', '\n', '\r']) {
+    if !needs_escape(v) {
         return v.to_string();
     }
     v.replace('\\', "\\\\")

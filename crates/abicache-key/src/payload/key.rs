@@ -233,7 +233,11 @@ fn push_sources(p: &mut Payload, scan: &ScanReport) {
     for src in &scan.sources {
         p.push("source", &src.source);
         for f in &src.files {
-            p.push("file", format!("{} {}", f.blake3, f.path));
+            let mut line = String::with_capacity(f.blake3.len() + 1 + f.path.len());
+            line.push_str(&f.blake3);
+            line.push(' ');
+            line.push_str(&f.path);
+            p.push_owned("file", line);
         }
         for m in &src.missing_includes {
             p.push("missing_include", m);
