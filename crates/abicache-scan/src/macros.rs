@@ -51,6 +51,9 @@ pub struct Defines {
     ends: Vec<DefineEnds>,
 }
 
+/// The bytes [`Defines::text`] starts with: a few typical defines.
+const FIRST_DEFINES_CAPACITY: usize = 256;
+
 /// Where one define's parts end in [`Defines::text`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 struct DefineEnds {
@@ -63,6 +66,11 @@ impl Defines {
     /// Appends a define (invalid UTF-8 replaced, as [`String::from_utf8_lossy`]).
     pub(crate) fn push(&mut self, name: &[u8], params: Option<&[u8]>, body: &[u8]) {
         let text = &mut self.text;
+        if text.capacity() == 0 {
+            // A header that defines one macro usually defines several:
+            // room for a few, rather than a doubling per part.
+            text.reserve(FIRST_DEFINES_CAPACITY);
+        }
         let mut add = |bytes: &[u8]| {
             match std::str::from_utf8(bytes) {
                 Ok(valid) => text.push_str(valid),

@@ -174,25 +174,64 @@ impl ScanLearnt {
     /// [`StatCache::save`]) and returns, when recording and everything
     /// could be trusted, the scan's [`Dependencies`].
     pub fn into_cache(self, cache: &mut StatCache) -> Option<Dependencies> {
-        let deps = self.recorder.flatten().and_then(|recorder| {
-            let files = self
-                .seen
+        self.into_cache_then(cache, |_| ()).0
+    }
+
+    /// [`ScanLearnt::into_cache`], then `then` on the filled `cache` (e.g.
+    /// [`StatCache::save`]); for a scan of many files the dependencies are
+    /// worked out meanwhile on a second thread (they `stat` what the scan
+    /// followed and share nothing with the cache), so the two costs overlap.
+    /// The result is the same either way.
+    pub fn into_cache_then<T>(
+        self,
+        cache: &mut StatCache,
+        then: impl FnOnce(&mut StatCache) -> T,
+    ) -> (Option<Dependencies>, T) {
+        let ScanLearnt {
+            seen,
+            absent,
+            recorder,
+            _resolver: resolver,
+        } = self;
+        let stamped = recorder.flatten().and_then(|recorder| {
+            let files = seen
                 .iter()
                 .map(Origin::stamped)
                 .collect::<Option<Vec<_>>>()?;
-            recorder.finish(files)
+            Some((recorder, files))
         });
-        if let Some(absent) = self.absent.and_then(AbsentLookups::merged) {
-            cache.set_absent(absent);
-        }
-        for origin in self.seen {
-            match origin {
-                Origin::Cached(path, _) => cache.touch(&path),
-                Origin::Read(fresh) => cache.remember(fresh),
-                Origin::Untracked => {}
+        let beside = seen.len() >= STORE_BESIDE_FROM;
+        // The resolver goes with the dependencies: freed on their thread.
+        let record = move || {
+            let deps = stamped.and_then(|(recorder, files)| recorder.finish(files));
+            drop(resolver);
+            deps
+        };
+        let store = move |cache: &mut StatCache| {
+            if let Some(absent) = absent.and_then(AbsentLookups::merged) {
+                cache.set_absent(absent);
             }
+            for origin in seen {
+                match origin {
+                    Origin::Cached(path, _) => cache.touch(&path),
+                    Origin::Read(fresh) => cache.remember(fresh),
+                    Origin::Untracked => {}
+                }
+            }
+            then(cache)
+        };
+        if !beside {
+            return (record(), store(cache));
         }
-        deps
+        std::thread::scope(|s| {
+            // A thread that cannot start loses only the dependencies (the
+            // next key scans again instead of `stat`ing them).
+            let handle = std::thread::Builder::new().spawn_scoped(s, record).ok();
+            let stored = store(cache);
+            let deps =
+                handle.and_then(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
+            (deps, stored)
+        })
     }
 }
 
@@ -840,6 +879,10 @@ const PARALLEL_FROM: usize = 8;
 
 /// Worker threads [`Walk::prefetch`] reads on.
 const READ_THREADS: usize = 2;
+
+/// Files loaded from which [`ScanLearnt::into_cache_then`] works out the
+/// dependencies on a thread of their own.
+const STORE_BESIDE_FROM: usize = 128;
 
 /// The most files a worker takes from the queue at once.
 const JOBS_AT_ONCE: usize = 16;

@@ -276,8 +276,7 @@ impl Session {
         });
         self.writes.spawn(move || {
             let mut facts = facts;
-            let deps = learnt.into_cache(&mut facts);
-            let _ = facts.save();
+            let (deps, _) = learnt.into_cache_then(&mut facts, StatCache::save);
             if let (Some(deps), Some((memo, inputs, key))) = (deps, memo) {
                 let _ = memo.put(&inputs, &key, &deps);
             }
