@@ -51,6 +51,10 @@ const MAX_FILE_BYTES: u64 = 512 << 20;
 /// the latest scan are dropped.
 const MAX_ENTRIES: usize = 200_000;
 
+/// About what one entry takes on disk (a header's path, BLAKE3, includes
+/// and defines): the first guess of the file's size when saving.
+const ENTRY_BYTES_GUESS: usize = 512;
+
 /// What the scan knows about one file without reading it again.
 #[derive(Debug, Clone)]
 pub(crate) struct CachedFile {
@@ -277,10 +281,15 @@ impl StatCache {
             entries,
             dirs: &*self.absent,
         };
-        let body = codec().serialize(&disk).map_err(io::Error::other)?;
-        let mut bytes = Vec::with_capacity(32 + body.len());
-        bytes.extend_from_slice(blake3::hash(&body).as_bytes());
-        bytes.extend_from_slice(&body);
+        // Serialized in one pass straight after room for its BLAKE3 (bincode's
+        // `serialize` sizes the whole value first, then copies it again).
+        let mut bytes = Vec::with_capacity(32 + disk.entries.len() * ENTRY_BYTES_GUESS);
+        bytes.extend_from_slice(&[0; 32]);
+        codec()
+            .serialize_into(&mut bytes, &disk)
+            .map_err(io::Error::other)?;
+        let sum = blake3::hash(&bytes[32..]);
+        bytes[..32].copy_from_slice(sum.as_bytes());
         write_atomic(&path, &bytes)?;
         self.dirty = false;
         Ok(true)
