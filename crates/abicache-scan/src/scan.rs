@@ -164,9 +164,10 @@ pub struct ScanLearnt {
     absent: Option<AbsentLookups>,
     /// `Some` when recording; `None` inside when a read failed.
     recorder: Option<Option<Recorder>>,
-    /// The walk's resolver, with its caches: freed with the rest (on the
-    /// thread that stores it, after the key), not before the report.
-    _resolver: Resolver,
+    /// The walk's resolver, with its caches: freed when what was learnt is
+    /// stored (after the key, off the caller's thread), not before the
+    /// report is returned.
+    resolver: Resolver,
 }
 
 impl ScanLearnt {
@@ -191,7 +192,7 @@ impl ScanLearnt {
             seen,
             absent,
             recorder,
-            _resolver: resolver,
+            resolver,
         } = self;
         let stamped = recorder.flatten().and_then(|recorder| {
             let files = seen
@@ -333,7 +334,7 @@ fn walk(
             seen,
             absent,
             recorder,
-            _resolver: walk.resolver,
+            resolver: walk.resolver,
         },
     })
 }
