@@ -31,6 +31,7 @@ use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::SystemTime;
 
 use abicache_fs::FileStamp;
@@ -99,9 +100,41 @@ pub struct Dependencies {
 
 impl Dependencies {
     /// True when every recorded path still looks as it did: then a scan now
-    /// would give the recorded scan's report. Costs one `stat` per check.
+    /// would give the recorded scan's report. Costs one `stat` per check;
+    /// from 256 checks on, half of them are made on a
+    /// second thread (a warm key of a big tree makes thousands, each a
+    /// kernel path walk), and either half stops at the other's first
+    /// change.
     pub fn unchanged(&self) -> bool {
-        self.checks.iter().all(Check::holds)
+        let checks = &self.checks;
+        if checks.len() < CHECK_BESIDE_FROM {
+            return checks.iter().all(Check::holds);
+        }
+        let (first, second) = checks.split_at(checks.len() / 2);
+        let changed = AtomicBool::new(false);
+        let run = |part: &[Check]| {
+            for check in part {
+                if changed.load(Ordering::Relaxed) {
+                    return;
+                }
+                if !check.holds() {
+                    changed.store(true, Ordering::Relaxed);
+                    return;
+                }
+            }
+        };
+        std::thread::scope(|s| {
+            let run = &run;
+            // A thread that cannot start leaves both halves to this one.
+            if std::thread::Builder::new()
+                .spawn_scoped(s, move || run(second))
+                .is_err()
+            {
+                run(second);
+            }
+            run(first);
+        });
+        !changed.load(Ordering::Relaxed)
     }
 
     /// Number of checks (one `stat` each).
@@ -120,6 +153,10 @@ impl Dependencies {
         self.checks.iter().map(|c| (c.path(), c.expect))
     }
 }
+
+/// Checks from which [`Dependencies::unchanged`] makes half of them on a
+/// second thread (starting one costs about as much as a few dozen `stat`s).
+const CHECK_BESIDE_FROM: usize = 256;
 
 /// Collects what a scan looks at; [`Recorder::finish`] turns it into
 /// [`Dependencies`].

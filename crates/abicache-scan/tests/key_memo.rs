@@ -332,42 +332,52 @@ fn gc_removes_memos_that_cannot_answer_and_keeps_the_rest() {
 }
 
 /// A scan of many files works its dependencies out on a second thread
-/// while the cache is filled and saved: both results are whole, and the
-/// dependencies still notice an edit to any one file.
+/// while the cache is filled and saved, and a warm check of many
+/// dependencies `stat`s them on two: both results are whole, and the
+/// dependencies notice an edit to a file in either half of them.
 #[test]
-fn a_big_scans_dependencies_worked_out_beside_the_saving_are_whole() {
+fn a_big_scans_dependencies_worked_out_and_checked_beside_are_whole() {
     const HEADERS: usize = 300;
     let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("p");
-    let includes: String = (0..HEADERS)
-        .map(|k| format!("#include \"inc/h{k:03}.h\"\n"))
+    // One project per edit: a header early in the (path-ordered) checks, one late.
+    let edits = ["inc/h005.h", "inc/h287.h"];
+    let roots: Vec<PathBuf> = (0..edits.len())
+        .map(|k| dir.path().join(format!("p{k}")))
         .collect();
-    write(&root.join("a.cpp"), &includes);
-    for k in 0..HEADERS {
-        write(
-            &root.join(format!("inc/h{k:03}.h")),
-            &format!("int h{k};\n"),
-        );
+    for root in &roots {
+        let includes: String = (0..HEADERS)
+            .map(|k| format!("#include \"inc/h{k:03}.h\"\n"))
+            .collect();
+        write(&root.join("a.cpp"), &includes);
+        for k in 0..HEADERS {
+            write(
+                &root.join(format!("inc/h{k:03}.h")),
+                &format!("int h{k};\n"),
+            );
+        }
     }
-    let (sources, config) = (vec![root.join("a.cpp")], ScanConfig::new(&root));
     std::thread::sleep(RACY_WINDOW + Duration::from_millis(100));
 
-    let mut cache = StatCache::open(dir.path().join("scan-facts.bin"));
-    let (report, learnt) = scan_learning(&sources, &config, &cache).unwrap();
-    let (deps, saved) = learnt.into_cache_then(&mut cache, StatCache::save);
-    assert!(saved.unwrap(), "the filled cache is saved");
-    let deps = deps.expect("every file was trusted");
-    assert!(deps.unchanged());
-    assert_eq!(report, scan(&sources, &config).unwrap());
+    for (root, edited) in roots.iter().zip(edits) {
+        let (sources, config) = (vec![root.join("a.cpp")], ScanConfig::new(root));
+        let facts = root.with_extension("facts.bin");
+        let mut cache = StatCache::open(&facts);
+        let (report, learnt) = scan_learning(&sources, &config, &cache).unwrap();
+        let (deps, saved) = learnt.into_cache_then(&mut cache, StatCache::save);
+        assert!(saved.unwrap(), "the filled cache is saved");
+        let deps = deps.expect("every file was trusted");
+        assert!(deps.len() > HEADERS, "one check per file at least");
+        assert!(deps.unchanged());
+        assert_eq!(report, scan(&sources, &config).unwrap());
 
-    // The saved cache holds every file: the next scan reads none.
-    let mut reopened = StatCache::open(dir.path().join("scan-facts.bin"));
-    assert_eq!(reopened.len(), HEADERS + 1);
-    let (again, _) = scan_recorded(&sources, &config, &mut reopened).unwrap();
-    assert_eq!(again, report);
-    assert_eq!(reopened.stats().reads, 0);
+        // The saved cache holds every file: the next scan reads none.
+        let mut reopened = StatCache::open(&facts);
+        assert_eq!(reopened.len(), HEADERS + 1);
+        let (again, _) = scan_recorded(&sources, &config, &mut reopened).unwrap();
+        assert_eq!(again, report);
+        assert_eq!(reopened.stats().reads, 0);
 
-    // An edit to a header late in the list breaks the dependencies.
-    write(&root.join("inc/h287.h"), "int h287 = 1;\n");
-    assert!(!deps.unchanged());
+        write(&root.join(edited), "int edited;\n");
+        assert!(!deps.unchanged(), "{edited} was edited");
+    }
 }
