@@ -101,10 +101,9 @@ pub struct Dependencies {
 impl Dependencies {
     /// True when every recorded path still looks as it did: then a scan now
     /// would give the recorded scan's report. Costs one `stat` per check;
-    /// from 256 checks on, half of them are made on a
-    /// second thread (a warm key of a big tree makes thousands, each a
-    /// kernel path walk), and either half stops at the other's first
-    /// change.
+    /// from 256 checks on, half of them are made on a second thread (a warm
+    /// key of a big tree makes thousands, each a kernel path walk), and
+    /// either half stops at the other's first change.
     pub fn unchanged(&self) -> bool {
         let checks = &self.checks;
         if checks.len() < CHECK_BESIDE_FROM {

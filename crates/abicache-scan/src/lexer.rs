@@ -325,10 +325,11 @@ impl Lexer<'_> {
         }
     }
 
-    /// `/* ... */`, or to the end of the file when unterminated.
-    /// It ends at the first `/` after a `*` past the opening `/*` (so `/*/`
-    /// does not close): a search for `/`, rare inside comments, rather than
-    /// for the pair, which sets up a searcher per call.
+    /// `/* ... */`, or to the end of the file when unterminated. It ends at
+    /// the first `/` after a `*` past the opening `/*` (so `/*/` does not
+    /// close): a search for `/`, rare inside comments, rather than for the
+    /// pair, which sets up a searcher per call.
+    ///
     /// Kept out of line: inlined into [`Lexer::run`] it slowed the main
     /// loop for every byte (`callgrind`: +5 % of machete's instructions).
     #[inline(never)]
