@@ -261,6 +261,19 @@ mod tests {
     }
 
     #[test]
+    fn a_value_pushed_owned_is_escaped_like_any_other() {
+        let mut p = Payload::new();
+        p.push_owned("file", "abc inc/odd\nname\\.h".to_owned());
+        p.push_owned("file", "abc inc/plain.h".to_owned());
+        p.push("file", "abc inc/odd\nname\\.h");
+        assert_eq!(
+            p.text(),
+            "file=abc inc/odd\\nname\\\\.h\nfile=abc inc/plain.h\nfile=abc inc/odd\\nname\\\\.h\n"
+        );
+        assert_eq!(p.text().lines().count(), 3, "one field per line");
+    }
+
+    #[test]
     fn display_paths() {
         let d = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(d.path().join("inc/sub")).unwrap();
