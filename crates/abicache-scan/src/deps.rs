@@ -122,17 +122,7 @@ impl Dependencies {
                 }
             }
         };
-        std::thread::scope(|s| {
-            let run = &run;
-            // A thread that cannot start leaves both halves to this one.
-            if std::thread::Builder::new()
-                .spawn_scoped(s, move || run(second))
-                .is_err()
-            {
-                run(second);
-            }
-            run(first);
-        });
+        crate::join::join(|| run(second), || run(first));
         !changed.load(Ordering::Relaxed)
     }
 

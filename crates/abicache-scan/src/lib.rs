@@ -36,6 +36,7 @@
 mod absent;
 pub mod deps;
 mod error;
+mod join;
 pub mod key_memo;
 pub mod lexer;
 pub mod macros;

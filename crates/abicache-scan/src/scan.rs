@@ -224,15 +224,7 @@ impl ScanLearnt {
         if !beside {
             return (record(), store(cache));
         }
-        std::thread::scope(|s| {
-            // A thread that cannot start loses only the dependencies (the
-            // next key scans again instead of `stat`ing them).
-            let handle = std::thread::Builder::new().spawn_scoped(s, record).ok();
-            let stored = store(cache);
-            let deps =
-                handle.and_then(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
-            (deps, stored)
-        })
+        crate::join::join(record, || store(cache))
     }
 }
 
