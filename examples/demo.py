@@ -1,7 +1,9 @@
 """Loads the CPU example through abicache and runs its op.
 
-Run twice in fresh processes by scripts/demo.sh: the first run builds the
-extension (cold), the second loads it from the cache (warm).
+Run in fresh processes by scripts/demo.sh: the first run builds the
+extension (cold), the later ones load it from the cache (warm). Each line
+says whether the load was answered from the warm-load record or took the
+native path.
 """
 
 import pathlib
@@ -30,6 +32,8 @@ a = torch.arange(4.0)
 result = torch.ops.muladd_example.muladd(a, a, 1.0).tolist()
 assert result == [1.0, 2.0, 5.0, 10.0], result
 label = sys.argv[1] if len(sys.argv) > 1 else "load"
+# A load answered from the warm-load record never imports the native module.
+how = "warm-load record" if "abicache._native" not in sys.modules else "native path"
 print(f"{label}: {1000 * (loaded - imported):8.1f} ms beyond `import torch` "
-      f"({1000 * (imported - started):.0f} ms)  muladd(a, a, 1.0) = {result}")
+      f"({1000 * (imported - started):.0f} ms; {how})  muladd(a, a, 1.0) = {result}")
 print(f"  library: {path}")

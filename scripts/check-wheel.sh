@@ -13,9 +13,11 @@ cd "$repo"
 
 max_bytes=$((15 * 1000 * 1000))
 max_glibc_minor=28
-wheel=$(ls "$CARGO_TARGET_DIR"/wheels/abicache/abicache-*.whl 2>/dev/null | head -n1 || true)
+# This source state's wheel (install-python-package.sh keeps one directory per state).
+wheels=$CARGO_TARGET_DIR/wheels/abicache/$(dev_source_hash)
+wheel=$(ls "$wheels"/abicache-*.whl 2>/dev/null | head -n1 || true)
 if [ -z "$wheel" ]; then
-  echo "check-wheel: no wheel in \`$CARGO_TARGET_DIR/wheels/abicache\`; run scripts/install-python-package.sh" >&2
+  echo "check-wheel: no wheel in \`$wheels\` (this source state's); run scripts/install-python-package.sh" >&2
   exit 2
 fi
 fail() { echo "check-wheel: $(basename "$wheel"): $*" >&2; exit 1; }

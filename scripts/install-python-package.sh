@@ -3,6 +3,7 @@
 # project venvs (.venv, and .venv-compat when it exists).
 #
 #   scripts/install-python-package.sh [VENV_DIR]...   (default: .venv .venv-compat)
+#   scripts/install-python-package.sh --print-wheel   prints this source state's wheel (built if missing)
 #
 # The wheel is abi3 (CPython >= 3.9), so one wheel serves every venv, and it
 # is the release wheel itself (the only wheel build, so CI builds it once):
@@ -10,16 +11,23 @@
 # (pyproject.toml), linked by zig against glibc 2.28 so pip accepts it
 # wherever torch's own manylinux_2_28 wheels install. zig and auditwheel come
 # from PyPI into .venv (scripts/requirements-packaging.txt, once per venv).
-# It is built into $CARGO_TARGET_DIR/wheels/abicache using the shared target
-# dir (incremental builds are reused) and skipped when the hash of crates/,
-# python/, pyproject.toml, Cargo.toml, Cargo.lock and this script matches the
-# stamp of the last build. A venv is reinstalled only when its stamp differs.
-# `scripts/check-wheel.sh` checks the wheel's tag, size and commands.
-# Run after `scripts/setup-venv.sh dev compat`.
+#
+# Each source state has its own wheel directory,
+# $CARGO_TARGET_DIR/wheels/abicache/<hash>/ (the hash of crates/, python/,
+# pyproject.toml, Cargo.toml, Cargo.lock and this script: `dev_source_hash`),
+# built under that hash's lock into a temporary directory and renamed into
+# place, so checkouts at different commits never delete or install each
+# other's wheel. Every install into a shared venv holds the venv's exclusive
+# package lock (`<venv>/.abicache-packages.lock`): `scripts/test.sh` holds it
+# shared while its tests run, so another checkout's different wheel waits
+# until they are done. A venv is reinstalled only when its stamp differs.
+# Wheel directories unused for two days are removed (by whoever can take
+# their lock). `scripts/check-wheel.sh` checks the wheel's tag, size and
+# commands. Run after `scripts/setup-venv.sh dev compat`.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$repo/target}
+. scripts/dev-env.sh
 wheels=$CARGO_TARGET_DIR/wheels/abicache
 maturin=${MATURIN:-}
 if [ -z "$maturin" ]; then
@@ -34,33 +42,57 @@ fi
 # zig and auditwheel, into the venv that has maturin (a stamp per requirements hash).
 tools_python=$(dirname "$maturin")/python
 reqs=$repo/scripts/requirements-packaging.txt
-tools_stamp=$("$tools_python" -c 'import sys; print(sys.prefix)')/.abicache-packaging-$(sha256sum "$reqs" | cut -c1-16)
+tools_prefix=$("$tools_python" -c 'import sys; print(sys.prefix)')
+tools_stamp=$tools_prefix/.abicache-packaging-$(sha256sum "$reqs" | cut -c1-16)
 if [ ! -f "$tools_stamp" ] || ! "$tools_python" -c 'import ziglang' 2>/dev/null; then
-  echo "install-python-package: installing zig and auditwheel (scripts/requirements-packaging.txt)" >&2
-  "$tools_python" -m pip install --quiet -r "$reqs"
-  touch "$tools_stamp"
+  dev_lock tools_lock -x "$tools_prefix/.abicache-packages.lock" install-python-package
+  if [ ! -f "$tools_stamp" ] || ! "$tools_python" -c 'import ziglang' 2>/dev/null; then
+    echo "install-python-package: installing zig and auditwheel (scripts/requirements-packaging.txt)" >&2
+    "$tools_python" -m pip install --quiet -r "$reqs"
+    touch "$tools_stamp"
+  fi
+  dev_unlock tools_lock
 fi
 
-list_sources() {
-  git ls-files -co --exclude-standard -z -- crates python pyproject.toml Cargo.toml Cargo.lock \
-      scripts/install-python-package.sh 2>/dev/null \
-    || find crates python pyproject.toml Cargo.toml Cargo.lock scripts/install-python-package.sh \
-      -type f -not -path '*/__pycache__/*' -print0
-}
-hash=$(list_sources | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
-stamp=$wheels/.stamp
-if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$hash" ] || ! ls "$wheels"/abicache-*.whl >/dev/null 2>&1; then
-  echo "install-python-package: building the abicache wheel (source state $hash)" >&2
-  rm -rf "$wheels"
-  mkdir -p "$wheels"
-  interpreter=()
-  [ -x "$repo/.venv/bin/python" ] && interpreter=(--interpreter "$repo/.venv/bin/python")
-  # maturin runs `python3 -m ziglang` when no `zig` is on PATH: the tools venv's.
-  PATH=$(dirname "$maturin"):$PATH "$maturin" build --release --quiet --zig \
-    --compatibility manylinux_2_28 -o "$wheels" "${interpreter[@]}" >&2
-  echo "$hash" > "$stamp"
+hash=$(dev_source_hash)
+dir=$wheels/$hash
+mkdir -p "$wheels"
+dev_lock wheel_lock -s "$dir.lock" install-python-package
+if ! compgen -G "$dir/abicache-*.whl" >/dev/null; then
+  dev_unlock wheel_lock
+  dev_lock wheel_lock -x "$dir.lock" install-python-package
+  if ! compgen -G "$dir/abicache-*.whl" >/dev/null; then
+    echo "install-python-package: building the abicache wheel (source state $hash)" >&2
+    tmp=$(mktemp -d "$wheels/.build-$hash.XXXXXX")
+    interpreter=()
+    [ -x "$repo/.venv/bin/python" ] && interpreter=(--interpreter "$repo/.venv/bin/python")
+    # maturin runs `python3 -m ziglang` when no `zig` is on PATH: the tools venv's.
+    if ! PATH=$(dirname "$maturin"):$PATH "$maturin" build --release --quiet --zig \
+        --compatibility manylinux_2_28 -o "$tmp" "${interpreter[@]}" >&2; then
+      rm -rf "$tmp"
+      exit 1
+    fi
+    rm -rf "$dir"   # a partial directory cannot exist (rename below), but a hand-made one may
+    mv -T "$tmp" "$dir"
+  fi
 fi
-wheel=$(ls "$wheels"/abicache-*.whl | head -n1)
+touch "$dir"
+wheel=$(ls "$dir"/abicache-*.whl | head -n1)
+
+# Wheel directories of other source states unused for two days; one still in
+# use holds its lock shared, and is skipped.
+for old in "$wheels"/*/; do
+  old=${old%/}
+  [ "$old" = "$dir" ] && continue
+  [ -n "$(find "$old" -maxdepth 0 -mtime +1 2>/dev/null)" ] || continue
+  ( exec {fd}>>"$old.lock"; flock -n -x "$fd" && rm -rf "$old" "$old.lock" ) || true
+done
+find "$wheels" -maxdepth 1 -name '.build-*' -mtime +1 -exec rm -rf {} + 2>/dev/null || true
+
+if [ "${1:-}" = --print-wheel ]; then
+  echo "$wheel"
+  exit 0
+fi
 
 [ $# -eq 0 ] && set -- "$repo/.venv" "$repo/.venv-compat"
 for venv in "$@"; do
@@ -69,11 +101,16 @@ for venv in "$@"; do
     continue
   fi
   vstamp=$venv/.abicache-wheel-stamp
-  if [ -f "$vstamp" ] && [ "$(cat "$vstamp")" = "$hash" ] \
-     && compgen -G "$venv/lib/python*/site-packages/abicache-*.dist-info" >/dev/null; then
-    continue
+  installed() {
+    [ -f "$vstamp" ] && [ "$(cat "$vstamp")" = "$hash" ] \
+      && compgen -G "$venv/lib/python*/site-packages/abicache-*.dist-info" >/dev/null
+  }
+  installed && continue
+  dev_lock venv_lock -x "$venv/.abicache-packages.lock" install-python-package
+  if ! installed; then
+    "$venv/bin/python" -m pip install --quiet --no-deps --force-reinstall --no-index "$wheel"
+    echo "$hash" > "$vstamp.tmp" && mv -f "$vstamp.tmp" "$vstamp"
+    echo "install-python-package: installed $(basename "$wheel") into $venv" >&2
   fi
-  "$venv/bin/python" -m pip install --quiet --no-deps --force-reinstall --no-index "$wheel"
-  echo "$hash" > "$vstamp"
-  echo "install-python-package: installed $(basename "$wheel") into $venv" >&2
+  dev_unlock venv_lock
 done

@@ -5,18 +5,26 @@
 #   - `moto[server]` into `.venv` (scripts/requirements-services.txt), an S3
 #     server for the S3 backend.
 # The tests start and stop the servers themselves; nothing is left running.
+# Safe to run concurrently: apt-get runs under `$ABICACHE_DEV_HOME/apt.lock`
+# (and waits for dpkg's own lock), the pip install under the venv's package
+# lock (see install-python-package.sh), each re-checked once the lock is held.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
+. "$repo/scripts/dev-env.sh"
 reqs=$repo/scripts/requirements-services.txt
 
 if ! command -v redis-server >/dev/null 2>&1; then
-  echo "setup-services: installing redis-server (apt-get)" >&2
-  sudo=
-  [ "$(id -u)" -eq 0 ] || sudo=sudo
-  export DEBIAN_FRONTEND=noninteractive
-  $sudo apt-get update -qq
-  $sudo apt-get install -y -qq --no-install-recommends redis-server >/dev/null
-  # The package may start a system instance; the tests use their own ports.
+  dev_lock apt_lock -x "$ABICACHE_DEV_HOME/apt.lock" setup-services
+  if ! command -v redis-server >/dev/null 2>&1; then
+    echo "setup-services: installing redis-server (apt-get)" >&2
+    sudo=
+    [ "$(id -u)" -eq 0 ] || sudo=sudo
+    export DEBIAN_FRONTEND=noninteractive
+    $sudo apt-get -o DPkg::Lock::Timeout=600 update -qq
+    $sudo apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends redis-server >/dev/null
+    # The package may start a system instance; the tests use their own ports.
+  fi
+  dev_unlock apt_lock
 fi
 
 python=$repo/.venv/bin/python
@@ -29,8 +37,12 @@ hash=$(sha256sum "$reqs" | cut -c1-16)
 venv=$("$python" -c 'import sys; print(sys.prefix)')
 stamp=$venv/.abicache-services-$hash
 if [ ! -f "$stamp" ] || ! "$python" -c 'import moto.server' 2>/dev/null; then
-  echo "setup-services: installing moto[server] into .venv" >&2
-  "$python" -m pip install --quiet -r "$reqs"
-  touch "$stamp"
+  dev_lock pkg_lock -x "$venv/.abicache-packages.lock" setup-services
+  if [ ! -f "$stamp" ] || ! "$python" -c 'import moto.server' 2>/dev/null; then
+    echo "setup-services: installing moto[server] into .venv" >&2
+    "$python" -m pip install --quiet -r "$reqs"
+    touch "$stamp"
+  fi
+  dev_unlock pkg_lock
 fi
 echo "setup-services: redis-server $(redis-server --version | sed -n 's/.* v=\([^ ]*\).*/\1/p'), moto $("$python" -c 'import moto; print(moto.__version__)') ready" >&2

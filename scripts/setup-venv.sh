@@ -7,13 +7,15 @@
 # requirements file, ${ABICACHE_DEV_HOME:-~/.cache/abicache-dev}/venv-<name>-<hash>,
 # and is symlinked into the repository (.venv, .venv-compat). A fresh clone
 # therefore reuses a venv another clone created instead of downloading ~5 GB
-# again. A stamp file written last marks a venv as complete; a venv without it
-# (an interrupted install) is removed and created anew.
+# again. A stamp file written last marks a venv as complete. Creation holds
+# an exclusive lock (`venv-<name>-<hash>.lock` beside it), so runs started at
+# once create it once and the others wait for it; a venv without its stamp
+# (left by a killed run, whose lock died with it) is removed and created anew
+# by the lock's holder only. Safe to run concurrently, and after a kill.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
-home=${ABICACHE_DEV_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/abicache-dev}
+. "$repo/scripts/dev-env.sh"
 python=${PYTHON:-python3}
-mkdir -p "$home"
 
 setup_one() {
   local name=$1 reqs link
@@ -24,16 +26,21 @@ setup_one() {
   esac
   local hash dir
   hash=$( (cat "$reqs"; "$python" -c 'import sys; print(sys.version)') | sha256sum | cut -c1-16)
-  dir=$home/venv-$name-$hash
+  dir=$ABICACHE_DEV_HOME/venv-$name-$hash
   if [ ! -f "$dir/.abicache-stamp" ]; then
-    echo "setup-venv: creating $name venv in $dir (once per machine; downloads torch)" >&2
-    rm -rf "$dir"
-    "$python" -m venv "$dir"
-    "$dir/bin/python" -m pip install --quiet --upgrade pip
-    "$dir/bin/python" -m pip install --quiet -r "$reqs"
-    date -u +%FT%TZ > "$dir/.abicache-stamp"
+    dev_lock venv_lock -x "$dir.lock" setup-venv
+    if [ ! -f "$dir/.abicache-stamp" ]; then
+      echo "setup-venv: creating $name venv in $dir (once per machine; downloads torch)" >&2
+      rm -rf "$dir"
+      "$python" -m venv "$dir"
+      "$dir/bin/python" -m pip install --quiet --upgrade pip
+      "$dir/bin/python" -m pip install --quiet -r "$reqs"
+      date -u +%FT%TZ > "$dir/.abicache-stamp.tmp"
+      mv -f "$dir/.abicache-stamp.tmp" "$dir/.abicache-stamp"
+    fi
+    dev_unlock venv_lock
   fi
-  ln -sfn "$dir" "$link"
+  dev_link "$dir" "$link"
   echo "setup-venv: $name venv ready at $link -> $dir" >&2
 }
 

@@ -14,7 +14,8 @@
 # 3. the Rust tests (cargo nextest), which run the real compiler against the
 #    venv's torch;
 # 4. the Python tests (pytest), which load the built extensions into torch;
-# 5. PyTorch's own JIT-extension tests with abicache's load/load_inline.
+# 5. PyTorch's own JIT-extension tests with abicache's load/load_inline
+#    (the files from ../shared/torch-jit-upstream, used in place).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
@@ -28,62 +29,128 @@ export ABICACHE_PCH=${ABICACHE_PCH:-0}
 # older; insta would then look for snapshots in that other checkout (the path
 # baked in at compile time). Point it at this checkout.
 export INSTA_WORKSPACE_ROOT=$repo
+# Skips are seen: every skipped test, Rust or Python, is appended to a log
+# listed at the end of the run, and since this script sets up everything the
+# tests need, a skip is a failure here unless the test needs hardware this
+# machine lacks (a GPU, a CPU feature): abicache_test_support::skip,
+# tests/skip_report.py.
+export ABICACHE_TEST_NO_SKIPS=${ABICACHE_TEST_NO_SKIPS:-1}
+ABICACHE_TEST_SKIP_LOG=$(mktemp "${TMPDIR:-/tmp}/abicache-skips.XXXXXX")
+export ABICACHE_TEST_SKIP_LOG
+runner_log=$ABICACHE_TEST_SKIP_LOG.runners
+jit_cold_cache=
+# At the end, pass or fail: the skips, then one closing line adding up every
+# runner's summary (nextest's and each pytest run's).
+finish() {
+  local rc=$?
+  [ -n "$jit_cold_cache" ] && rm -rf "$jit_cold_cache"
+  echo "== skipped tests: $(wc -l < "$ABICACHE_TEST_SKIP_LOG") (each needs hardware this machine" \
+    "lacks; any other skip fails the run)" >&2
+  sed 's/^/  /' "$ABICACHE_TEST_SKIP_LOG" >&2
+  if [ -s "$runner_log" ]; then
+    python3 - "$runner_log" <<'PY'
+import re, sys
+text = open(sys.argv[1], errors="replace").read()
+total = {"passed": 0, "failed": 0, "skipped": 0}
+lines = re.findall(r"tests run: .*", text)  # nextest
+lines += re.findall(r"^=*\s*(\d+ (?:passed|failed|skipped|xfailed|error).*) in [\d.]+s", text, re.M)  # pytest
+for line in lines:
+    for n, what in re.findall(r"(\d+) (passed|failed|skipped|errors?)", line):
+        total["failed" if what.startswith("error") else what] += int(n)
+print(f"all tests: {total['passed']} passed, {total['failed']} failed, {total['skipped']} skipped")
+PY
+  fi
+  rm -f "$ABICACHE_TEST_SKIP_LOG" "$runner_log"
+  exit "$rc"
+}
+trap finish EXIT
 
 echo "== cargo fmt --check, clippy, doc" >&2
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 
+# Every piece of per-machine set-up runs here, once, before any test starts;
+# the tests only use what it made (each script is also safe to run at once
+# with another checkout's: see scripts/dev-env.sh).
+echo "== per-machine set-up (venvs, services, uv, wheel, PyTorch's test files)" >&2
 scripts/setup-venv.sh dev compat
 scripts/setup-services.sh
+ABICACHE_TEST_UV=$(scripts/setup-uv.sh)
+ABICACHE_TEST_UV_CACHE=$(scripts/setup-uv.sh --cache-dir)
+export ABICACHE_TEST_UV ABICACHE_TEST_UV_CACHE
 scripts/install-python-package.sh
+scripts/link-torch-jit-upstream.sh
+jit_reqs=tests/torch_jit/requirements.txt
+jit_stamp=.venv/.abicache-torch-jit-$(sha256sum "$jit_reqs" | cut -c1-16)
+if [ ! -f "$jit_stamp" ]; then
+  dev_lock jit_reqs_lock -x .venv/.abicache-packages.lock test
+  if [ ! -f "$jit_stamp" ]; then
+    .venv/bin/python -m pip install --quiet -r "$jit_reqs"
+    touch "$jit_stamp"
+  fi
+  dev_unlock jit_reqs_lock
+fi
+# From here on the shared venvs' packages must stay as installed: hold their
+# package locks shared (another checkout installing a different abicache
+# wheel waits for this run), and check the installed wheel is still ours.
+hash=$(dev_source_hash)
+for venv in .venv .venv-compat; do
+  dev_lock "pkg_lock_${venv//[-.]/_}" -s "$venv/.abicache-packages.lock" test
+  if [ "$(cat "$venv/.abicache-wheel-stamp" 2>/dev/null)" != "$hash" ]; then
+    echo "test: \`$venv\` holds another source state's abicache wheel (another checkout installed it" \
+      "meanwhile); run scripts/test.sh again" >&2
+    exit 1
+  fi
+done
 scripts/check-wheel.sh
 echo "== .pyi stub check (mypy.stubtest abicache._native)" >&2
 .venv/bin/python -m mypy.stubtest abicache._native
 
 echo "== Rust tests" >&2
 if cargo nextest --version >/dev/null 2>&1; then
-  cargo nextest run --workspace --no-fail-fast
+  cargo nextest run --workspace --no-fail-fast 2>&1 | tee -a "$runner_log"
 else
   echo "cargo-nextest not found; running cargo test instead" >&2
-  cargo test --workspace --no-fail-fast
+  cargo test --workspace --no-fail-fast 2>&1 | tee -a "$runner_log"
 fi
 
 # PyTorch's own test/test_cpp_extensions_jit.py, unmodified, with abicache's
 # load/load_inline swapped in (tests/torch_jit/README.md). PyTorch's files are
-# kept per machine, never in git: tests/torch_jit/upstream is linked to
-# $ABICACHE_DEV_HOME/torch-jit-upstream/ when that exists, else the step
-# reports a skip saying what is missing. Cache: cold (~47 min here under the
-# usual load of 15-25, ~17 compiles) whenever the abicache package changed,
-# warm (~1.5 min) otherwise: ABICACHE_DIR is a per-machine directory named by
-# the source hash of the wheel just installed (install-python-package.sh's
-# stamp: crates/, python/, Cargo.*), so a change to abicache's code always gets
-# a cold run and a cache is reused only by the identical code, whose builds it
-# already checked; the keys cover the torch venv, compiler and sources.
-# ABICACHE_TORCH_JIT_COLD=1 forces a cold run; caches unused for a day go.
-# Its imports need expecttest and numpy, installed once into .venv (a stamp
-# keyed by the file). They run before the project's own Python tests, so the
-# run closes on the suite that always executes tests (the JIT step may only
-# skip).
+# used in place, never vendored: tests/torch_jit/upstream is linked (above) to
+# ../shared/torch-jit-upstream/ beside the checkout, else to a per-machine
+# copy; with neither, the step reports a skip saying what is missing.
+# Cache: cold (~17 compiles, several minutes) whenever the abicache package
+# changed, warm (~1.5 min) otherwise: ABICACHE_DIR is a per-machine directory
+# named by the source hash of the wheel just installed, so a change to
+# abicache's code always gets a cold run and a cache is reused only by the
+# identical code, whose builds it already checked; the keys cover the torch
+# venv, compiler and sources. A run holds its cache's lock shared; caches
+# unused for a day are removed by whoever can take their lock exclusively
+# (renamed aside first), so no run deletes a cache another is using.
+# ABICACHE_TORCH_JIT_COLD=1 runs cold in a private directory, removed after.
+# `-v` lists every test, so the log shows them running.
 if [ -d tests/torch_jit ]; then
   echo "== PyTorch's JIT-extension tests (abicache's load/load_inline)" >&2
-  scripts/link-torch-jit-upstream.sh
-  reqs=tests/torch_jit/requirements.txt
-  stamp=.venv/.abicache-torch-jit-$(sha256sum "$reqs" | cut -c1-16)
-  if [ ! -f "$stamp" ]; then
-    .venv/bin/python -m pip install --quiet -r "$reqs"
-    touch "$stamp"
-  fi
   jit_caches=$ABICACHE_DEV_HOME/torch-jit-cache
   mkdir -p "$jit_caches"
-  find "$jit_caches" -mindepth 1 -maxdepth 1 -type d -mtime +0 -exec rm -rf {} +
-  jit_cache=$jit_caches/$(cat "$CARGO_TARGET_DIR/wheels/abicache/.stamp")
-  if [ "${ABICACHE_TORCH_JIT_COLD:-0}" = 1 ]; then rm -rf "$jit_cache"; fi
-  mkdir -p "$jit_cache" && touch "$jit_cache"
-  ABICACHE_DIR=$jit_cache .venv/bin/python -m pytest tests/torch_jit -q -rs
+  for old in "$jit_caches"/*/; do
+    old=${old%/}
+    [ -n "$(find "$old" -maxdepth 0 -mtime +0 2>/dev/null)" ] || continue
+    ( exec {fd}>>"$old.lock"; flock -n -x "$fd" && mv -T "$old" "$old.trash.$$" && rm -rf "$old.trash.$$" ) || true
+  done
+  if [ "${ABICACHE_TORCH_JIT_COLD:-0}" = 1 ]; then
+    jit_cache=$(mktemp -d "$jit_caches/.cold.XXXXXX")
+    jit_cold_cache=$jit_cache
+  else
+    jit_cache=$jit_caches/$hash
+    dev_lock jit_cache_lock -s "$jit_cache.lock" test
+    mkdir -p "$jit_cache" && touch "$jit_cache"
+  fi
+  ABICACHE_DIR=$jit_cache .venv/bin/python -m pytest tests/torch_jit -v -rs 2>&1 | tee -a "$runner_log"
 fi
 
 if [ -d tests/python ]; then
   echo "== Python tests" >&2
-  .venv/bin/python -m pytest tests/python -q
+  .venv/bin/python -m pytest tests/python -q -rs 2>&1 | tee -a "$runner_log"
 fi

@@ -45,3 +45,19 @@ def test_build_in_an_activated_venv_needs_no_python_flag(cache_dir: Path, cpu_lo
     assert f"python: {venv / 'bin' / 'python'} (from $VIRTUAL_ENV)" in out.stderr
     built = json.loads(out.stdout)
     assert Path(built["path"]).is_file(), built
+
+
+def test_a_failed_prebuild_returns_1_to_the_calling_interpreter_instead_of_ending_it(tmp_path: Path) -> None:
+    # `abicache._cli.main` returns the exit code; the command line once ended
+    # the whole Python process (`process::exit`) when a prebuild cell failed.
+    (tmp_path / "broken.cpp").write_text("this is not C++;\n")
+    spec = tmp_path / "abicache.toml"
+    spec.write_text('[[extension]]\nname = "broken"\nsources = ["broken.cpp"]\n')
+    code = (
+        "import sys, abicache._cli as cli\n"
+        f"code = cli.main(['prebuild', {str(spec)!r}, '--python', sys.executable, '--quiet'])\n"
+        "print('still running, exit code', code)\n"
+    )
+    run = _run([sys.executable, "-c", code], tmp_path / "cache")
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip().endswith("still running, exit code 1"), run.stdout + run.stderr

@@ -10,6 +10,7 @@ import torch
 
 import abicache
 from _util import example_spec, run_python
+from skip_report import skip_for_hardware
 
 
 def test_cpu_example_builds_loads_and_computes(cpu_loaded: str) -> None:
@@ -30,7 +31,7 @@ def test_cuda_example_loads_and_registers_ops(cache_dir: Path) -> None:
     assert Path(path).is_file()
     assert hasattr(torch.ops.cuda_axpy, "axpy")
     if not torch.cuda.is_available():
-        pytest.skip("no CUDA GPU visible: cuda_axpy was built, loaded and its op registered, but calling it needs a GPU")
+        skip_for_hardware("no CUDA GPU visible: cuda_axpy was built, loaded and its op registered, but calling it needs a GPU")
     x = torch.arange(1024, dtype=torch.float32, device="cuda")
     y = torch.ones_like(x)
     torch.testing.assert_close(torch.ops.cuda_axpy.axpy(2.0, x, y), 2.0 * x + y)

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Dict, List
 
 import pytest
+from skip_report import skip_for_hardware
 
 REPO = Path(__file__).resolve().parents[2]
 WORK = REPO / "benches" / ".work"
@@ -195,7 +196,7 @@ def test_int4_cpu_builds_keyed_on_the_soabi_and_loads(sdist: Path, cache: Path, 
     # such a CPU; elsewhere it dies with SIGILL, so it is not loaded there.
     cpu = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
     if "avx512f" not in cpu:
-        pytest.skip("built and keyed on the SOABI; this CPU has no AVX-512, so the library is not loaded")
+        skip_for_hardware("built and keyed on the SOABI; this CPU has no AVX-512, so the library is not loaded")
     torch.ops.load_library(built["path"])
     ns = torch.ops.gptqmodel_int4_qzero_group_scaled_cpu
     for op in ("gemm_int4_qzero_group_scaled_cpu_forward", "pack_gptq_int4", "pack_awq_int4", "qqq_int4"):

@@ -3,11 +3,12 @@ unmodified, with ``torch.utils.cpp_extension.load`` and ``load_inline``
 replaced by abicache's.
 
 The upstream file and the C++ files it compiles are PyTorch's
-(BSD-3-Clause); they are not part of this repository: they are kept per
-machine in ``$ABICACHE_DEV_HOME/torch-jit-upstream/`` and reached through
-``tests/torch_jit/upstream`` (a git-ignored link that
-``scripts/link-torch-jit-upstream.sh`` makes; ``README.md`` here says how to
-get them). Without them ``test_upstream_present.py`` skips and says so.
+(BSD-3-Clause); third-party code is not vendored into this repository, so
+they are used in place from ``../shared/torch-jit-upstream/`` beside the
+checkout (or another copy, ``README.md`` here says which) through
+``tests/torch_jit/upstream``, a git-ignored link that
+``scripts/link-torch-jit-upstream.sh`` makes. Without them
+``test_upstream_present.py`` skips and says so.
 
 ``ABICACHE_TORCH_JIT_IMPL=torch`` runs the same file with torch's own
 functions (the baseline ``benches/bench_torch_jit.py`` compares against);
@@ -26,6 +27,10 @@ import tempfile
 from typing import List
 
 import pytest
+
+# Skips are listed and, under scripts/test.sh, fail (tests/skip_report.py).
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from skip_report import pytest_runtest_makereport  # noqa: E402,F401
 
 
 def implementation() -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import List
 
 import pytest
 
@@ -19,22 +20,29 @@ NEEDED = [
 ]
 
 
-def machine_copy() -> Path:
-    """Where ``scripts/link-torch-jit-upstream.sh`` looks for this machine's
-    copy of PyTorch's files (``$ABICACHE_DEV_HOME/torch-jit-upstream``)."""
+def candidates() -> List[Path]:
+    """Where ``scripts/link-torch-jit-upstream.sh`` looks for PyTorch's files,
+    in order: ``$ABICACHE_TORCH_JIT_UPSTREAM``, ``../shared/torch-jit-upstream``
+    beside the checkout, this machine's copy (``$ABICACHE_DEV_HOME/torch-jit-upstream``)."""
     dev_home = os.environ.get("ABICACHE_DEV_HOME") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "abicache-dev"
     )
-    return Path(dev_home) / "torch-jit-upstream"
+    repo = Path(__file__).resolve().parents[2]
+    given = os.environ.get("ABICACHE_TORCH_JIT_UPSTREAM")
+    return ([Path(given)] if given else []) + [
+        repo.parent / "shared" / "torch-jit-upstream",
+        Path(dev_home) / "torch-jit-upstream",
+    ]
 
 
 def test_pytorch_jit_extension_tests_are_present() -> None:
     missing = [p for p in NEEDED if not (UPSTREAM / p).is_file()]
     if missing:
+        places = ", ".join(f"`{c}`" for c in candidates())
         pytest.skip(
             "PyTorch's test/test_cpp_extensions_jit.py and test/cpp_extensions/ are not on this machine "
-            f"(missing in `{UPSTREAM}`: {', '.join(missing)}). They are kept per machine, never in git: "
-            f"put them in `{machine_copy()}` (laid out as PyTorch's test/, with its LICENSE), from the "
-            "PyTorch release matching the venv's torch, then run scripts/link-torch-jit-upstream.sh "
-            "(scripts/test.sh does); see tests/torch_jit/README.md"
+            f"(missing in `{UPSTREAM}`: {', '.join(missing)}). Third-party code is not vendored into this "
+            f"repository: the files are used in place from the first of {places} that has them (laid out "
+            "as PyTorch's test/, with its LICENSE); run scripts/link-torch-jit-upstream.sh (scripts/test.sh "
+            "does); see tests/torch_jit/README.md"
         )

@@ -1,4 +1,4 @@
-//! Real compiles against the venv's torch (`/work/main/.venv`, made by `scripts/setup-venv.sh`),
+//! Real compiles against the venv's torch (the checkout's `.venv`, made by `scripts/setup-venv.sh`),
 //! plus flag and error snapshots that need no torch.
 
 use std::path::{Path, PathBuf};
@@ -26,9 +26,7 @@ fn venv_python() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python")
 }
 
-fn skip(why: &str) {
-    eprintln!("\n!!!!!!!! SKIPPED: {why} !!!!!!!!\n");
-}
+use abicache_test_support::skip;
 
 fn host_toolchain() -> Toolchain {
     Toolchain::discover(&ToolchainEnv::from_process(), &[], false).expect("a host C++ compiler")
@@ -74,7 +72,7 @@ fn quiet() -> impl Fn(Progress) {
 #[test]
 fn cpu_extension_builds_then_reuses_objects_per_unit() {
     let Some(sp) = site_packages() else {
-        return skip("no venv with torch at /work/main/.venv; run scripts/setup-venv.sh");
+        return skip("no venv with torch at the checkout's `.venv`; run scripts/setup-venv.sh");
     };
     let torch = sp.join("torch");
     let t = tempfile::tempdir().unwrap();
@@ -415,7 +413,7 @@ extern "C" int abicache_scale(float* x, float a, int n) {
 #[test]
 fn cuda_unit_compiles_with_pip_nvcc_and_links() {
     let Some(sp) = site_packages() else {
-        return skip("no venv with torch at /work/main/.venv; run scripts/setup-venv.sh");
+        return skip("no venv with torch at the checkout's `.venv`; run scripts/setup-venv.sh");
     };
     let env = ToolchainEnv {
         cuda_home: None,
@@ -474,7 +472,7 @@ fn cuda_unit_compiles_with_pip_nvcc_and_links() {
 #[test]
 fn venv_pip_nvcc_is_discovered_with_its_wheel_layout() {
     let Some(sp) = site_packages() else {
-        return skip("no venv with torch at /work/main/.venv; run scripts/setup-venv.sh");
+        return skip("no venv with torch at the checkout's `.venv`; run scripts/setup-venv.sh");
     };
     let env = ToolchainEnv {
         cuda_home: None,

@@ -55,8 +55,7 @@ fn objects(dir: &Path) -> Vec<PathBuf> {
 #[test]
 fn a_corrupt_cached_object_is_recompiled_with_a_warning_never_linked() {
     let Some(torch) = torch_dir() else {
-        eprintln!("\n!!!!!!!! SKIPPED: no venv with torch; run scripts/setup-venv.sh !!!!!!!!\n");
-        return;
+        return abicache_test_support::skip("no venv with torch; run scripts/setup-venv.sh");
     };
     let t = tempfile::tempdir().unwrap();
     let source = t.path().join("probe.cpp");

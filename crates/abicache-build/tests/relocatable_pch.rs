@@ -25,9 +25,7 @@ fn torch_dir() -> Option<PathBuf> {
     dirs.pop().map(|p| p.canonicalize().unwrap())
 }
 
-fn skip(why: &str) {
-    eprintln!("\n!!!!!!!! SKIPPED: {why} !!!!!!!!\n");
-}
+use abicache_test_support::skip;
 
 const UMBRELLA: &str = r#"#pragma once
 #include <map>

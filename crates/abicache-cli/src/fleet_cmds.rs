@@ -144,7 +144,6 @@ pub fn prebuild(store: Store, args: PrebuildArgs) -> Result<()> {
         options,
         &progress_reporter(mode),
     );
-    // Before any exit below (which would skip destructors).
     drop(created);
     let coverage = coverage?;
     if args.json {
@@ -154,7 +153,7 @@ pub fn prebuild(store: Store, args: PrebuildArgs) -> Result<()> {
     }
     if coverage.failed > 0 {
         // Exit 1, as a failed `build` does; the table above says which.
-        std::process::exit(1);
+        return Err(crate::Exit(1).into());
     }
     Ok(())
 }

@@ -44,6 +44,9 @@ where
     };
     match commands::run(cli) {
         Ok(()) => 0,
+        Err(err) if err.downcast_ref::<Exit>().is_some() => {
+            err.downcast_ref::<Exit>().map_or(2, |exit| exit.0)
+        }
         Err(err) => {
             let code = match err.downcast_ref::<abicache::Error>() {
                 Some(e) => e.exit_code(),
@@ -54,6 +57,22 @@ where
         }
     }
 }
+
+/// Ends the command with this exit code and nothing more on stderr: what
+/// the command had to say it has already said (a closed stdout pipe is a
+/// quiet 0, a prebuild whose table lists failed cells is 1). Returned as an
+/// error so that nothing below [`main_with_args`] ends the process: the
+/// Python console script gets the code back instead of a dead interpreter.
+#[derive(Debug)]
+pub(crate) struct Exit(pub(crate) u8);
+
+impl std::fmt::Display for Exit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "exit {}", self.0)
+    }
+}
+
+impl std::error::Error for Exit {}
 
 /// The error and its causes joined with `: `, leaving out a cause whose
 /// text the message already contains (many errors quote their source, and

@@ -71,10 +71,10 @@ fn a_hit_on_a_read_only_cache_exits_0() {
     let cache = Cache::new();
     let first = cache.build(&repo_path(TINY), &python(), &[]);
     let Some(_bind) = mounted("--bind \"$0\"", &cache.dir) else {
-        return eprintln!("\n!!!!!!!! SKIPPED: cannot bind-mount (not root?) !!!!!!!!\n");
+        return abicache_test_support::skip("cannot bind-mount (not root?)");
     };
     let Some(_ro) = mounted("-o remount,ro,bind", &cache.dir) else {
-        return eprintln!("\n!!!!!!!! SKIPPED: cannot remount read-only !!!!!!!!\n");
+        return abicache_test_support::skip("cannot remount read-only");
     };
     assert_hit_despite_counters(&cache, &first);
     // The counters are still readable.
@@ -86,7 +86,7 @@ fn a_hit_on_a_full_cache_exits_0() {
     let cache = Cache::new();
     std::fs::create_dir_all(&cache.dir).unwrap();
     let Some(_tmpfs) = mounted("-t tmpfs -o size=64m,mode=0700 tmpfs", &cache.dir) else {
-        return eprintln!("\n!!!!!!!! SKIPPED: cannot mount a tmpfs (not root?) !!!!!!!!\n");
+        return abicache_test_support::skip("cannot mount a tmpfs (not root?)");
     };
     let first = cache.build(&repo_path(TINY), &python(), &[]);
     // The next count must create a new log: no page of the old one is left.

@@ -17,8 +17,17 @@ use abicache::matrix::{InterpreterSearch, Uv};
 use common::{assert_exit, assert_success, python, repo_path, stderr, stdout, u64_of, Cache};
 use serde_json::Value;
 
-/// The project's `uv` and the per-machine uv cache, from `scripts/setup-uv.sh`.
+/// The project's `uv` and the per-machine uv cache: what `scripts/test.sh`
+/// set up before any test started (`ABICACHE_TEST_UV`,
+/// `ABICACHE_TEST_UV_CACHE`), else from `scripts/setup-uv.sh` (safe to run
+/// from tests that start at once: it creates the venv under a lock).
 fn project_uv() -> (PathBuf, PathBuf) {
+    if let (Some(uv), Some(cache)) = (
+        std::env::var_os("ABICACHE_TEST_UV"),
+        std::env::var_os("ABICACHE_TEST_UV_CACHE"),
+    ) {
+        return (PathBuf::from(uv), PathBuf::from(cache));
+    }
     let script = repo_path("scripts/setup-uv.sh");
     let run = |args: &[&str]| {
         let out = Command::new(&script)
@@ -84,12 +93,11 @@ fn matrix_creates_the_missing_environment_with_uv_and_builds_each_distinct_key_o
     let venv_release = venv_python_release();
     let Some(other) = other_python_release(&Uv::locate(Some(&uv), None).unwrap(), &venv_release)
     else {
-        eprintln!(
-            "SKIPPED: no Python release other than the venv's {venv_release} is installed \
+        return abicache_test_support::skip(&format!(
+            "no Python release other than the venv's {venv_release} is installed \
              (pyenv, `uv python find`, `python3.X` on PATH), so a matrix over Pythons cannot be \
              created here"
-        );
-        return;
+        ));
     };
     let (cpu, stable) = (
         repo_path("examples/cpu_muladd/abicache.toml"),

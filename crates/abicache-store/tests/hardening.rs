@@ -20,9 +20,7 @@ const ROLE: &str = "ABICACHE_TEST_ROLE";
 const ROOT: &str = "ABICACHE_TEST_ROOT";
 const STOP: &str = "ABICACHE_TEST_STOP";
 
-fn skip(why: &str) {
-    eprintln!("\n!!!!!!!! SKIPPED: {why} !!!!!!!!\n");
-}
+use abicache_test_support::skip;
 
 /// The child side of the multi-process tests. Does nothing unless started by them.
 #[test]

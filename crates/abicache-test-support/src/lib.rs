@@ -1,6 +1,6 @@
 //! Test-only support for abicache's integration tests (a dev-dependency,
 //! never published): the servers the remote-cache tests run against, each
-//! started on a free loopback port and killed when dropped.
+//! started on a free loopback port and killed when dropped, and visible skips.
 //!
 //! - [`free_port`]: a loopback port nothing listens on (at the time of asking).
 //! - [`Server::redis`]: Debian's `redis-server`, without persistence.
@@ -9,6 +9,9 @@
 //!
 //! Both servers are installed by `scripts/setup-services.sh`; a missing one
 //! fails the test with a message naming that script.
+//!
+//! - [`skip`]: a test that cannot run here says so where the run's summary
+//!   lists it, and fails instead under `ABICACHE_TEST_NO_SKIPS=1`.
 //!
 //! ```
 //! let mut redis = abicache_test_support::Server::redis();
@@ -21,5 +24,7 @@
 #![deny(missing_docs)]
 
 mod server;
+mod skip;
 
 pub use server::{free_port, Server, S3_BUCKET};
+pub use skip::{skip, NO_SKIPS_VAR, SKIP_LOG_VAR};

@@ -1,0 +1,123 @@
+"""The per-machine set-up scripts are safe to run at once and after a kill.
+
+Regression tests for a fresh machine's failing test command: two tests that
+each ran ``scripts/setup-uv.sh`` at the same moment both found no stamp, and
+each ran ``rm -rf`` on the venv the other was filling. These run the real
+scripts (the uv tools venv is a real ``pip install uv``, ~20 MB from pip's
+cache) on an empty ``ABICACHE_DEV_HOME``. The torch venvs (5 GB each) are
+raced by ``scripts/fresh-machine-check.sh`` instead.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Dict, List
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPTS = REPO / "scripts"
+
+
+def dev_env(home: Path) -> Dict[str, str]:
+    env = dict(os.environ)
+    env["ABICACHE_DEV_HOME"] = str(home)
+    env.pop("ABICACHE_TEST_UV", None)
+    return env
+
+
+def run_at_once(argv: List[str], env: Dict[str, str], count: int = 2) -> List[subprocess.CompletedProcess]:
+    procs = [
+        subprocess.Popen(argv, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(count)
+    ]
+    results = []
+    for p in procs:
+        out, err = p.communicate(timeout=600)
+        results.append(subprocess.CompletedProcess(argv, p.returncode, out, err))
+    return results
+
+
+def test_two_setup_uv_runs_at_once_on_an_empty_home_both_succeed_with_one_venv(tmp_path: Path) -> None:
+    home = tmp_path / "dev-home"
+    runs = run_at_once([str(SCRIPTS / "setup-uv.sh")], dev_env(home))
+    for run in runs:
+        assert run.returncode == 0, run.stderr
+    uv = {run.stdout.strip() for run in runs}
+    assert len(uv) == 1, uv
+    # One of them created it; the other waited for the lock (or found it done).
+    created = [run for run in runs if "creating the uv tools venv" in run.stderr]
+    assert len(created) == 1, [run.stderr for run in runs]
+    version = subprocess.run([uv.pop(), "--version"], capture_output=True, text=True, check=True)
+    assert version.stdout.startswith("uv 0.13"), version.stdout
+    assert len(list(home.glob("tools-uv-*/.abicache-stamp"))) == 1
+
+
+def test_a_killed_set_up_neither_blocks_the_next_nor_leaves_a_half_made_venv_in_use(tmp_path: Path) -> None:
+    home = tmp_path / "dev-home"
+    env = dev_env(home)
+    first = subprocess.Popen(
+        [str(SCRIPTS / "setup-uv.sh")], env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    # Killed while it fills the venv (its directory exists, its stamp does not).
+    deadline = time.monotonic() + 120
+    while not list(home.glob("tools-uv-*/bin/python")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert first.poll() is None, "setup-uv.sh finished before it could be killed"
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait()
+    assert not list(home.glob("tools-uv-*/.abicache-stamp"))
+    env["ABICACHE_DEV_LOCK_TIMEOUT"] = "60"
+    again = subprocess.run([str(SCRIPTS / "setup-uv.sh")], env=env, cwd=REPO, capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr
+    assert "creating the uv tools venv" in again.stderr
+    subprocess.run([again.stdout.strip(), "--version"], check=True, capture_output=True)
+
+
+def test_a_lock_held_by_another_process_is_waited_for_and_named(tmp_path: Path) -> None:
+    lock = tmp_path / "state.lock"
+    holder = subprocess.Popen(
+        ["bash", "-c", f'. "{SCRIPTS}/dev-env.sh"; dev_lock l -x "{lock}" holder; echo held; sleep 30'],
+        env=dev_env(tmp_path / "home"), stdout=subprocess.PIPE, text=True,
+    )
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    env = dev_env(tmp_path / "home")
+    env["ABICACHE_DEV_LOCK_TIMEOUT"] = "1"
+    waiter = subprocess.run(
+        ["bash", "-c", f'. "{SCRIPTS}/dev-env.sh"; dev_lock l -x "{lock}" waiter; echo got it'],
+        env=env, capture_output=True, text=True,
+    )
+    assert waiter.returncode == 1
+    assert f"waiter: waiting for the lock `{lock}`" in waiter.stderr
+    assert "timed out after 1 s" in waiter.stderr and "ABICACHE_DEV_LOCK_TIMEOUT" in waiter.stderr
+    holder.kill()
+    holder.wait()
+    # The holder's death released it.
+    env["ABICACHE_DEV_LOCK_TIMEOUT"] = "5"
+    after = subprocess.run(
+        ["bash", "-c", f'. "{SCRIPTS}/dev-env.sh"; dev_lock l -x "{lock}" waiter; echo got it'],
+        env=env, capture_output=True, text=True,
+    )
+    assert after.returncode == 0 and after.stdout.strip() == "got it", after.stderr
+
+
+def test_links_made_at_once_are_replaced_atomically(tmp_path: Path) -> None:
+    # Many processes re-pointing one link at once: every one succeeds and the
+    # link always resolves (rm + ln would fail with "File exists" or leave a gap).
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+    link = tmp_path / "link"
+    script = f'. "{SCRIPTS}/dev-env.sh"; for i in $(seq 50); do dev_link "{tmp_path}/$1" "{link}"; done'
+    procs = [
+        subprocess.Popen(["bash", "-c", script, "-", name], env=dev_env(tmp_path / "home"), stderr=subprocess.PIPE,
+                         text=True)
+        for name in ("a", "b", "a", "b")
+    ]
+    for p in procs:
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+    assert link.is_symlink() and link.resolve().name in ("a", "b")
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["a", "b", "home", "link"]
