@@ -18,8 +18,13 @@ if ! full=$(git -C "$repo" rev-parse --verify --quiet "$commit^{commit}"); then
   echo "build_reference_key_time: commit $commit is not in this clone's history (shallow clone?): fetch it or pass another" >&2
   exit 3
 fi
-home=${ABICACHE_DEV_HOME:-$HOME/.cache/abicache-dev}/reference-${full:0:12}
+. "$repo/scripts/dev-env.sh"
+home=$ABICACHE_DEV_HOME/reference-${full:0:12}
 bin=$home/target/release/examples/key_time
+if [ ! -x "$bin" ]; then
+  # Per-machine state: built under its lock (scripts/dev-env.sh), re-checked once held.
+  dev_lock reference_lock -x "$home.lock" build_reference_key_time
+fi
 if [ ! -x "$bin" ]; then
   mkdir -p "$home"
   if [ ! -f "$home/src/Cargo.toml" ]; then

@@ -18,14 +18,12 @@ export ABICACHE_DIR=${ABICACHE_DEMO_DIR:-$repo/target/demo-cache}
 rm -rf "$ABICACHE_DIR"
 echo "== cold: a fresh cache, so the extension is compiled" >&2
 .venv/bin/python examples/demo.py "cold build"
-echo "== warm: a new process loads it from the cache" >&2
+echo "== warm: new processes load it from the cache" >&2
 .venv/bin/python examples/demo.py "first warm load       "
-# The first warm load after a build takes the native path (it opens the cache
-# and verifies the entry); the warm-load record that later loads use is only
-# written once the library's file stamps are older than the 2 s racy window,
-# so that a file rewritten within the same clock tick is never trusted.
+echo "   (the first warm load after a build can be slower: it takes the native path, and the warm-load" \
+  "record later loads use is written only once the library's stamps are older than the 2 s racy window)" >&2
 sleep 2.5
-.venv/bin/python examples/demo.py "warm load (record made)" >/dev/null
+.venv/bin/python examples/demo.py "warm load, 2.5 s later"
 echo "== steady state: later processes are answered from the warm-load record" >&2
 .venv/bin/python examples/demo.py "steady-state warm load"
 echo "== abicache stats" >&2
