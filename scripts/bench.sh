@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every benchmark (issues 2, 3, 4, 5 and 9) and prints the figures against
+# Runs every benchmark and prints the figures against
 # their targets. Benchmarks measure, not test: this exits 0 when the
 # measurements ran, whatever the ratios. See benches/README.md.
 #
@@ -7,7 +7,7 @@
 #
 # Takes ~5 minutes on a 2-core machine (the GPTQModel reference alone needs
 # ~2 minutes: marlin ~2.5 s and swordfish ~6 s a key, machete ~1 min once),
-# plus ~12 minutes once per machine to build the pre-issue-12 key_time that
+# plus ~12 minutes once per machine to build the previous scanner's key_time that
 # machete's cold key is compared with.
 # Downloads once into benches/.work/ (git-ignored): the GPTQModel 7.7.0 sdist
 # and the nvidia-cutlass wheel (CUTLASS headers); installs benches/requirements.txt
@@ -43,8 +43,8 @@ python3 benches/bench_gptq.py --venv "$venv" --abicache "$bin/abicache" \
   --key-time "$bin/examples/key_time" --work "$work"
 python3 benches/bench_tree.py --key-time "$bin/examples/key_time" \
   --env "$work/gptq-env.toml" --work "$work"
-# Issue 12: the cold keys of machete and of the tree against the code before
-# issue 12 ("today"), whose key_time is built once per machine (~12 minutes
+# The cold keys of machete and of the tree against the previous scanner
+# (commit 91db52b), whose key_time is built once per machine (~12 minutes
 # the first time).
 if reference=$(benches/build_reference_key_time.sh); then
   python3 benches/bench_cold_key.py --key-time "$bin/examples/key_time" \
@@ -54,29 +54,29 @@ if reference=$(benches/build_reference_key_time.sh); then
     --reference-key-time "$reference" --out "$work" --name tree \
     --spec "$work/tree/abicache.toml" --env "$work/gptq-env.toml"
 else
-  echo "bench: no reference key_time (above): the cold keys against issue 12's \"today\" are skipped" >&2
+  echo "bench: no reference key_time (above): the cold keys against the previous scanner are skipped" >&2
 fi
 "$venv/bin/python" -W ignore benches/bench_build.py --abicache "$bin/abicache" \
   --audit-time "$bin/examples/audit_time" --work "$work"
-# Issue 13: torch/extension.h extensions with shared PCHs, a second checkout.
+# torch/extension.h extensions with shared PCHs, a second checkout.
 # Several minutes on 2 cores (nine 3-unit compiles of torch/extension.h, one
 # ~40 s PCH; ~800 MB of disk under benches/.work/pch while it runs).
 "$venv/bin/python" -W ignore benches/bench_pch.py --abicache "$bin/abicache" --work "$work"
 rm -rf "$work/pch"
-# Issue 4: warm load beyond `import torch` (needs the package in .venv).
+# Warm load beyond `import torch` (needs the package in .venv).
 scripts/install-python-package.sh .venv
 "$venv/bin/python" benches/bench_load.py --work "$work"
-# Issue 12: a hit whose stat stamp matches costs no re-hash, whatever the size.
+# A hit whose stat stamp matches costs no re-hash, whatever the size.
 echo "bench: store hit latency, hashed vs stamped (lookup_latency)" >&2
 cargo run --release --quiet -p abicache-store --example lookup_latency
-# Issue 12: warm load against the torch.ops.load_library floor, 0.5 and 256 MiB libraries.
+# Warm load against the torch.ops.load_library floor, 0.5 and 256 MiB libraries.
 "$venv/bin/python" benches/bench_warm.py --work "$work" --breakdown
-# Issue 10: PyTorch's JIT-extension tests, cold and warm, torch's vs abicache's load/load_inline.
+# PyTorch's JIT-extension tests, cold and warm, torch's vs abicache's load/load_inline.
 scripts/link-torch-jit-upstream.sh
 "$venv/bin/python" -m pip install --quiet -r tests/torch_jit/requirements.txt
 "$venv/bin/python" benches/bench_torch_jit.py --work "$work/torch_jit"
 python3 benches/summary.py "$work"
-# Issue 9: every GPTQModel extension keyed (16 rows, swordfish across torch
+# Every GPTQModel extension keyed (16 rows, swordfish across torch
 # releases with no toolchain on PATH), then the CPU kernels built from the
 # sdist by `abicache build`, loaded and checked against pure-torch references
 # (the slow pytest marker: three ATen compiles).

@@ -48,7 +48,7 @@ _registry_lock = threading.Lock()
 
 # The warm path.
 #
-# This module is the whole warm path (issue 12): ``TorchOpsExtension`` takes
+# This module is the whole warm path: ``TorchOpsExtension`` takes
 # a cache hit from the warm-load record an earlier load wrote, without
 # importing ``abicache._native``. Everything else (the native module, the
 # environment probe, the native load path, the drop-ins, the other

@@ -175,7 +175,7 @@ mod tests {
         );
     }
 
-    /// Finding 5 of issue 11: a library named `last-used` passed the
+    /// Regression: a library named `last-used` passed the
     /// remote's own name rule, then failed the store's at publish (rc 2).
     #[test]
     fn library_names_the_store_refuses_are_corrupt_here_too() {

@@ -1,4 +1,4 @@
-//! The key memo, in the spirit of ccache's direct mode (issue 12): per
+//! The key memo, in the spirit of ccache's direct mode: per
 //! digest of everything a key is computed from besides the files (spec,
 //! environment, flags, root, code version: the caller's business), the key
 //! itself plus the [`Dependencies`] of the scan it came from. A warm key is

@@ -1,6 +1,6 @@
 //! Measures the hit path for a few library sizes: BLAKE3 of a library by
 //! buffered read vs mmap, a verified `Store::lookup` that hashes the library
-//! (no stamp), and one whose stat stamp matches (issue 12: no re-hash), with
+//! (no stamp), and one whose stat stamp matches (no re-hash), with
 //! the ratio of the two measured in the same run.
 //! Run: `cargo run --release -p abicache-store --example lookup_latency`
 //! (`scripts/bench.sh` runs it).

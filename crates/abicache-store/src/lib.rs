@@ -1,4 +1,4 @@
-//! The versioned on-disk cache of abicache (SPEC §8).
+//! The versioned on-disk cache of abicache (README: "The cache").
 //!
 //! Guarantees:
 //! - **Versioned layout** under `<root>/v1/` ([`Layout`]); the root is

@@ -1,5 +1,5 @@
 //! A hit described for a process that takes it without this crate's code
-//! (the Python package's warm path, issue 12): the stat checks that prove
+//! (the Python package's warm path): the stat checks that prove
 //! an entry is still the one a full lookup verified ([`HitRecipe`]), the
 //! two writes a hit makes (mark the entry used, count the hit), and where
 //! such descriptions are kept (`v1/warm/`).

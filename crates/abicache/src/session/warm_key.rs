@@ -1,4 +1,4 @@
-//! The warm key (issue 12): a key remembered per input digest with the
+//! The warm key: a key remembered per input digest with the
 //! dependencies of the scan behind it ([`KeyMemo`]), so a warm key or a
 //! warm hit costs one `stat` per dependency instead of a scan.
 //!

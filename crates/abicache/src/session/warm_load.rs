@@ -1,4 +1,4 @@
-//! The warm-load record (issue 12): everything a later process needs to
+//! The warm-load record: everything a later process needs to
 //! take a hit of the same extension without loading this library at all,
 //! as a list of checks that are all equality tests (`python/abicache/__init__.py`
 //! is its reader: a warm `TorchOpsExtension.load()` then costs no native
