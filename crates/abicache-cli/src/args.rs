@@ -29,8 +29,9 @@ pub struct Cli {
 pub enum Command {
     /// Scan sources: the files a key would hash, and the Python-ABI and stable-ABI evidence.
     Scan(ScanArgs),
-    /// Compute the cache key of an extension for an environment.
-    Key(SpecArgs),
+    /// Compute the cache key of an extension for an environment (from the key memo when
+    /// nothing it depends on changed; `--scan` always scans).
+    Key(KeyArgs),
     /// Return the path of an ABI-compatible library: from the cache, or built once.
     Build(BuildArgs),
     /// List the cache's entries.
@@ -113,6 +114,17 @@ pub struct SpecArgs {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `abicache key`.
+#[derive(Debug, Args)]
+pub struct KeyArgs {
+    #[command(flatten)]
+    pub spec: SpecArgs,
+    /// Scan the sources even when the key memo can answer (the memo's answer is
+    /// the same key and payload; a scan also rewrites the memo).
+    #[arg(long)]
+    pub scan: bool,
 }
 
 /// Where the environment comes from (neither: the active venv's interpreter,

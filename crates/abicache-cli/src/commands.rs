@@ -9,7 +9,8 @@ use abicache::{probe_interpreter, Error, Session, SessionOptions};
 use anyhow::{Context, Result};
 
 use crate::args::{
-    AuditArgs, BuildArgs, Cli, Command, GcArgs, JsonArgs, RmArgs, ScanArgs, SpecArgs, StatsArgs,
+    AuditArgs, BuildArgs, Cli, Command, GcArgs, JsonArgs, KeyArgs, RmArgs, ScanArgs, SpecArgs,
+    StatsArgs,
 };
 use crate::interpreter;
 use crate::render;
@@ -184,18 +185,35 @@ fn scan(cache_dir: Option<PathBuf>, args: ScanArgs) -> Result<()> {
     })
 }
 
-fn key(cache_dir: Option<PathBuf>, verbose: bool, args: SpecArgs) -> Result<()> {
+fn key(cache_dir: Option<PathBuf>, verbose: bool, args: KeyArgs) -> Result<()> {
     let SpecSession {
         file,
         name,
         session,
         ..
-    } = session_for(cache_dir, &args, SessionOptions::default(), verbose)?;
+    } = session_for(cache_dir, &args.spec, SessionOptions::default(), verbose)?;
     let spec = file.extension(Some(&name)).map_err(Error::from)?;
-    let prepared = session.prepare(spec, &file.root)?;
-    print_json_or(args.json, &render::key_json(&prepared.keyed), || {
-        render::key_human(&prepared.keyed)
-    })
+    let json = args.spec.json;
+    if !args.scan {
+        if let Some(known) = session.remembered_key(spec, &file.root)? {
+            if verbose {
+                eprintln!(
+                    "key: from the key memo (nothing the last scan read changed; `--scan` scans)"
+                );
+            }
+            return print_json_or(
+                json,
+                &render::key_json(&name, &known.key, &known.payload),
+                || render::key_human(&name, &known.key, &known.payload),
+            );
+        }
+    }
+    let keyed = session.prepare(spec, &file.root)?.keyed;
+    print_json_or(
+        json,
+        &render::key_json(&name, &keyed.key, &keyed.payload),
+        || render::key_human(&name, &keyed.key, &keyed.payload),
+    )
 }
 
 fn build(

@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use abicache::key::{Keyed, Payload};
+use abicache::key::Payload;
 use abicache::scan::ScanReport;
 use abicache::store::{Counters, EntryInfo, GcReport, Stats};
 use serde_json::{json, Value};
@@ -39,23 +39,24 @@ pub fn scan_json(report: &ScanReport) -> Value {
 }
 
 /// `abicache key --json`.
-pub fn key_json(keyed: &Keyed) -> Value {
+pub fn key_json(name: &str, key: &str, payload: &Payload) -> Value {
     json!({
-        "name": keyed.name,
-        "key": keyed.key,
-        "payload": keyed.payload.lines(),
-        "python_abi": keyed.python_abi,
-        "torch_abi": keyed.torch_abi,
+        "name": name,
+        "key": key,
+        "payload": payload.lines(),
+        "python_abi": payload.python_abi(),
+        "torch_abi": payload.torch_abi(),
     })
 }
 
 /// `abicache key`: the key, the two ABI decisions, then the payload.
-pub fn key_human(keyed: &Keyed) -> String {
+pub fn key_human(name: &str, key: &str, payload: &Payload) -> String {
     let mut out = format!(
-        "{} {}\n  python_abi: {}\n  torch_abi:  {}\npayload:\n",
-        keyed.name, keyed.key, keyed.python_abi, keyed.torch_abi
+        "{name} {key}\n  python_abi: {}\n  torch_abi:  {}\npayload:\n",
+        payload.python_abi().unwrap_or("?"),
+        payload.torch_abi().unwrap_or("?"),
     );
-    for line in keyed.payload.lines() {
+    for line in payload.lines() {
         out.push_str("  ");
         out.push_str(&line);
         out.push('\n');

@@ -404,3 +404,40 @@ fn gc_removes_the_key_memos_an_edit_made_stale_and_keeps_the_others() {
     assert_eq!(gc()["key_memos_removed"], 1);
     assert_eq!(memos(), 0);
 }
+
+/// A warm `abicache key` is answered from the key memo (no scan) with the
+/// same key and payload a scan prints; `--scan` always scans.
+#[test]
+fn a_warm_key_is_answered_from_the_key_memo_with_the_scans_key_and_payload() {
+    let cache = Cache::new();
+    let spec = "examples/cpu_muladd/abicache.toml";
+    for json in [false, true] {
+        let args = |extra: &[&str]| {
+            let mut a = args!["-v", "key", spec, "--python", python()];
+            if json {
+                a.push("--json".into());
+            }
+            a.extend(extra.iter().map(Into::into));
+            a
+        };
+        let first = cache.run(args(&["--scan"]));
+        assert_success(&first);
+        assert!(
+            !stderr(&first).contains("from the key memo"),
+            "{}",
+            stderr(&first)
+        );
+        let warm = cache.run(args(&[]));
+        assert_success(&warm);
+        assert!(
+            stderr(&warm).contains("key: from the key memo"),
+            "the second key scanned: {}",
+            stderr(&warm)
+        );
+        assert_eq!(stdout(&warm), stdout(&first));
+        let scanned = cache.run(args(&["--scan"]));
+        assert_success(&scanned);
+        assert!(!stderr(&scanned).contains("from the key memo"));
+        assert_eq!(stdout(&scanned), stdout(&first));
+    }
+}

@@ -58,7 +58,9 @@ pub use probe::{
     probe_interpreter, probe_timeout_from_env, ProbedInterpreter, DEFAULT_PROBE_TIMEOUT,
 };
 pub use remote::{Pulled, RemoteCache};
-pub use session::{key_memos, Outcome, Prepared, Session, SessionOptions, WARM_RECORD_FORMAT};
+pub use session::{
+    key_memos, Outcome, Prepared, RememberedKey, Session, SessionOptions, WARM_RECORD_FORMAT,
+};
 
 pub use abicache_audit as audit_crate;
 pub use abicache_build as build;

@@ -22,7 +22,7 @@ use abicache_remote::RemoteError;
 
 mod warm_key;
 mod warm_load;
-pub use warm_key::key_memos;
+pub use warm_key::{key_memos, RememberedKey};
 mod write_behind;
 
 pub use warm_load::WARM_RECORD_FORMAT;
@@ -272,13 +272,14 @@ impl Session {
         let keyed = compute_key(spec, &env, &scan, root);
         let memo = keyed.as_ref().ok().and_then(|keyed| {
             let inputs = warm_key::inputs(spec, &env, root)?;
-            Some((self.key_memo()?, inputs, keyed.key.clone()))
+            let value = warm_key::memo_value(&keyed.key, &keyed.payload);
+            Some((self.key_memo()?, inputs, value))
         });
         self.writes.spawn(move || {
             let mut facts = facts;
             let (deps, _) = learnt.into_cache_then(&mut facts, StatCache::save);
-            if let (Some(deps), Some((memo, inputs, key))) = (deps, memo) {
-                let _ = memo.put(&inputs, &key, &deps);
+            if let (Some(deps), Some((memo, inputs, value))) = (deps, memo) {
+                let _ = memo.put(&inputs, &value, &deps);
             }
         });
         Ok(Prepared {

@@ -11,7 +11,7 @@
 
 use std::path::Path;
 
-use abicache_key::{Environment, ExtensionSpec};
+use abicache_key::{Environment, ExtensionSpec, Payload};
 use abicache_scan::KeyMemo;
 use abicache_store::Store;
 
@@ -45,6 +45,32 @@ pub(super) fn inputs(spec: &ExtensionSpec, env: &Environment, root: &Path) -> Op
     Some(*h.finalize().as_bytes())
 }
 
+/// What a memo remembers: the key, a newline, then the payload's text (so
+/// `abicache key` can print the payload without a scan).
+pub(super) fn memo_value(key: &str, payload: &Payload) -> String {
+    let text = payload.text();
+    let mut value = String::with_capacity(key.len() + 1 + text.len());
+    value.push_str(key);
+    value.push('\n');
+    value.push_str(&text);
+    value
+}
+
+/// A memo's value split into the key and the payload's text.
+pub(super) fn memo_parts(value: &str) -> (&str, &str) {
+    value.split_once('\n').unwrap_or((value, ""))
+}
+
+/// A key answered from the key memo, without a scan: what
+/// [`Session::remembered_key`] returns.
+#[derive(Debug, Clone)]
+pub struct RememberedKey {
+    /// 32 lower-case hex digits.
+    pub key: String,
+    /// The payload the key is the hash of (its key checked against `key`).
+    pub payload: Payload,
+}
+
 /// The key memos of `store` (`v1/key-memo/`): what `abicache gc` cleans
 /// with [`KeyMemo::remove_stale`].
 pub fn key_memos(store: &Store) -> KeyMemo {
@@ -67,7 +93,41 @@ impl Session {
     ) -> Option<String> {
         // A memo this session is still writing is waited for.
         self.settle();
-        self.key_memo()?.get(&inputs(spec, env, root)?)
+        let value = self.key_memo()?.get(&inputs(spec, env, root)?)?;
+        Some(memo_parts(&value).0.to_owned())
+    }
+
+    /// The key and payload of `spec` from the key memo, when every file
+    /// and directory its scan depended on is unchanged and the remembered
+    /// payload hashes to the remembered key; `Ok(None)` when a scan is
+    /// needed ([`Session::prepare`] gives the full report). Exactly what a
+    /// scan would give (the memo's guarantee), at one `stat` per dependency.
+    ///
+    /// # Errors
+    /// An invalid spec or an environment that cannot be completed, as
+    /// [`Session::prepare`].
+    pub fn remembered_key(
+        &self,
+        spec: &ExtensionSpec,
+        root: &Path,
+    ) -> crate::Result<Option<RememberedKey>> {
+        self.check(spec)?;
+        let env = self.complete_env(spec)?;
+        self.settle();
+        let Some(value) = self
+            .key_memo()
+            .and_then(|memo| memo.get(&inputs(spec, &env, root)?))
+        else {
+            return Ok(None);
+        };
+        let (key, text) = memo_parts(&value);
+        Ok(Payload::parse(text)
+            .ok()
+            .filter(|payload| payload.key() == key)
+            .map(|payload| RememberedKey {
+                key: key.to_owned(),
+                payload,
+            }))
     }
 
     /// The key of `spec` (what [`Session::prepare`] computes), answered

@@ -174,9 +174,10 @@ impl Session {
         self.check(spec).ok()?;
         let env = self.complete_env(spec).ok()?;
         self.settle();
-        let (key, deps) = self.key_memo()?.get_with_deps(&inputs(spec, &env, root)?)?;
-        let recipe = self.store().ok()?.hit_recipe(&key)?;
-        let mut record = Record::new(&key, recipe)?;
+        let (value, deps) = self.key_memo()?.get_with_deps(&inputs(spec, &env, root)?)?;
+        let key = super::warm_key::memo_parts(&value).0;
+        let recipe = self.store().ok()?.hit_recipe(key)?;
+        let mut record = Record::new(key, recipe)?;
         for (path, expect) in deps.iter() {
             record.check(path, expect)?;
         }
