@@ -105,6 +105,10 @@ fn key(
 /// façade's `Outcome` dict. `progress` is called with one dict per build
 /// event; without it events go to stderr unless `quiet`.
 ///
+/// The library is for loading: one that requires instruction-set
+/// extensions this CPU lacks raises `AbiError` (unless
+/// `ABICACHE_ISA_CHECK=0`) and writes no warm-load record.
+///
 /// `warm_record` names the warm-load record to write afterwards (see
 /// `Session::remember_warm_load`; `warm_files` are files it requires
 /// unchanged too, e.g. this module); the dict's `warm_record` says whether
@@ -143,6 +147,9 @@ fn build<'py>(
                 session.build(&spec, &root, &progress_reporter(mode))
             }
         }?;
+        // The guard before the caller loads it: a library this CPU cannot
+        // run is refused here, never handed to the loader.
+        outcome.check_cpu(&spec.name)?;
         let warm = warm_record
             .is_some_and(|name| session.remember_warm_load(&spec, &root, &name, &warm_files));
         Ok::<_, abicache::Error>((outcome, warm))
