@@ -94,6 +94,11 @@ fn every_spelling_of_a_native_flag_keys_on_the_resolved_cpu() {
             }],
             "explain names the field"
         );
+        assert_eq!(
+            here.payload.diff(&there.payload)[0].to_string(),
+            "host_cpu (the CPU `-march=native` resolved to): -march=znver3 -mavx512bf16 \
+             -mno-amx-tile -mtune=znver3 -> -march=skylake-avx512 -mno-avx512bf16 -mtune=skylake-avx512"
+        );
         // Objects never cross CPUs either.
         assert!(here.abi_fields().contains(&format!("host_cpu={ZEN}\n")));
         // Without a value the key cannot be made (the façade probes one).

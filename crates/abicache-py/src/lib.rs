@@ -207,6 +207,18 @@ fn interruptible<T: Send>(
     })
 }
 
+/// The instruction-set guard on its own: `isa` is the JSON list of
+/// requirements an entry's manifest (or a build's outcome) records
+/// (`[{"feature", "flag"}]`); raises `AbiError` naming what this CPU lacks
+/// (unless `ABICACHE_ISA_CHECK=0`). `what` names the library in the message.
+#[pyfunction]
+#[pyo3(signature = (isa, what="the library"))]
+fn check_isa(py: Python<'_>, isa: &str, what: &str) -> PyResult<()> {
+    let required: Vec<abicache::isa::Requirement> = serde_json::from_str(isa)
+        .map_err(|e| PyValueError::new_err(format!("`isa` is not a list of requirements: {e}")))?;
+    abicache::isa::check(&required, what).map_err(|e| to_py(py, e.into()))
+}
+
 /// Why the key is what it is and, on a miss, how the closest cached entry
 /// differs: `(text, data)`, the human rendering and the structured form.
 #[pyfunction]
@@ -297,6 +309,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(key, m)?)?;
     m.add_function(wrap_pyfunction!(build, m)?)?;
     m.add_function(wrap_pyfunction!(explain, m)?)?;
+    m.add_function(wrap_pyfunction!(check_isa, m)?)?;
     m.add_function(wrap_pyfunction!(inline::store_generated_sources, m)?)?;
     m.add_function(wrap_pyfunction!(fleet::prebuild, m)?)?;
     m.add_function(wrap_pyfunction!(rules::visible_cuda_archs, m)?)?;
