@@ -20,6 +20,7 @@ __all__ = [
     "key",
     "build",
     "explain",
+    "check_isa",
     "store_generated_sources",
     "prebuild",
     "visible_cuda_archs",
