@@ -118,7 +118,14 @@ fn answer_digest(compiler: &Path, stamp: FileStamp, cpu: &str, flags: &[String])
     h.finalize().to_hex()[..32].to_string()
 }
 
+/// A remembered answer, when it is this user's, written by no one else, and well formed.
 fn read_answer(path: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    let uid = rustix::process::geteuid().as_raw();
+    if !meta.is_file() || meta.uid() != uid || meta.mode() & 0o022 != 0 {
+        return None;
+    }
     let bytes = abicache_fs::read_bounded(path, abicache_fs::Follow::No, MAX_ANSWER).ok()?;
     let text = String::from_utf8(bytes).ok()?;
     let value = text.strip_suffix('\n')?;
@@ -126,11 +133,21 @@ fn read_answer(path: &Path) -> Option<String> {
         .then(|| value.to_owned())
 }
 
+/// Writes an answer owner-only (directory 0700, file 0600), through a
+/// temporary file and a rename.
 fn write_answer(dir: &Path, name: &str, value: &str) -> std::io::Result<()> {
     use std::io::Write;
-    fs_err::create_dir_all(dir)?;
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    if !dir.is_dir() {
+        std::fs::DirBuilder::new().mode(0o700).create(dir)?;
+    }
     let temp = dir.join(format!(".{name}.{}", std::process::id()));
-    let mut file = fs_err::File::create(&temp)?;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&temp)?;
     file.write_all(format!("{value}\n").as_bytes())?;
     drop(file);
     fs_err::rename(&temp, dir.join(name))
@@ -282,5 +299,58 @@ mod tests {
             "-march=znver3 -mavx2 -mno-avx512fp16 -mtune=znver3"
         );
         assert_eq!(parse_resolved_target("no compiler line here\n"), None);
+    }
+
+    #[test]
+    fn remembered_answers_are_owner_only_and_others_are_ignored() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("host-cpu");
+        write_answer(&dir, "abc", "-march=znver3 -mtune=znver3").unwrap();
+        let path = dir.join("abc");
+        assert_eq!(
+            read_answer(&path).as_deref(),
+            Some("-march=znver3 -mtune=znver3")
+        );
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!((mode(&dir), mode(&path)), (0o700, 0o600));
+        // Writable by others, or not an answer: ignored.
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
+        assert_eq!(read_answer(&path), None);
+        std::fs::write(dir.join("junk"), "native\n").unwrap();
+        assert_eq!(read_answer(&dir.join("junk")), None);
+    }
+
+    #[test]
+    fn a_native_flag_resolves_to_the_cpu_this_compiler_sees() {
+        // The real host compiler, when there is one (this project's CI has GCC).
+        let env = ToolchainEnv::from_process();
+        let resolved =
+            resolve_host_cpu(&env, &["-march=native".to_owned()], "test-cpu", None).unwrap();
+        assert!(
+            resolved.contains("-march=") && !resolved.contains("native"),
+            "{resolved}"
+        );
+        assert!(
+            resolved.split(' ').all(|o| o.starts_with("-m")),
+            "{resolved}"
+        );
+        let cxx = resolve_program("c++", env.path.as_deref()).unwrap();
+        let required = isa_requirements(&cxx, &["-mavx512bf16".to_owned()]);
+        #[cfg(target_arch = "x86_64")]
+        {
+            let required = required.unwrap();
+            assert!(
+                required
+                    .iter()
+                    .any(|r| r.feature == "avx512_bf16" && r.flag == "-mavx512bf16"),
+                "{required:?}"
+            );
+            assert!(
+                required.iter().any(|r| r.feature == "avx512f"),
+                "implied: {required:?}"
+            );
+        }
+        let _ = required;
     }
 }
