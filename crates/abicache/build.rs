@@ -1,5 +1,5 @@
-//! Fingerprints the code that turns a scan into a key (this crate's and
-//! `abicache-key`'s sources) into `ABICACHE_KEY_CODE_FINGERPRINT`, so a key
+//! Fingerprints the code that turns a scan into a key (this crate's,
+//! `abicache-key`'s and `abicache-isa`'s sources) into `ABICACHE_KEY_CODE_FINGERPRINT`, so a key
 //! memo written by another version of that code is never answered.
 
 use std::path::Path;
@@ -10,6 +10,10 @@ fn main() {
         "ABICACHE_KEY_CODE_FINGERPRINT",
         env!("CARGO_PKG_VERSION"),
         manifest,
-        &[manifest.join("src"), manifest.join("../abicache-key/src")],
+        &[
+            manifest.join("src"),
+            manifest.join("../abicache-key/src"),
+            manifest.join("../abicache-isa/src"),
+        ],
     );
 }

@@ -67,7 +67,9 @@ _registry_lock = threading.Lock()
 #   native module, has the recorded stamp (``stat``), identity or absence;
 # - the cache's root, ``v1`` and ``v1/warm`` are private to this user, and the
 #   entry directory, its manifest and its library are the ones a full lookup
-#   verified (``lstat``: identity, owner, mode; the trusted stamps).
+#   verified (``lstat``: identity, owner, mode; the trusted stamps);
+# - the CPU has every instruction-set extension the library requires (only
+#   read when it requires any: ``/proc/cpuinfo``).
 #
 # The hit then makes the writes a hit makes (`_count_warm_hit`). Any
 # difference or error gives ``None``: the caller takes the native path, which
@@ -187,6 +189,27 @@ def _check_warm_record(name: str, cache_dir: Optional[str]) -> Optional[Any]:
             st = os.lstat(row[0])
             if row[1:] != [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]:
                 return None
+        # The instruction-set extensions the library requires, as
+        # `[feature, flag]` (usually none: then nothing more is read). Each
+        # must be among this CPU's `/proc/cpuinfo` flags unless
+        # `ABICACHE_ISA_CHECK=0`; anything else is left to the native path,
+        # which refuses a library this CPU cannot run with the full message
+        # (and also asks `cpuid`, so it may still load one).
+        isa = record.get("isa")
+        if isa:
+            guard = environ.get("ABICACHE_ISA_CHECK", "").strip()
+            if guard != "0":
+                if guard not in ("", "1"):
+                    return None
+                cpu: Set[str] = set()
+                with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+                    for line in f:
+                        if line.startswith(("flags", "Features")):
+                            cpu.update(line.partition(":")[2].split())
+                            break
+                for feature, _flag in isa:
+                    if feature not in cpu:
+                        return None
         return record
     except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError):
         return None

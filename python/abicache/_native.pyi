@@ -20,6 +20,7 @@ __all__ = [
     "key",
     "build",
     "explain",
+    "check_isa",
     "store_generated_sources",
     "prebuild",
     "visible_cuda_archs",
@@ -57,6 +58,7 @@ def build(
 def explain(
     spec: str, env: str, root: _Path, cache_dir: Optional[_Path] = None
 ) -> Tuple[str, Dict[str, Any]]: ...
+def check_isa(isa: str, what: str = "the library") -> None: ...
 def store_generated_sources(files: Sequence[Tuple[str, str]], cache_dir: Optional[_Path] = None) -> str: ...
 
 def prebuild(

@@ -192,11 +192,29 @@ def test_int4_cpu_builds_keyed_on_the_soabi_and_loads(sdist: Path, cache: Path, 
     built = _built(tmp_path / "int4", cache, _specs(sdist)["int4"])
     _check_dependent(built)
     assert built["audit"]["imports"]["cpython"], "it includes <torch/extension.h>: CPython symbols expected"
-    # Compiled with -mavx512*: even loading it (static initialisers) needs
-    # such a CPU; elsewhere it dies with SIGILL, so it is not loaded there.
-    cpu = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
-    if "avx512f" not in cpu:
-        skip_for_hardware("built and keyed on the SOABI; this CPU has no AVX-512, so the library is not loaded")
+    # Compiled with -mavx512*: the entry records what that requires (issue
+    # 27), and abicache's loaders refuse it on a CPU without them instead of
+    # letting it die with SIGILL. The guard's own check of the record:
+    required = {(r["feature"], r["flag"]) for r in built.get("isa", [])}
+    assert ("avx512_bf16", "-mavx512bf16") in required and ("avx512f", "-mavx512f") in required, required
+    from abicache._native import AbiError
+
+    guard = subprocess.run(
+        [sys.executable, "-c", "import abicache, sys; from abicache._native import check_isa; check_isa(sys.argv[1])",
+         json.dumps(built.get("isa", []))],
+        capture_output=True, text=True,
+    )
+    cpu = set()
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("flags"):
+            cpu = set(line.partition(":")[2].split())
+            break
+    missing = sorted(f for f, _ in required if f not in cpu)
+    if missing:
+        assert guard.returncode != 0 and "this CPU lacks" in guard.stderr, guard.stderr
+        assert AbiError.__name__ in guard.stderr, guard.stderr
+        skip_for_hardware(f"refused by the guard, as it should be on this CPU: {guard.stderr.strip().splitlines()[-1]}")
+    assert guard.returncode == 0, guard.stderr
     torch.ops.load_library(built["path"])
     ns = torch.ops.gptqmodel_int4_qzero_group_scaled_cpu
     for op in ("gemm_int4_qzero_group_scaled_cpu_forward", "pack_gptq_int4", "pack_awq_int4", "qqq_int4"):

@@ -13,6 +13,9 @@
 //! - [`pch`]: units that start with an umbrella header (`torch/extension.h`) compile
 //!   against a precompiled header when the caller has one ([`ReadyPch`]); a rejected one
 //!   is detected, never silently ignored.
+//! - [`resolve_host_cpu`] resolves `-march=native` on this machine (remembered per
+//!   compiler and CPU); [`isa_requirements`] reads which instruction-set extensions a
+//!   library's target flags require.
 //!
 //! This crate knows nothing of keys or specs: the caller fills the plain-data
 //! [`BuildPlan`]. Of the store it uses only the object cache
@@ -39,6 +42,7 @@ pub mod pch;
 mod progress;
 mod quote;
 mod run;
+mod target;
 mod toolchain;
 mod unit_objects;
 
@@ -49,6 +53,7 @@ pub use pch::{pch_requests, spawn_background_build, PchRequest, PchSlot};
 pub use progress::{plain_line, progress_json, progress_reporter, Progress, ProgressMode};
 pub use quote::{shell_join, shell_quote};
 pub use run::Cancel;
+pub use target::{isa_requirements, parse_resolved_target, resolve_host_cpu};
 pub use toolchain::{
     find_cxx, find_nvcc, parse_nvcc_release, which, Nvcc, Tool, Toolchain, ToolchainEnv,
 };

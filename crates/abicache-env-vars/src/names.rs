@@ -20,6 +20,8 @@ pub const ABICACHE_REBUILD: &str = "ABICACHE_REBUILD";
 pub const ABICACHE_PCH: &str = "ABICACHE_PCH";
 /// Seconds an interpreter probe (`--python`) may take.
 pub const ABICACHE_PROBE_TIMEOUT: &str = "ABICACHE_PROBE_TIMEOUT";
+/// The instruction-set guard before a load: `1` (default) on, `0` off.
+pub const ABICACHE_ISA_CHECK: &str = "ABICACHE_ISA_CHECK";
 /// Parallel compile jobs.
 pub const MAX_JOBS: &str = "MAX_JOBS";
 /// Host C++ compiler.

@@ -50,6 +50,14 @@ pub struct Environment {
     /// `cuda_archs` wins over it.
     #[serde(default)]
     pub cuda_archs: Option<String>,
+    /// What `-march=native` (`-mcpu=native`, `-mtune=native`) resolves to
+    /// on the machine the binary is for: the target options the compiler
+    /// proper receives, normalised (`-march=znver3 -mavx512bf16 …`). Filled
+    /// in by probing the host compiler when a spec has such a flag; set it
+    /// in an environment file to key for another machine. Only a spec with
+    /// such a flag reads it (the payload's `host_cpu` line).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_cpu: Option<String>,
 }
 
 impl Environment {

@@ -209,6 +209,16 @@ pub enum KeyError {
         name: String,
     },
 
+    /// A flag asks for the host's CPU (`-march=native`) and the environment
+    /// does not say what that CPU is.
+    #[error("extension `{name}` is compiled with `{flag}`, so its key needs the target options that flag resolves to (`host_cpu`), and the environment has none: set `host_cpu` in the environment file to the value `abicache key` shows on the target machine, or key it through a session (`abicache key --python`, the Python package), which probes this machine's compiler")]
+    MissingHostCpu {
+        /// The extension.
+        name: String,
+        /// The native flag, e.g. `-march=native`.
+        flag: String,
+    },
+
     /// An nvcc version without a readable major.minor.
     #[error("cannot read major.minor from nvcc version `{version}`: expected e.g. `12.8` or `12.8.93`; check `nvcc --version` or `nvcc_version` in the environment file")]
     InvalidNvccVersion {

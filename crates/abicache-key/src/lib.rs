@@ -42,8 +42,8 @@ pub use arch::{gencode_flags, user_sets_arch};
 pub use env::Environment;
 pub use error::KeyError;
 pub use payload::{
-    compute_key, display_path, key_cuda_flags, FieldChange, Keyed, Payload, PythonAbiReason,
-    KEY_FORMAT, KEY_HEX_LEN,
+    compute_key, display_path, key_cuda_flags, native_cpu_flags, FieldChange, Keyed, Payload,
+    PythonAbiReason, KEY_FORMAT, KEY_HEX_LEN,
 };
 pub use spec::{ExtensionSpec, SpecFile, CUDA_SOURCE_EXTENSIONS, HOST_SOURCE_EXTENSIONS};
 pub use stable::{StableTarget, TARGET_MACRO};

@@ -25,6 +25,7 @@ fn env(torch: &str) -> Environment {
         python_include: None,
         cuda_include_dirs: vec![],
         cuda_archs: None,
+        host_cpu: None,
     }
 }
 

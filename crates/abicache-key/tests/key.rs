@@ -27,6 +27,7 @@ fn env(python: &str, soabi: Option<&str>, abiflags: Option<&str>, torch: &str) -
         python_include: Some("/usr/include/python3.12".into()),
         cuda_include_dirs: vec![],
         cuda_archs: None,
+        host_cpu: None,
     }
 }
 

@@ -26,7 +26,7 @@ pyo3::create_exception!(
     abicache,
     AbiError,
     Error,
-    "An ABI refusal: a non-stable header under a stable target, or a torch below (or unparseable against) the stable target."
+    "An ABI refusal: a non-stable header under a stable target, a torch below (or unparseable against) the stable target, or a library that requires instruction-set extensions this CPU lacks (`ABICACHE_ISA_CHECK=0` loads it anyway)."
 );
 pyo3::create_exception!(
     abicache,

@@ -105,6 +105,10 @@ fn key(
 /// façade's `Outcome` dict. `progress` is called with one dict per build
 /// event; without it events go to stderr unless `quiet`.
 ///
+/// The library is for loading: one that requires instruction-set
+/// extensions this CPU lacks raises `AbiError` (unless
+/// `ABICACHE_ISA_CHECK=0`) and writes no warm-load record.
+///
 /// `warm_record` names the warm-load record to write afterwards (see
 /// `Session::remember_warm_load`; `warm_files` are files it requires
 /// unchanged too, e.g. this module); the dict's `warm_record` says whether
@@ -143,6 +147,9 @@ fn build<'py>(
                 session.build(&spec, &root, &progress_reporter(mode))
             }
         }?;
+        // The guard before the caller loads it: a library this CPU cannot
+        // run is refused here, never handed to the loader.
+        outcome.check_cpu(&spec.name)?;
         let warm = warm_record
             .is_some_and(|name| session.remember_warm_load(&spec, &root, &name, &warm_files));
         Ok::<_, abicache::Error>((outcome, warm))
@@ -198,6 +205,18 @@ fn interruptible<T: Send>(
             }
         }
     })
+}
+
+/// The instruction-set guard on its own: `isa` is the JSON list of
+/// requirements an entry's manifest (or a build's outcome) records
+/// (`[{"feature", "flag"}]`); raises `AbiError` naming what this CPU lacks
+/// (unless `ABICACHE_ISA_CHECK=0`). `what` names the library in the message.
+#[pyfunction]
+#[pyo3(signature = (isa, what="the library"))]
+fn check_isa(py: Python<'_>, isa: &str, what: &str) -> PyResult<()> {
+    let required: Vec<abicache::isa::Requirement> = serde_json::from_str(isa)
+        .map_err(|e| PyValueError::new_err(format!("`isa` is not a list of requirements: {e}")))?;
+    abicache::isa::check(&required, what).map_err(|e| to_py(py, e.into()))
 }
 
 /// Why the key is what it is and, on a miss, how the closest cached entry
@@ -290,6 +309,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(key, m)?)?;
     m.add_function(wrap_pyfunction!(build, m)?)?;
     m.add_function(wrap_pyfunction!(explain, m)?)?;
+    m.add_function(wrap_pyfunction!(check_isa, m)?)?;
     m.add_function(wrap_pyfunction!(inline::store_generated_sources, m)?)?;
     m.add_function(wrap_pyfunction!(fleet::prebuild, m)?)?;
     m.add_function(wrap_pyfunction!(rules::visible_cuda_archs, m)?)?;

@@ -47,6 +47,11 @@ pub struct Manifest {
     /// Result of the audit step, opaque to the store.
     #[serde(default)]
     pub audit: Option<serde_json::Value>,
+    /// The instruction-set extensions the library requires beyond the
+    /// compiler's default target, each with the flag that required it
+    /// (checked against the running CPU before a load; absent when none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub isa: Vec<abicache_isa::Requirement>,
 }
 
 impl Manifest {
@@ -70,6 +75,7 @@ impl Manifest {
             created: unix_now(),
             units: 0,
             audit: None,
+            isa: Vec::new(),
         }
     }
 

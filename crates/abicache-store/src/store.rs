@@ -111,7 +111,7 @@ impl EntryInfo {
 
 /// What verification of an entry directory found.
 pub(crate) enum Verified {
-    Hit(Hit),
+    Hit(Box<Hit>),
     /// No entry directory, or one without `manifest.json` (it does not exist).
     Absent,
     Corrupt(Corruption),
@@ -214,7 +214,7 @@ impl Store {
         let problem = match self.verify(key, &dir) {
             Verified::Hit(hit) => {
                 return Ok(Lookup {
-                    hit: Some(hit),
+                    hit: Some(*hit),
                     warnings: vec![],
                 })
             }
@@ -237,7 +237,7 @@ impl Store {
             match self.verify(key, &dir) {
                 Verified::Hit(hit) => {
                     return Ok(Lookup {
-                        hit: Some(hit),
+                        hit: Some(*hit),
                         warnings: vec![],
                     })
                 }
@@ -312,12 +312,12 @@ impl Store {
         if let Some(stamp) = checked.stamp.filter(|s| Some(s) != known.as_ref()) {
             entry_stamp::write(dir, stamp, &self.layout.tmp_dir());
         }
-        Verified::Hit(Hit {
+        Verified::Hit(Box::new(Hit {
             dir: dir.to_owned(),
             library,
             manifest,
             rehashed: checked.rehashed,
-        })
+        }))
     }
 
     /// Takes `key`'s lock (waiting at most [`Store::lock_timeout`]) and a

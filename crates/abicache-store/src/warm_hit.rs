@@ -66,6 +66,9 @@ pub struct HitRecipe {
     pub hit_line: String,
     /// Past this length the log is left to the store, which folds it.
     pub fold_at: u64,
+    /// The instruction-set extensions the library requires (the
+    /// manifest's), to be checked against the CPU before the load.
+    pub isa: Vec<abicache_isa::Requirement>,
 }
 
 impl Store {
@@ -123,6 +126,7 @@ impl Store {
             stats_log: self.layout().stats_log_path(),
             hit_line,
             fold_at: FOLD_AT,
+            isa: manifest.isa,
             dir,
         })
     }

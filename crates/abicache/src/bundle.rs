@@ -172,7 +172,10 @@ pub fn export_to_file(
 /// the index (BLAKE3), the index's signature (required, and by one of
 /// `keys.trusted`, when that is not empty; checked when present otherwise),
 /// each manifest's payload against its key, and each library's imports
-/// against what its key claims (the audit).
+/// against what its key claims (the audit), and the instruction-set
+/// extensions each library requires against this CPU's (an
+/// [`Error::Isa`], unless `ABICACHE_ISA_CHECK=0`: a bundle is imported to
+/// be loaded on this machine).
 pub fn import(store: &Store, keys: &Keys, input: impl Read) -> Result<ImportReport> {
     let mut bundle = UnpackedBundle::unpack(store, input)?;
     let (signed_by, trusted) = check_signature(&bundle, &keys.trusted)?;
@@ -199,6 +202,11 @@ pub fn import(store: &Store, keys: &Keys, input: impl Read) -> Result<ImportRepo
             )));
         }
         entry.manifest.audit = Some(serde_json::to_value(&report).unwrap_or_default());
+        let what = format!(
+            "the bundle's entry `{}` ({}); nothing was imported",
+            entry.manifest.name, entry.key
+        );
+        abicache_isa::check(&entry.manifest.isa, &what)?;
     }
     let names: Vec<(String, String)> = bundle
         .entries()

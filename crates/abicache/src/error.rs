@@ -80,6 +80,30 @@ pub enum Error {
         /// The library's path.
         path: PathBuf,
     },
+    /// A library requires instruction-set extensions this CPU lacks (the
+    /// guard before a load, and `abicache import`), or the guard's
+    /// variable is invalid.
+    #[error(transparent)]
+    Isa(#[from] abicache_isa::IsaError),
+    /// A spec with `-march=native` is keyed for another CPU than the one
+    /// it would be compiled on.
+    #[error(
+        "extension `{name}` is compiled with `{flag}`, which this machine's compiler resolves \
+         to `{here}`, but the environment keys it for `host_cpu` `{keyed}`: a library for \
+         another CPU cannot be built here with `{flag}`. Build it on that machine, remove \
+         `host_cpu` from the environment file to build for this one, or replace `{flag}` by \
+         explicit flags (e.g. `-march=znver3`)"
+    )]
+    HostCpuElsewhere {
+        /// The extension.
+        name: String,
+        /// The native flag.
+        flag: String,
+        /// The `host_cpu` of the key.
+        keyed: String,
+        /// What the flag resolves to here.
+        here: String,
+    },
     /// The request itself is wrong (e.g. a matrix with no environment).
     #[error("{0}")]
     Input(String),
@@ -107,7 +131,8 @@ pub enum TorchDirProblem {
 pub enum ErrorKind {
     /// A compile, link or audit failure: exit code 1, `abicache.BuildError`.
     Build,
-    /// An ABI refusal (stable-header violation, runtime floor): exit 2, `abicache.AbiError`.
+    /// An ABI refusal (stable-header violation, runtime floor, a library
+    /// this CPU cannot run): exit 2, `abicache.AbiError`.
     Abi,
     /// Waiting for another builder timed out: exit 1 (the input was fine; try
     /// again later), `abicache.LockTimeout`.
@@ -126,6 +151,7 @@ impl Error {
             Error::Build(BuildError::Cancelled) => ErrorKind::Interrupted,
             Error::AuditRefused { .. } => ErrorKind::Build,
             Error::Key(k) if k.is_abi_refusal() => ErrorKind::Abi,
+            Error::Isa(abicache_isa::IsaError::Unsupported { .. }) => ErrorKind::Abi,
             Error::Store(s) if s.is_lock_timeout() => ErrorKind::LockTimeout,
             _ => ErrorKind::Input,
         }

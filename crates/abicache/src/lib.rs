@@ -64,6 +64,7 @@ pub use session::{
 
 pub use abicache_audit as audit_crate;
 pub use abicache_build as build;
+pub use abicache_isa as isa;
 pub use abicache_key as key;
 pub use abicache_remote as remote_crate;
 pub use abicache_scan as scan;

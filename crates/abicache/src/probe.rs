@@ -197,6 +197,7 @@ fn run_probe(python: &Path) -> Result<(ProbedInterpreter, Option<PathBuf>)> {
         python_include: raw.python_include,
         cuda_include_dirs: Vec::new(),
         cuda_archs: None,
+        host_cpu: None,
     };
     let probed = ProbedInterpreter {
         python: python.to_path_buf(),

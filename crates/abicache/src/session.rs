@@ -8,7 +8,8 @@ use std::time::Instant;
 use abicache_build::{
     BuildOptions, BuildPlan, Cancel, Nvcc, Progress, Toolchain, ToolchainEnv, Unit,
 };
-use abicache_key::{compute_key, Environment, ExtensionSpec, Keyed};
+use abicache_isa::Requirement;
+use abicache_key::{compute_key, native_cpu_flags, Environment, ExtensionSpec, Keyed};
 use abicache_scan::{ScanConfig, ScanReport, StatCache};
 use abicache_store::{Claim, Event, Hit, Manifest, Store, StoreWarning};
 use serde::Serialize;
@@ -29,6 +30,9 @@ pub use warm_load::WARM_RECORD_FORMAT;
 
 /// The stat cache of scanned files' facts, under the store's `v1/`.
 const SCAN_FACTS_FILE: &str = "scan-facts.bin";
+
+/// Remembered `-march=native` resolutions, under the store's `v1/`.
+const HOST_CPU_DIR: &str = "host-cpu";
 
 /// How a session builds.
 #[derive(Debug, Clone, Copy, Default)]
@@ -98,6 +102,10 @@ pub struct Outcome {
     /// Warnings to show the user (corrupt entries removed, audit notes).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// The instruction-set extensions the library requires (its
+    /// manifest's): [`Outcome::check_cpu`] compares them with this CPU's.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub isa: Vec<Requirement>,
 }
 
 /// What [`Session::claim`] found: an entry to use, or the build lock with
@@ -109,9 +117,10 @@ enum Claimed<'a> {
 
 impl Outcome {
     /// A library that was already built: nothing compiled in this call.
-    fn cached(path: PathBuf, key: String, started: Instant, warnings: Vec<String>) -> Self {
+    fn cached(hit: Hit, key: String, started: Instant, warnings: Vec<String>) -> Self {
         Outcome {
-            path,
+            path: hit.library,
+            isa: hit.manifest.isa,
             key,
             hit: true,
             seconds: started.elapsed().as_secs_f64(),
@@ -121,6 +130,18 @@ impl Outcome {
             remote: false,
             warnings,
         }
+    }
+
+    /// The guard before the library is loaded: refuses it, as an
+    /// [`ErrorKind::Abi`](crate::ErrorKind::Abi) error naming each missing
+    /// extension and the flag that required it, when it requires
+    /// instruction-set extensions this CPU lacks (unless
+    /// `ABICACHE_ISA_CHECK=0`). `name` is the extension's. Deletes nothing;
+    /// costs nothing when the library requires nothing beyond the
+    /// compiler's default target.
+    pub fn check_cpu(&self, name: &str) -> Result<()> {
+        let what = format!("extension `{name}` (`{}`)", self.path.display());
+        Ok(abicache_isa::check(&self.isa, &what)?)
     }
 
     /// Marks the library as downloaded from the remote cache in this call.
@@ -339,7 +360,7 @@ impl Session {
                     // Verified, audited and counted (as a remote hit) by `fetch_locked`.
                     Fetch::Hit(hit) => {
                         return Ok(Outcome::cached(
-                            hit.library,
+                            hit,
                             prepared.keyed.key.clone(),
                             started,
                             warnings,
@@ -382,6 +403,7 @@ impl Session {
         }
         Ok(Outcome {
             path: hit.library,
+            isa: hit.manifest.isa,
             key: prepared.keyed.key.clone(),
             hit: false,
             seconds: started.elapsed().as_secs_f64(),
@@ -483,7 +505,7 @@ impl Session {
             }],
             &mut warnings,
         );
-        Outcome::cached(hit.library, key, started, warnings)
+        Outcome::cached(hit, key, started, warnings)
     }
 
     fn finish_hit(
@@ -524,6 +546,7 @@ impl Session {
         let pch_mode = PchMode::from_env()?;
         let toolchain =
             Toolchain::discover(&self.toolchain_env, &self.site_packages, requires_cuda)?;
+        self.check_host_cpu_here(spec, &prepared.env)?;
         let plan = self.plan(spec, prepared, root)?;
         let pch_plan = match pch_mode {
             PchMode::Auto => {
@@ -578,6 +601,13 @@ impl Session {
         manifest.compile_seconds = report.seconds;
         manifest.units = report.units_total as u32;
         manifest.audit = Some(audit);
+        let cuda_flags: &[String] = match requires_cuda {
+            true => &prepared.keyed.cuda_flags,
+            false => &[],
+        };
+        let target_flags =
+            abicache_isa::flags::spec_target_flags(&prepared.keyed.host_flags, cuda_flags);
+        manifest.isa = abicache_build::isa_requirements(&toolchain.cxx.path, &target_flags)?;
         let file_name = report
             .library
             .file_name()
@@ -646,11 +676,19 @@ impl Session {
         })
     }
 
-    /// Fills in what a CUDA key needs and the environment may lack: the
+    /// Fills in what a key needs and the environment may lack: for a spec
+    /// with a native CPU flag (`-march=native`), `host_cpu` (this machine's
+    /// resolution, see [`Session::resolve_host_cpu`]); for a CUDA spec the
     /// nvcc release and CUDA include dirs (from the discovered nvcc) and
     /// the arch list (`TORCH_CUDA_ARCH_LIST`, else the visible GPUs).
     fn complete_env(&self, spec: &ExtensionSpec) -> Result<Environment> {
         let mut env = self.env.clone();
+        if env.host_cpu.is_none() {
+            let native = native_cpu_flags(spec);
+            if !native.is_empty() {
+                env.host_cpu = Some(self.resolve_host_cpu(&native)?);
+            }
+        }
         if !spec.requires_cuda() {
             return Ok(env);
         }
@@ -679,6 +717,65 @@ impl Session {
                 .or_else(crate::gpu::visible_gpu_archs);
         }
         Ok(env)
+    }
+}
+
+impl Session {
+    /// What the native CPU flags `native` (`-march=native`, …) resolve to
+    /// with this machine's host compiler: asked once per compiler (path and
+    /// stamp) and CPU, then remembered in the process and under the cache
+    /// (`v1/host-cpu/`, once the cache exists), so a warm key runs no
+    /// compiler. Nothing is remembered on disk when the CPU cannot be
+    /// identified (no `/proc/cpuinfo`).
+    fn resolve_host_cpu(&self, native: &[String]) -> Result<String> {
+        let cpu = abicache_isa::running_cpu();
+        let dir = cpu.and_then(|_| self.host_cpu_dir());
+        let identity = cpu.map_or("", |c| c.identity());
+        Ok(abicache_build::resolve_host_cpu(
+            &self.toolchain_env,
+            native,
+            identity,
+            dir.as_deref(),
+        )?)
+    }
+
+    /// `<cache>/v1/host-cpu` when the cache's `v1` exists (probing never
+    /// creates the cache: see [`Session::check`]).
+    fn host_cpu_dir(&self) -> Option<PathBuf> {
+        let version_dir = match self.store.get() {
+            Some(store) => store.layout().version_dir().to_path_buf(),
+            None => {
+                let root = match &self.cache_dir {
+                    Some(dir) => dir.clone(),
+                    None => abicache_store::root_from_env().ok()?,
+                };
+                abicache_store::Layout::new(root)
+                    .version_dir()
+                    .to_path_buf()
+            }
+        };
+        version_dir.is_dir().then(|| version_dir.join(HOST_CPU_DIR))
+    }
+
+    /// Before a build of a spec with a native CPU flag: the `host_cpu` it
+    /// is keyed on (the environment's, e.g. from an environment file
+    /// describing another machine) must be what the flag resolves to here,
+    /// since the compiler resolves it on this machine.
+    fn check_host_cpu_here(&self, spec: &ExtensionSpec, env: &Environment) -> Result<()> {
+        let native = native_cpu_flags(spec);
+        let Some(flag) = native.first() else {
+            return Ok(());
+        };
+        let here = self.resolve_host_cpu(&native)?;
+        match env.host_cpu.as_deref() {
+            Some(keyed) if keyed == here => Ok(()),
+            keyed => Err(Error::HostCpuElsewhere {
+                name: spec.name.clone(),
+                flag: flag.clone(),
+                keyed: keyed.unwrap_or_default().to_owned(),
+                here,
+            }),
+        }
     }
 }
 

@@ -28,6 +28,7 @@ fn env() -> Environment {
         python_include: None,
         cuda_include_dirs: vec![],
         cuda_archs: None,
+        host_cpu: None,
     }
 }
 

@@ -164,6 +164,24 @@ pub enum FieldChange {
 impl fmt::Display for FieldChange {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            // Two resolved CPUs share most of their options: show those that differ.
+            Self::Changed { field, old, new } if field == "host_cpu" => {
+                let (o, n): (Vec<&str>, Vec<&str>) =
+                    (old.split(' ').collect(), new.split(' ').collect());
+                let only = |a: &[&str], b: &[&str]| {
+                    a.iter()
+                        .filter(|x| !b.contains(x))
+                        .copied()
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                };
+                write!(
+                    f,
+                    "host_cpu (the CPU `-march=native` resolved to): {} -> {}",
+                    only(&o, &n),
+                    only(&n, &o)
+                )
+            }
             Self::Changed { field, old, new } => write!(f, "{field}: {old} -> {new}"),
             Self::Added { field, value } => write!(f, "{field}: added {value}"),
             Self::Removed { field, value } => write!(f, "{field}: removed {value}"),

@@ -21,6 +21,7 @@
 //!                                         stripped when cpu, cuNNN, rocmX.Y[.Z], xpu)
 //! torch_cuda=<torch.version.cuda or none>              CUDA
 //! cxx11_abi=<0|1>
+//! host_cpu=<resolved target options>       only with -march/-mcpu/-mtune=native
 //! cuda_archs=<sorted, de-duplicated -gencode flags joined by " ">   CUDA
 //! nvcc=<nvcc major.minor>                              CUDA
 //! source=<display path>                *  per source, in the order given, then:
@@ -163,7 +164,7 @@ impl Payload {
 
     /// The lines that describe the ABI a binary is compiled for (`python_abi`,
     /// `torch` or `torch_abi`, `torch_cuda`, `cxx11_abi`, `cuda_archs`,
-    /// `nvcc`: those present, in payload order), as payload text: mixed into
+    /// `nvcc`, `host_cpu`: those present, in payload order), as payload text: mixed into
     /// every compiled object's key, so objects never cross ABIs.
     pub fn abi_fields(&self) -> String {
         let entries = self
@@ -178,7 +179,8 @@ impl Payload {
 
 /// The fields that describe the ABI a binary is compiled for (what the
 /// environment contributes): Python and torch ABI, torch's CUDA, the C++
-/// ABI, and for CUDA the archs and the nvcc release.
+/// ABI, for CUDA the archs and the nvcc release, and the CPU `-march=native`
+/// resolved to.
 const ABI_FIELDS: &[&str] = &[
     "python_abi",
     "torch_abi",
@@ -187,6 +189,7 @@ const ABI_FIELDS: &[&str] = &[
     "cxx11_abi",
     "cuda_archs",
     "nvcc",
+    "host_cpu",
 ];
 
 /// A path as it appears in a payload: relative to `root` with `/`

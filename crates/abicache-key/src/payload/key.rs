@@ -104,6 +104,7 @@ pub fn compute_key(
         true => Some(cuda_abi(spec, env, &cuda_flags)?),
         false => None,
     };
+    let host_cpu = host_cpu(spec, env)?;
 
     let mut p = Payload::new();
     p.push("format", KEY_FORMAT.to_string());
@@ -116,6 +117,9 @@ pub fn compute_key(
         p.push("torch_cuda", env.torch_cuda.as_deref().unwrap_or("none"));
     }
     p.push("cxx11_abi", if env.cxx11_abi { "1" } else { "0" });
+    if let Some(host_cpu) = host_cpu {
+        p.push("host_cpu", host_cpu);
+    }
     if let Some(cuda) = &cuda {
         p.push("cuda_archs", cuda.gencode.join(" "));
         p.push("nvcc", &cuda.nvcc);
@@ -186,6 +190,35 @@ fn torch_abi_field(
             TorchVersion::parse(&env.torch_version)?.cpu_cache_version(),
         ),
     })
+}
+
+/// The flags of `spec` that ask for the host's CPU (`-march=native`,
+/// `-mcpu=native`, `-mtune=native`, one argument or two; in `extra_cflags`
+/// and, for a CUDA extension, passed to the host compiler by nvcc's
+/// `-Xcompiler`/`--compiler-options`), each as one argument. Empty for
+/// almost every spec: then the key has no `host_cpu` line.
+pub fn native_cpu_flags(spec: &ExtensionSpec) -> Vec<String> {
+    let cuda: &[String] = match spec.requires_cuda() {
+        true => &spec.extra_cuda_cflags,
+        false => &[],
+    };
+    abicache_isa::flags::spec_native_flags(&spec.extra_cflags, cuda)
+}
+
+/// The `host_cpu` value a key of `spec` carries: `None` without a native
+/// flag; else the environment's (an error when it has none).
+fn host_cpu<'e>(spec: &ExtensionSpec, env: &'e Environment) -> Result<Option<&'e str>, KeyError> {
+    let native = native_cpu_flags(spec);
+    let Some(flag) = native.first() else {
+        return Ok(None);
+    };
+    match env.host_cpu.as_deref().filter(|v| !v.trim().is_empty()) {
+        Some(value) => Ok(Some(value)),
+        None => Err(KeyError::MissingHostCpu {
+            name: spec.name.clone(),
+            flag: flag.clone(),
+        }),
+    }
 }
 
 /// What a CUDA key adds: the `-gencode` flags and the nvcc release.

@@ -8,4 +8,4 @@ mod key;
 
 pub use diff::FieldChange;
 pub use format::{display_path, Payload, KEY_FORMAT, KEY_HEX_LEN};
-pub use key::{compute_key, key_cuda_flags, Keyed, PythonAbiReason};
+pub use key::{compute_key, key_cuda_flags, native_cpu_flags, Keyed, PythonAbiReason};

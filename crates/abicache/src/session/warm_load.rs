@@ -16,11 +16,17 @@
 //! - the entry's [`HitRecipe`]: the checks that prove it is the entry a
 //!   lookup verified, and the two writes a hit makes.
 //!
+//! - the instruction-set extensions the library requires (`isa`: feature
+//!   and flag, usually none), which the reader compares with the CPU's
+//!   `/proc/cpuinfo` flags before it loads anything; anything missing sends
+//!   it to the native path, which refuses the load with the full message.
+//!
 //! So the record answers exactly when [`Session::build`] would answer the
 //! same library as a hit from the key memo. It is written only for CPU
-//! extensions: a CUDA extension's environment also depends on which nvcc
-//! the search finds and on the GPUs `nvidia-smi` lists, which no stat
-//! check covers.
+//! extensions without a native CPU flag: a CUDA extension's environment
+//! also depends on which nvcc the search finds and on the GPUs
+//! `nvidia-smi` lists, and `-march=native`'s resolution on the compiler
+//! found and the CPU, which no stat check covers.
 
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
@@ -80,6 +86,8 @@ struct Record {
     /// `[log, line, fold_at]`: the counter log, the line a hit appends, and
     /// the length past which the hit is left to the store.
     count: (String, String, u64),
+    /// `[feature, flag]`: the `/proc/cpuinfo` features the library requires.
+    isa: Vec<(String, String)>,
 }
 
 fn text(path: &Path) -> Option<String> {
@@ -126,6 +134,11 @@ impl Record {
                 .collect::<Option<_>>()?,
             last_used: text(&recipe.last_used)?,
             count: (text(&recipe.stats_log)?, recipe.hit_line, recipe.fold_at),
+            isa: recipe
+                .isa
+                .into_iter()
+                .map(|r| (r.feature, r.flag))
+                .collect(),
         })
     }
 
@@ -147,7 +160,7 @@ impl Session {
     /// `also` are files whose trusted stamp the record requires too.
     ///
     /// Best effort, and only when everything can be proven: nothing is
-    /// written for a CUDA extension, when the key memo of these inputs is
+    /// written for a CUDA extension or one with a native CPU flag, when the key memo of these inputs is
     /// missing or stale, when the entry has no trusted stamps yet (a
     /// library published less than the racy window ago is stamped by a
     /// later hit), or when a path is not UTF-8. Returns whether a record
@@ -168,7 +181,10 @@ impl Session {
     }
 
     fn warm_record(&self, spec: &ExtensionSpec, root: &Path, also: &[PathBuf]) -> Option<Record> {
-        if self.options.rebuild || spec.requires_cuda() {
+        if self.options.rebuild
+            || spec.requires_cuda()
+            || !abicache_key::native_cpu_flags(spec).is_empty()
+        {
             return None;
         }
         self.check(spec).ok()?;

@@ -1,0 +1,198 @@
+//! What the running CPU supports, without a compiler: the feature names
+//! Linux lists in `/proc/cpuinfo` (`flags` on x86-64, `Features` on
+//! AArch64: what the CPU has and the kernel lets processes use), and on
+//! x86-64 also what `cpuid` reports through the standard library's
+//! detection, so a feature a hypervisor hides from `/proc/cpuinfo` but the
+//! CPU runs (`rdseed` in some VMs) is not refused.
+
+use std::collections::BTreeSet;
+use std::sync::OnceLock;
+
+/// The path the features are read from.
+pub const CPUINFO: &str = "/proc/cpuinfo";
+
+/// The running CPU's features and a description that identifies the CPU.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CpuFeatures {
+    names: BTreeSet<String>,
+    identity: String,
+    /// Also ask `cpuid` (only for the CPU this process runs on).
+    running: bool,
+}
+
+impl CpuFeatures {
+    /// The features of the CPU described by `cpuinfo` (the text of
+    /// `/proc/cpuinfo`; only its first processor is read).
+    pub fn from_cpuinfo(cpuinfo: &str) -> Self {
+        let mut names = BTreeSet::new();
+        let mut identity = String::new();
+        for line in cpuinfo.lines() {
+            if line.trim().is_empty() {
+                if !identity.is_empty() {
+                    break; // one processor is enough: they are alike
+                }
+                continue;
+            }
+            let Some((field, value)) = line.split_once(':') else {
+                continue;
+            };
+            let field = field.trim();
+            if IDENTITY_FIELDS.contains(&field) {
+                identity.push_str(field);
+                identity.push('=');
+                identity.push_str(value.trim());
+                identity.push('\n');
+            }
+            if field == "flags" || field == "Features" {
+                names.extend(value.split_whitespace().map(str::to_owned));
+            }
+        }
+        CpuFeatures {
+            names,
+            identity,
+            running: false,
+        }
+    }
+
+    /// Whether the CPU has the feature `name` (a `/proc/cpuinfo` name); for
+    /// the running CPU ([`running_cpu`]) also when `cpuid` reports it.
+    pub fn has(&self, name: &str) -> bool {
+        self.names.contains(name) || (self.running && detected_by_cpuid(name))
+    }
+
+    /// The `/proc/cpuinfo` feature names.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.names.iter().map(String::as_str)
+    }
+
+    /// What identifies this CPU for caches of answers that depend on it
+    /// (the `-march=native` probe): vendor, family, model, stepping or
+    /// their AArch64 equivalents, and the feature list.
+    pub fn identity(&self) -> &str {
+        &self.identity
+    }
+}
+
+/// The `/proc/cpuinfo` fields that identify a CPU (x86-64 and AArch64).
+const IDENTITY_FIELDS: &[&str] = &[
+    "vendor_id",
+    "cpu family",
+    "model",
+    "model name",
+    "stepping",
+    "microcode",
+    "flags",
+    "CPU implementer",
+    "CPU architecture",
+    "CPU variant",
+    "CPU part",
+    "CPU revision",
+    "Features",
+];
+
+/// The running CPU, read once per process; `None` when `/proc/cpuinfo`
+/// cannot be read or lists no features (then nothing can be checked).
+pub fn running_cpu() -> Option<&'static CpuFeatures> {
+    static CPU: OnceLock<Option<CpuFeatures>> = OnceLock::new();
+    CPU.get_or_init(|| {
+        let text = std::fs::read_to_string(CPUINFO).ok()?;
+        let cpu = CpuFeatures {
+            running: true,
+            ..CpuFeatures::from_cpuinfo(&text)
+        };
+        (!cpu.names.is_empty()).then_some(cpu)
+    })
+    .as_ref()
+}
+
+/// Whether `cpuid` (through the standard library, which also checks that
+/// the OS saves the registers) reports the feature `/proc/cpuinfo` calls
+/// `name`; false for names it does not know and on other architectures.
+#[cfg(target_arch = "x86_64")]
+fn detected_by_cpuid(name: &str) -> bool {
+    use std::arch::is_x86_feature_detected as has;
+    match name {
+        "pni" => has!("sse3"),
+        "ssse3" => has!("ssse3"),
+        "sse4_1" => has!("sse4.1"),
+        "sse4_2" => has!("sse4.2"),
+        "sse4a" => has!("sse4a"),
+        "popcnt" => has!("popcnt"),
+        "abm" => has!("lzcnt"),
+        "cx16" => has!("cmpxchg16b"),
+        "movbe" => has!("movbe"),
+        "bmi1" => has!("bmi1"),
+        "bmi2" => has!("bmi2"),
+        "tbm" => has!("tbm"),
+        "adx" => has!("adx"),
+        "aes" => has!("aes"),
+        "pclmulqdq" => has!("pclmulqdq"),
+        "sha_ni" => has!("sha"),
+        "rdrand" => has!("rdrand"),
+        "rdseed" => has!("rdseed"),
+        "xsave" => has!("xsave"),
+        "xsaveopt" => has!("xsaveopt"),
+        "xsavec" => has!("xsavec"),
+        "xsaves" => has!("xsaves"),
+        "avx" => has!("avx"),
+        "avx2" => has!("avx2"),
+        "fma" => has!("fma"),
+        "f16c" => has!("f16c"),
+        "gfni" => has!("gfni"),
+        "vaes" => has!("vaes"),
+        "vpclmulqdq" => has!("vpclmulqdq"),
+        "avx512f" => has!("avx512f"),
+        "avx512cd" => has!("avx512cd"),
+        "avx512dq" => has!("avx512dq"),
+        "avx512bw" => has!("avx512bw"),
+        "avx512vl" => has!("avx512vl"),
+        "avx512ifma" => has!("avx512ifma"),
+        "avx512vbmi" => has!("avx512vbmi"),
+        "avx512_vbmi2" => has!("avx512vbmi2"),
+        "avx512_vnni" => has!("avx512vnni"),
+        "avx512_bitalg" => has!("avx512bitalg"),
+        "avx512_vpopcntdq" => has!("avx512vpopcntdq"),
+        "avx512_bf16" => has!("avx512bf16"),
+        "avx512_fp16" => has!("avx512fp16"),
+        "avx512_vp2intersect" => has!("avx512vp2intersect"),
+        _ => false,
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn detected_by_cpuid(_name: &str) -> bool {
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_processor_is_read_on_both_architectures() {
+        let x86 = "processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC\n\
+                   flags\t\t: fpu sse4_2 avx512_bf16\n\nprocessor\t: 1\nflags\t\t: fpu amx_tile\n";
+        let cpu = CpuFeatures::from_cpuinfo(x86);
+        assert!(cpu.names().any(|n| n == "avx512_bf16"));
+        assert!(
+            !cpu.names().any(|n| n == "amx_tile"),
+            "only the first processor"
+        );
+        assert!(cpu.identity().contains("vendor_id=AuthenticAMD"));
+        let arm = "processor\t: 0\nBogoMIPS\t: 50.00\nFeatures\t: fp asimd sve sve2 bf16\n\
+                   CPU implementer\t: 0x41\nCPU part\t: 0xd4f\n";
+        let cpu = CpuFeatures::from_cpuinfo(arm);
+        assert!(cpu.has("sve2") && cpu.has("bf16"));
+        assert!(cpu.identity().contains("CPU part=0xd4f"));
+    }
+
+    #[test]
+    fn the_running_cpu_has_the_baseline() {
+        // Every x86-64 and AArch64 Linux lists these.
+        let cpu = running_cpu().expect("/proc/cpuinfo lists this CPU's features");
+        #[cfg(target_arch = "x86_64")]
+        assert!(cpu.has("sse2"), "{:?}", cpu.names().collect::<Vec<_>>());
+        #[cfg(target_arch = "aarch64")]
+        assert!(cpu.has("asimd"));
+    }
+}

@@ -1,0 +1,131 @@
+//! What a library requires: the extensions its flags enable beyond the
+//! compiler's default target, read from the macros the compiler
+//! predefines (`-dM -E`) with and without those flags, so `-march=<cpu>`,
+//! `-march=native` and every `-m<ext>` count with what they imply
+//! (`-mavx512bf16` implies `avx512f` and `avx512bw`).
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+
+use crate::table::{by_flag, by_macro};
+
+/// One extension a library requires, and the flag that required it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Requirement {
+    /// Its `/proc/cpuinfo` name, e.g. `avx512_bf16`.
+    pub feature: String,
+    /// The compile flag that required it, e.g. `-mavx512bf16` (several,
+    /// space-separated, when no single one of them did).
+    pub flag: String,
+}
+
+/// The macro names a `-dM -E` dump defines (`#define NAME value` lines).
+pub fn defined_macros(dump: &str) -> BTreeSet<&str> {
+    dump.lines()
+        .filter_map(|l| l.strip_prefix("#define "))
+        .filter_map(|rest| rest.split([' ', '(']).next())
+        .collect()
+}
+
+/// The extensions (their `/proc/cpuinfo` names) a dump enables beyond `default`.
+fn enabled_beyond(dump: &str, default: &BTreeSet<&str>) -> BTreeSet<&'static str> {
+    defined_macros(dump)
+        .into_iter()
+        .filter(|m| !default.contains(m))
+        .filter_map(by_macro)
+        .map(|e| e.name)
+        .collect()
+}
+
+/// The requirements of target flags, from the compiler's macro dumps:
+/// `default` without any flag, `all` with every flag of `per_flag`, and
+/// `per_flag` each flag alone (may be empty when there is one flag). Each
+/// required extension is attributed to the flag that asks for it by name
+/// (`-mavx512bf16` → `avx512_bf16`), else to the first flag whose dump
+/// enables it, else to all the flags. Sorted by flag, then extension.
+pub fn requirements_from_macros(
+    default: &str,
+    all: &str,
+    flags: &[String],
+    per_flag: &[(String, String)],
+) -> Vec<Requirement> {
+    let default = defined_macros(default);
+    let required = enabled_beyond(all, &default);
+    let per_flag: Vec<(&str, BTreeSet<&str>)> = per_flag
+        .iter()
+        .map(|(flag, dump)| (flag.as_str(), enabled_beyond(dump, &default)))
+        .collect();
+    let mut out: Vec<Requirement> = required
+        .into_iter()
+        .map(|feature| {
+            let named = flags
+                .iter()
+                .find(|f| by_flag(f).is_some_and(|e| e.name == feature))
+                .map(String::as_str);
+            let implied = || {
+                per_flag
+                    .iter()
+                    .find(|(_, set)| set.contains(feature))
+                    .map(|(f, _)| *f)
+            };
+            let flag = match (named, flags) {
+                (Some(f), _) => f.to_owned(),
+                (None, [only]) => only.clone(),
+                (None, _) => implied().map_or_else(|| flags.join(" "), str::to_owned),
+            };
+            Requirement {
+                feature: feature.to_owned(),
+                flag,
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| (&a.flag, &a.feature).cmp(&(&b.flag, &b.feature)));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DEFAULT: &str =
+        "#define __SSE__ 1\n#define __SSE2__ 1\n#define __MMX__ 1\n#define f(x) x\n";
+
+    #[test]
+    fn named_flags_win_then_the_flag_that_implies() {
+        let all = format!(
+            "{DEFAULT}#define __AVX512F__ 1\n#define __AVX512BF16__ 1\n#define __AMX_TILE__ 1\n\
+             #define __SHSTK__ 1\n#define __CRC32__ 1\n"
+        );
+        let flags = vec![
+            "-mavx512bf16".to_owned(),
+            "-march=sapphirerapids".to_owned(),
+        ];
+        let per_flag = vec![
+            (
+                flags[0].clone(),
+                format!("{DEFAULT}#define __AVX512F__ 1\n#define __AVX512BF16__ 1\n"),
+            ),
+            (flags[1].clone(), all.clone()),
+        ];
+        let req = requirements_from_macros(DEFAULT, &all, &flags, &per_flag);
+        let pairs: Vec<(&str, &str)> = req
+            .iter()
+            .map(|r| (r.flag.as_str(), r.feature.as_str()))
+            .collect();
+        assert_eq!(
+            pairs,
+            [
+                ("-march=sapphirerapids", "amx_tile"),
+                ("-mavx512bf16", "avx512_bf16"),
+                ("-mavx512bf16", "avx512f"),
+            ],
+            "shstk and crc32 are not checked"
+        );
+        // One flag: everything is its.
+        let req = requirements_from_macros(DEFAULT, &all, &flags[1..], &[]);
+        assert!(req.iter().all(|r| r.flag == "-march=sapphirerapids"));
+        // No flag enabling anything: nothing required.
+        assert!(requirements_from_macros(DEFAULT, DEFAULT, &flags, &[]).is_empty());
+    }
+}
