@@ -24,6 +24,12 @@ use crate::store::Store;
 /// Name of the directory under `v1/` that holds generated sources.
 pub const SOURCES_DIR: &str = "sources";
 
+/// Prefix of the private directory a set is written into under `v1/tmp/`
+/// before it is renamed into place. It starts with `.`, which no key does,
+/// so the stale-temp cleanup every `Store::open` runs leaves it alone until
+/// it is an hour old.
+pub(crate) const TEMP_PREFIX: &str = ".sources.";
+
 /// How many times a set is re-checked and re-written when concurrent writers
 /// or a corrupt copy get in the way.
 const ATTEMPTS: usize = 3;
@@ -129,7 +135,10 @@ impl Store {
         let tmp = self.layout().tmp_dir();
         create_dir_0700(&tmp)?;
         let temp = tempfile::Builder::new()
-            .prefix("sources.")
+            // A name no key starts with (`.`): opening the store removes a
+            // `tmp/<key>.…` whose key lock is free, which would take a set
+            // another process is still writing.
+            .prefix(TEMP_PREFIX)
             .permissions(std::fs::Permissions::from_mode(0o700))
             .tempdir_in(&tmp)
             .map_err(StoreError::io_at("create a directory in", &tmp))?;
@@ -150,7 +159,7 @@ impl Store {
     /// Moves a wrong sources directory out of the way (into `v1/tmp/`) and removes it.
     fn discard(&self, dir: &Path) -> Result<()> {
         let trash = tempfile::Builder::new()
-            .prefix("sources-trash.")
+            .prefix(".sources-trash.")
             .tempdir_in(self.layout().tmp_dir())
             .map_err(StoreError::io_at(
                 "create a directory in",
