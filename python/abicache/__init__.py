@@ -69,9 +69,11 @@ _registry_lock = threading.Lock()
 #   entry directory, its manifest and its library are the ones a full lookup
 #   verified (``lstat``: identity, owner, mode; the trusted stamps).
 #
-# The hit then makes the writes a hit makes (`_count_warm_hit`). Any
-# difference or error gives ``None``: the caller takes the native path, which
-# answers as before and rewrites the record.
+# The entry's ``last-used`` is touched before the checks (so gc spares it
+# for its grace); the hit then makes the other writes a hit makes
+# (`_count_warm_hit`). Any difference or error gives ``None``, and a load
+# that fails (the entry removed after the checks) is a miss: the caller
+# takes the native path, which answers as before and rewrites the record.
 #
 # (Kept in comments, not docstrings: docstrings are loaded with the module.)
 
@@ -116,7 +118,7 @@ def _warm_record_name(spec: Dict[str, Any], root: Optional[str], cache_dir: Opti
 
 def _check_warm_record(name: str, cache_dir: Optional[str]) -> Optional[Any]:
     # The record ``name`` when every check in it holds now, else ``None``.
-    # Writes nothing.
+    # Writes only the entry's ``last-used`` (before the checks).
     try:
         # Where the native module would open the cache (a guess: a record
         # is only found where the native module wrote it, under the same
@@ -156,6 +158,21 @@ def _check_warm_record(name: str, cache_dir: Optional[str]) -> Optional[Any]:
             os.close(fd)
         if record.get("format") != WARM_RECORD_FORMAT:
             return None
+        # Marked used before the checks, as a lookup does: gc re-reads
+        # `last-used` under the entry's lock and spares an entry used within
+        # its grace, so the library checked below is still there to load.
+        try:
+            fd = os.open(
+                record["last_used"],
+                os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                0o600,
+            )
+            try:
+                os.utime(fd)
+            finally:
+                os.close(fd)
+        except OSError:
+            pass  # best effort, as in the store
         environ = os.environ
         for var, value in record["environ"]:
             if environ.get(var) != value:
@@ -195,8 +212,8 @@ def _check_warm_record(name: str, cache_dir: Optional[str]) -> Optional[Any]:
 def _count_warm_hit(record: Any) -> bool:
     # Makes the writes of a hit: appends the hit to the counter log as its
     # writers do (``stats_log.rs``: ``O_APPEND`` without following symlinks,
-    # shared ``flock``, the path still naming the opened file, one ``write``),
-    # then marks the entry used. ``False`` (nothing written) when the log is
+    # shared ``flock``, the path still naming the opened file, one ``write``).
+    # (The entry was marked used before the checks.) ``False`` (nothing written) when the log is
     # missing, replaced meanwhile or due for a fold: the native path then
     # takes the hit and does those.
     log, line, fold_at = record["count"]
@@ -219,18 +236,6 @@ def _count_warm_hit(record: Any) -> bool:
         return False
     finally:
         os.close(fd)
-    try:
-        fd = os.open(
-            record["last_used"],
-            os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-            0o600,
-        )
-        try:
-            os.utime(fd)
-        finally:
-            os.close(fd)
-    except OSError:
-        pass  # best effort, as in the store
     return True
 
 
@@ -411,7 +416,14 @@ class TorchOpsExtension:
                     path = record["library"]
                     if self.verbose:
                         print(f"abicache: hit `{self.name}` key {key} (warm record): {path}", file=sys.stderr)
-                    return self._register_checked(key, path)
+                    try:
+                        return self._register_checked(key, path)
+                    except (OSError, ImportError):
+                        # The load itself failed: gc or a rebuild removed the
+                        # entry after the checks. A miss: the native path
+                        # looks up (or rebuilds) and loads, or raises the
+                        # load's own error when the library is at fault.
+                        pass
             from ._native_path import load
 
             return load(self, warm_name, rebuild)

@@ -49,11 +49,17 @@ def native_args(ext: TorchOpsExtension) -> Tuple[str, str, str, Optional[str]]:
     return spec_json(ext), _env.environment_json(), root(ext), ext.cache_dir
 
 
+# How many times a library that vanished between the lookup and the load
+# (gc, a concurrent rebuild) is looked up again before its error is raised.
+_LOAD_ATTEMPTS = 3
+
+
 def load(ext: TorchOpsExtension, warm_name: str, rebuild: bool) -> Tuple[str, Optional[ModuleType]]:
     """``ext``'s load through the native module: a hit (verified, counted),
     or one build shared by every process; then registered as
     ``ext._register_checked`` does. Asks the native module to write the
-    warm-load record ``warm_name`` for the next process."""
+    warm-load record ``warm_name`` for the next process. A library removed
+    between the lookup and the load is a miss: looked up (or rebuilt) again."""
     from . import _loaded, _loaded_names
 
     spec, env, root_dir, cache_dir = native_args(ext)
@@ -62,27 +68,37 @@ def load(ext: TorchOpsExtension, warm_name: str, rebuild: bool) -> Tuple[str, Op
         if key in _loaded:
             ext._loaded_key = key
             return _loaded[key]
-    outcome = _native.build(
-        spec,
-        env,
-        root_dir,
-        cache_dir,
-        rebuild=rebuild,
-        site_packages=_env.site_packages(),
-        progress=ext.progress,
-        warm_record=warm_name,
-        warm_files=[_native.__file__],
-    )
-    key, path = outcome["key"], outcome["path"]
-    ext._loaded_key = key
-    if key in _loaded:  # a rebuild of a library this process already holds
-        return _loaded[key]
-    for warning in outcome.get("warnings", []):
-        print(f"abicache: warning: {warning}", file=sys.stderr)
-    if ext.verbose:
-        how = "hit" if outcome["hit"] else "built"
-        print(f"abicache: {how} `{ext.name}` key {key} in {outcome['seconds']:.3f}s: {path}", file=sys.stderr)
-    return ext._register_checked(key, path)
+    for attempt in range(_LOAD_ATTEMPTS):
+        outcome = _native.build(
+            spec,
+            env,
+            root_dir,
+            cache_dir,
+            rebuild=rebuild,
+            site_packages=_env.site_packages(),
+            progress=ext.progress,
+            warm_record=warm_name,
+            warm_files=[_native.__file__],
+        )
+        key, path = outcome["key"], outcome["path"]
+        ext._loaded_key = key
+        if key in _loaded:  # a rebuild of a library this process already holds
+            return _loaded[key]
+        if attempt == 0:
+            for warning in outcome.get("warnings", []):
+                print(f"abicache: warning: {warning}", file=sys.stderr)
+        if ext.verbose:
+            how = "hit" if outcome["hit"] else "built"
+            print(f"abicache: {how} `{ext.name}` key {key} in {outcome['seconds']:.3f}s: {path}", file=sys.stderr)
+        try:
+            return ext._register_checked(key, path)
+        except (OSError, ImportError):
+            # The library is gone (gc evicted the entry, or a rebuild
+            # replaced it, after the lookup): a miss, looked up again.
+            # Any other failure is the library's own.
+            if attempt + 1 == _LOAD_ATTEMPTS or os.path.exists(path):
+                raise
+    raise AssertionError("unreachable")
 
 
 def import_module(ext: TorchOpsExtension, path: str) -> ModuleType:

@@ -105,3 +105,46 @@ def test_a_foreign_writable_record_dir_is_ignored(warm: Dict[str, Any]) -> None:
     finally:
         warm_dir.chmod(0o700)
     assert not _load(warm["source"], warm["cache"])["native"]
+
+
+
+# The load with gc run (no grace, everything evictable) inside the first
+# `torch.ops.load_library` call, just before the real one: gc evicts the entry
+# exactly between the checks (of the record, or of the native lookup) and the
+# `dlopen`, as it could at any time.
+LOAD_EVICTED = """
+from abicache import _native
+real_load_library = torch.ops.load_library
+gone = []
+def evict_then_load(path):
+    if not gone:
+        os.environ["ABICACHE_GC_GRACE"] = "0"
+        _native.cli_main(["abicache", "--cache-dir", CACHE, "gc", "--max-size", "0", "--json"])
+        del os.environ["ABICACHE_GC_GRACE"]
+        gone.append(not os.path.exists(path))
+    return real_load_library(path)
+torch.ops.load_library = evict_then_load
+ext = abicache.TorchOpsExtension("stable_scale", [ARGS["source"]], required_ops=["scale_shift"],
+                                 torch_stable_abi_target=[2, 10], cache_dir=CACHE)
+path = ext.load()
+out = torch.ops.stable_scale.scale_shift(torch.ones(3), 2.0, 1.0).tolist()
+emit({"gone": gone, "native_path": "abicache._native_path" in sys.modules, "out": out})
+"""
+
+
+def test_gc_evicting_the_entry_between_the_checks_and_the_load_is_a_miss_not_an_oserror(
+    warm: Dict[str, Any],
+) -> None:
+    # The warm path: the record's checks pass, the entry is evicted, the
+    # `dlopen` fails; that is a miss, answered by the native path (a rebuild).
+    evictions = _stats(warm["cache"])["evictions"]
+    first = run_python(LOAD_EVICTED, warm["cache"], args={"source": str(warm["source"])})
+    assert first == {"gone": [True], "native_path": True, "out": [3.0, 3.0, 3.0]}
+    assert _stats(warm["cache"])["evictions"] == evictions + 1
+    # The native path: no record (removed), so the native lookup verifies the
+    # entry, which is evicted before the load; it is looked up again (rebuilt).
+    for record in (warm["cache"] / "v1" / "warm").iterdir():
+        record.unlink()
+    second = run_python(LOAD_EVICTED, warm["cache"], args={"source": str(warm["source"])})
+    assert second == {"gone": [True], "native_path": True, "out": [3.0, 3.0, 3.0]}
+    assert _stats(warm["cache"])["evictions"] == evictions + 2
