@@ -81,8 +81,8 @@ mod warm_hit;
 mod warning;
 
 pub use bundle::{
-    write_bundle, BundleEntry, BundleError, BundleFile, BundleIndex, Imported, StagedEntry,
-    UnpackedBundle, BUNDLE_FORMAT,
+    write_bundle, BundleEntry, BundleError, BundleFile, BundleIndex, BundleLimits, BundleMeta,
+    Imported, StagedEntry, UnpackedBundle, BUNDLE_FORMAT,
 };
 pub use error::{Result, StoreError};
 pub use gc::{parse_gc_grace, Evicted, GcReport, DEFAULT_GC_GRACE, STALE_TEMP_AGE};
