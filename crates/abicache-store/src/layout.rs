@@ -121,6 +121,11 @@ impl Layout {
     pub fn tmp_dir(&self) -> PathBuf {
         self.version_dir.join("tmp")
     }
+    /// `<root>/v1/matrix-envs`: the throwaway `run.*` directories of
+    /// `prebuild --matrix`, each locked by its run ([`MATRIX_RUN_LOCK`]).
+    pub fn matrix_envs_dir(&self) -> PathBuf {
+        self.version_dir.join("matrix-envs")
+    }
     /// `<root>/v1/locks`.
     pub fn locks_dir(&self) -> PathBuf {
         self.version_dir.join("locks")
@@ -182,6 +187,11 @@ impl Layout {
         Ok(())
     }
 }
+
+/// The lock file inside a `v1/matrix-envs/run.*` directory, held by the run
+/// that created it for as long as it lives; gc removes a run directory whose
+/// lock is free.
+pub const MATRIX_RUN_LOCK: &str = ".run.lock";
 
 /// Creates `dir` (and missing parents) with mode 0o700 when absent, and checks it is a directory.
 pub(crate) fn create_dir_0700(dir: &Path) -> Result<()> {
