@@ -65,9 +65,13 @@ _registry_lock = threading.Lock()
 # - every environment variable a hit reads has the recorded value;
 # - every file, directory and symlink the key's scan depended on, and the
 #   native module, has the recorded stamp (``stat``), identity or absence;
-# - the cache's root, ``v1`` and ``v1/warm`` are private to this user, and the
-#   entry directory, its manifest and its library are the ones a full lookup
-#   verified (``lstat``: identity, owner, mode; the trusted stamps).
+# - the cache's root, ``v1``, ``v1/warm`` and ``v1/entries`` are private to
+#   this user, no directory above the root is writable by others without the
+#   sticky bit, and the entry directory, its manifest and its library are the
+#   ones a full lookup verified (identity, owner, mode; the trusted stamps);
+#   the library is opened once (``O_NOFOLLOW``), its ``fstat`` checked (also:
+#   owned by this user, writable by no one else, one link) and loaded from
+#   that descriptor, so the file loaded is the file checked.
 #
 # The entry's ``last-used`` is touched before the checks (so gc spares it
 # for its grace); the hit then makes the other writes a hit makes
@@ -142,10 +146,20 @@ def _check_warm_record(name: str, cache_dir: Optional[str]) -> Optional[Any]:
         uid = os.geteuid()
         warm_dir = root + "/v1/warm"
         warm_st = os.lstat(warm_dir)
-        if not stat.S_ISDIR(warm_st.st_mode):
+        entries_st = os.lstat(root + "/v1/entries")
+        if not (stat.S_ISDIR(warm_st.st_mode) and stat.S_ISDIR(entries_st.st_mode)):
             return None
-        for st in (os.stat(root), os.lstat(root + "/v1"), warm_st):
+        for st in (os.stat(root), os.lstat(root + "/v1"), warm_st, entries_st):
             if st.st_uid != uid or st.st_mode & 0o022:
+                return None
+        # No directory on the root's real path, from `/` down, that others
+        # can write without the sticky bit: they could swap the cache away
+        # between these checks and the load.
+        parent = os.path.realpath(root)
+        while parent != "/":
+            parent = os.path.dirname(parent)
+            mode = os.stat(parent).st_mode
+            if mode & 0o022 and not mode & 0o1000:
                 return None
         fd = os.open(warm_dir + "/" + name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         try:
@@ -200,10 +214,27 @@ def _check_warm_record(name: str, cache_dir: Optional[str]) -> Optional[Any]:
         st = os.lstat(path)
         if (st.st_dev, st.st_ino, st.st_mode, st.st_uid) != (dev, ino, mode, owner) or not stat.S_ISDIR(mode):
             return None
+        library = record["library"]
         for row in record["entry_files"]:
+            if row[0] == library:
+                library_row = row[1:]
+                continue
             st = os.lstat(row[0])
             if row[1:] != [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]:
                 return None
+        # The library is opened once, checked, and loaded from this descriptor.
+        fd = os.open(library, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        st = os.fstat(fd)
+        if (
+            library_row != [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+            or not stat.S_ISREG(st.st_mode)
+            or st.st_uid != uid
+            or st.st_mode & 0o022
+            or st.st_nlink != 1
+        ):
+            os.close(fd)
+            return None
+        record["fd"] = fd
         return record
     except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError):
         return None
@@ -409,6 +440,7 @@ class TorchOpsExtension:
             if record is not None:
                 key = record["key"]
                 if key in _loaded:
+                    os.close(record["fd"])
                     self._loaded_key = key
                     return _loaded[key]
                 if _count_warm_hit(record):
@@ -417,30 +449,46 @@ class TorchOpsExtension:
                     if self.verbose:
                         print(f"abicache: hit `{self.name}` key {key} (warm record): {path}", file=sys.stderr)
                     try:
-                        return self._register_checked(key, path)
+                        return self._register_checked(key, path, record["fd"])
                     except (OSError, ImportError):
-                        # The load itself failed: gc or a rebuild removed the
-                        # entry after the checks. A miss: the native path
+                        # The load itself failed: a miss. The native path
                         # looks up (or rebuilds) and loads, or raises the
                         # load's own error when the library is at fault.
                         pass
+                else:
+                    os.close(record["fd"])
             from ._native_path import load
 
             return load(self, warm_name, rebuild)
 
-    def _register_checked(self, key: str, path: str) -> Tuple[str, Optional[ModuleType]]:
-        # Registers the library at ``path`` (``torch.ops.load_library``, or
-        # an import when ``is_python_module``), checks ``required_ops`` and
-        # remembers it as this process's library of ``key``.
+    def _register_checked(self, key: str, path: str, fd: int) -> Tuple[str, Optional[ModuleType]]:
+        # Registers the library ``path`` from ``fd``, the file opened and
+        # checked (``/proc/self/fd/N``: what is loaded is what was checked,
+        # whatever is at ``path`` now), as ``torch.ops.load_library`` does
+        # (or an import when ``is_python_module``); checks ``required_ops``
+        # and remembers it as this process's library of ``key``. Takes
+        # ``fd``: closed when the load fails, else kept open for the life of
+        # the process (the loader knows the library by the name
+        # ``/proc/self/fd/N``, which must never name another file).
         module = None
-        if self.is_python_module:
-            from ._native_path import import_module
+        try:
+            if self.is_python_module:
+                from ._native_path import import_module
 
-            module = import_module(self, path)
-        else:
-            import torch
+                module = import_module(self, path, fd)
+            else:
+                import ctypes
 
-            torch.ops.load_library(path)  # type: ignore[no-untyped-call]
+                import torch
+
+                try:
+                    ctypes.CDLL(f"/proc/self/fd/{fd}")
+                except OSError as e:
+                    raise OSError(f"Could not load this library: {path} ({e})") from e
+                torch.ops.loaded_libraries.add(path)
+        except BaseException:
+            os.close(fd)
+            raise
         self._check_required_ops()
         _loaded[key] = (path, module)
         _loaded_names.add(self.name)
