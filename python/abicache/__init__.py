@@ -65,15 +65,21 @@ _registry_lock = threading.Lock()
 # - every environment variable a hit reads has the recorded value;
 # - every file, directory and symlink the key's scan depended on, and the
 #   native module, has the recorded stamp (``stat``), identity or absence;
-# - the cache's root, ``v1`` and ``v1/warm`` are private to this user, and the
-#   entry directory, its manifest and its library are the ones a full lookup
-#   verified (``lstat``: identity, owner, mode; the trusted stamps);
+# - the cache's root, ``v1``, ``v1/warm`` and ``v1/entries`` are private to
+#   this user, no directory above the root is writable by others without the
+#   sticky bit, and the entry directory, its manifest and its library are the
+#   ones a full lookup verified (identity, owner, mode; the trusted stamps);
+#   the library is opened once (``O_NOFOLLOW``), its ``fstat`` checked (also:
+#   owned by this user, writable by no one else, one link) and loaded from
+#   that descriptor, so the file loaded is the file checked.
 # - the CPU has every instruction-set extension the library requires (only
 #   read when it requires any: ``/proc/cpuinfo``).
 #
-# The hit then makes the writes a hit makes (`_count_warm_hit`). Any
-# difference or error gives ``None``: the caller takes the native path, which
-# answers as before and rewrites the record.
+# The entry's ``last-used`` is touched before the checks (so gc spares it
+# for its grace); the hit then makes the other writes a hit makes
+# (`_count_warm_hit`). Any difference or error gives ``None``, and a load
+# that fails (the entry removed after the checks) is a miss: the caller
+# takes the native path, which answers as before and rewrites the record.
 #
 # (Kept in comments, not docstrings: docstrings are loaded with the module.)
 
@@ -118,7 +124,7 @@ def _warm_record_name(spec: Dict[str, Any], root: Optional[str], cache_dir: Opti
 
 def _check_warm_record(name: str, cache_dir: Optional[str]) -> Optional[Any]:
     # The record ``name`` when every check in it holds now, else ``None``.
-    # Writes nothing.
+    # Writes only the entry's ``last-used`` (before the checks).
     try:
         # Where the native module would open the cache (a guess: a record
         # is only found where the native module wrote it, under the same
@@ -142,10 +148,20 @@ def _check_warm_record(name: str, cache_dir: Optional[str]) -> Optional[Any]:
         uid = os.geteuid()
         warm_dir = root + "/v1/warm"
         warm_st = os.lstat(warm_dir)
-        if not stat.S_ISDIR(warm_st.st_mode):
+        entries_st = os.lstat(root + "/v1/entries")
+        if not (stat.S_ISDIR(warm_st.st_mode) and stat.S_ISDIR(entries_st.st_mode)):
             return None
-        for st in (os.stat(root), os.lstat(root + "/v1"), warm_st):
+        for st in (os.stat(root), os.lstat(root + "/v1"), warm_st, entries_st):
             if st.st_uid != uid or st.st_mode & 0o022:
+                return None
+        # No directory on the root's real path, from `/` down, that others
+        # can write without the sticky bit: they could swap the cache away
+        # between these checks and the load.
+        parent = os.path.realpath(root)
+        while parent != "/":
+            parent = os.path.dirname(parent)
+            mode = os.stat(parent).st_mode
+            if mode & 0o022 and not mode & 0o1000:
                 return None
         fd = os.open(warm_dir + "/" + name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         try:
@@ -158,6 +174,21 @@ def _check_warm_record(name: str, cache_dir: Optional[str]) -> Optional[Any]:
             os.close(fd)
         if record.get("format") != WARM_RECORD_FORMAT:
             return None
+        # Marked used before the checks, as a lookup does: gc re-reads
+        # `last-used` under the entry's lock and spares an entry used within
+        # its grace, so the library checked below is still there to load.
+        try:
+            fd = os.open(
+                record["last_used"],
+                os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                0o600,
+            )
+            try:
+                os.utime(fd)
+            finally:
+                os.close(fd)
+        except OSError:
+            pass  # best effort, as in the store
         environ = os.environ
         for var, value in record["environ"]:
             if environ.get(var) != value:
@@ -185,7 +216,11 @@ def _check_warm_record(name: str, cache_dir: Optional[str]) -> Optional[Any]:
         st = os.lstat(path)
         if (st.st_dev, st.st_ino, st.st_mode, st.st_uid) != (dev, ino, mode, owner) or not stat.S_ISDIR(mode):
             return None
+        library = record["library"]
         for row in record["entry_files"]:
+            if row[0] == library:
+                library_row = row[1:]
+                continue
             st = os.lstat(row[0])
             if row[1:] != [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]:
                 return None
@@ -210,6 +245,19 @@ def _check_warm_record(name: str, cache_dir: Optional[str]) -> Optional[Any]:
                 for feature, _flag in isa:
                     if feature not in cpu:
                         return None
+        # The library is opened once, checked, and loaded from this descriptor.
+        fd = os.open(library, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        st = os.fstat(fd)
+        if (
+            library_row != [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+            or not stat.S_ISREG(st.st_mode)
+            or st.st_uid != uid
+            or st.st_mode & 0o022
+            or st.st_nlink != 1
+        ):
+            os.close(fd)
+            return None
+        record["fd"] = fd
         return record
     except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError):
         return None
@@ -218,8 +266,8 @@ def _check_warm_record(name: str, cache_dir: Optional[str]) -> Optional[Any]:
 def _count_warm_hit(record: Any) -> bool:
     # Makes the writes of a hit: appends the hit to the counter log as its
     # writers do (``stats_log.rs``: ``O_APPEND`` without following symlinks,
-    # shared ``flock``, the path still naming the opened file, one ``write``),
-    # then marks the entry used. ``False`` (nothing written) when the log is
+    # shared ``flock``, the path still naming the opened file, one ``write``).
+    # (The entry was marked used before the checks.) ``False`` (nothing written) when the log is
     # missing, replaced meanwhile or due for a fold: the native path then
     # takes the hit and does those.
     log, line, fold_at = record["count"]
@@ -242,18 +290,6 @@ def _count_warm_hit(record: Any) -> bool:
         return False
     finally:
         os.close(fd)
-    try:
-        fd = os.open(
-            record["last_used"],
-            os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-            0o600,
-        )
-        try:
-            os.utime(fd)
-        finally:
-            os.close(fd)
-    except OSError:
-        pass  # best effort, as in the store
     return True
 
 
@@ -427,6 +463,7 @@ class TorchOpsExtension:
             if record is not None:
                 key = record["key"]
                 if key in _loaded:
+                    os.close(record["fd"])
                     self._loaded_key = key
                     return _loaded[key]
                 if _count_warm_hit(record):
@@ -434,24 +471,47 @@ class TorchOpsExtension:
                     path = record["library"]
                     if self.verbose:
                         print(f"abicache: hit `{self.name}` key {key} (warm record): {path}", file=sys.stderr)
-                    return self._register_checked(key, path)
+                    try:
+                        return self._register_checked(key, path, record["fd"])
+                    except (OSError, ImportError):
+                        # The load itself failed: a miss. The native path
+                        # looks up (or rebuilds) and loads, or raises the
+                        # load's own error when the library is at fault.
+                        pass
+                else:
+                    os.close(record["fd"])
             from ._native_path import load
 
             return load(self, warm_name, rebuild)
 
-    def _register_checked(self, key: str, path: str) -> Tuple[str, Optional[ModuleType]]:
-        # Registers the library at ``path`` (``torch.ops.load_library``, or
-        # an import when ``is_python_module``), checks ``required_ops`` and
-        # remembers it as this process's library of ``key``.
+    def _register_checked(self, key: str, path: str, fd: int) -> Tuple[str, Optional[ModuleType]]:
+        # Registers the library ``path`` from ``fd``, the file opened and
+        # checked (``/proc/self/fd/N``: what is loaded is what was checked,
+        # whatever is at ``path`` now), as ``torch.ops.load_library`` does
+        # (or an import when ``is_python_module``); checks ``required_ops``
+        # and remembers it as this process's library of ``key``. Takes
+        # ``fd``: closed when the load fails, else kept open for the life of
+        # the process (the loader knows the library by the name
+        # ``/proc/self/fd/N``, which must never name another file).
         module = None
-        if self.is_python_module:
-            from ._native_path import import_module
+        try:
+            if self.is_python_module:
+                from ._native_path import import_module
 
-            module = import_module(self, path)
-        else:
-            import torch
+                module = import_module(self, path, fd)
+            else:
+                import ctypes
 
-            torch.ops.load_library(path)  # type: ignore[no-untyped-call]
+                import torch
+
+                try:
+                    ctypes.CDLL(f"/proc/self/fd/{fd}")
+                except OSError as e:
+                    raise OSError(f"Could not load this library: {path} ({e})") from e
+                torch.ops.loaded_libraries.add(path)
+        except BaseException:
+            os.close(fd)
+            raise
         self._check_required_ops()
         _loaded[key] = (path, module)
         _loaded_names.add(self.name)

@@ -125,7 +125,7 @@ def load_inline(
 
     Everything else is :func:`abicache.load`'s: flag and include-path
     handling as torch's, same-name reloads (``<name>_v1``, …),
-    ``build_directory`` holding a link ``<name>.so`` to the cache entry,
+    ``build_directory`` holding a copy ``<name>.so`` of the cache entry,
     ``Error building extension '<name>'`` on failure, ``cache_dir``.
     ``use_pch`` and ``keep_intermediates`` are accepted and ignored (torch's
     ``use_pch`` writes a precompiled header into the torch installation;

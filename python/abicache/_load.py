@@ -1,6 +1,6 @@
 """``abicache.load``: a drop-in for ``torch.utils.cpp_extension.load``, and
 what it shares with ``abicache.load_inline``: torch's handling of flags and
-include paths, same-name reloads, the ``build_directory`` link and torch's
+include paths, same-name reloads, the ``build_directory`` copy and torch's
 build-error text. Keying and building stay in Rust (``TorchOpsExtension``)."""
 
 from __future__ import annotations
@@ -94,26 +94,53 @@ def _load_as(ext: TorchOpsExtension) -> Tuple[str, Optional[ModuleType]]:
         raise _with_torch_prefix(ext.name, e) from e
 
 
-def link_into(build_directory: StrPath, name: str, library: str) -> str:
-    """Makes ``library`` (a verified cache entry) reachable as
-    ``<build_directory>/<name>.so``: a hard link, or a symbolic link when the
-    directory is on another file system. Replaced atomically; left alone
-    when it already is that file (so the entry's inode is not touched)."""
+# `ioctl(dest, FICLONE, src)`: a copy that shares the source's blocks until
+# either is written (btrfs, XFS, bcachefs); elsewhere it fails and the bytes
+# are copied.
+_FICLONE = 0x40049409
+
+
+def copy_into(build_directory: StrPath, name: str, library: str) -> str:
+    """Puts a copy of ``library`` (a verified cache entry) at
+    ``<build_directory>/<name>.so``: a reflink where the file system can make
+    one, else a plain copy, written under a temporary name and renamed into
+    place. Never a link: writing through the copy (``chmod``, ``patchelf``,
+    ``cp x.so``) cannot change the cache entry. Left alone when it already
+    is a regular file of the library's size and modification time."""
+    import fcntl
+    import shutil
+    import stat
+
     directory = os.path.abspath(os.fspath(build_directory))
     os.makedirs(directory, exist_ok=True)
     dest = os.path.join(directory, f"{name}.so")
+    src = os.open(library, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
-        if os.path.samefile(dest, library):
-            return dest
-    except OSError:
-        pass
-    temp = os.path.join(directory, f".{name}.so.{os.getpid()}.{threading.get_ident()}.tmp")
-    if os.path.lexists(temp):
-        os.unlink(temp)
-    try:
-        os.link(library, temp)
-    except OSError:
-        os.symlink(library, temp)
+        st = os.fstat(src)
+        try:
+            now = os.lstat(dest)
+            if stat.S_ISREG(now.st_mode) and (now.st_size, now.st_mtime_ns) == (st.st_size, st.st_mtime_ns):
+                return dest
+        except OSError:
+            pass
+        temp = os.path.join(directory, f".{name}.so.{os.getpid()}.{threading.get_ident()}.tmp")
+        if os.path.lexists(temp):
+            os.unlink(temp)
+        out = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o755)
+        try:
+            try:
+                fcntl.ioctl(out, _FICLONE, src)
+            except OSError:
+                with open(src, "rb", closefd=False) as r, open(out, "wb", closefd=False) as w:
+                    shutil.copyfileobj(r, w, 1 << 20)
+            os.utime(out, ns=(st.st_atime_ns, st.st_mtime_ns))
+        except BaseException:
+            os.close(out)
+            os.unlink(temp)
+            raise
+        os.close(out)
+    finally:
+        os.close(src)
     os.replace(temp, dest)
     return dest
 
@@ -179,7 +206,7 @@ def load_sources(
             assert key is not None
             loaded[key] = (as_name, path, module)
     if build_directory is not None:
-        path = link_into(build_directory, as_name, path)
+        path = copy_into(build_directory, as_name, path)
     if is_python_module:
         assert module is not None
         return module

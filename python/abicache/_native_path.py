@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
@@ -49,11 +50,17 @@ def native_args(ext: TorchOpsExtension) -> Tuple[str, str, str, Optional[str]]:
     return spec_json(ext), _env.environment_json(), root(ext), ext.cache_dir
 
 
+# How many times a library that vanished between the lookup and the load
+# (gc, a concurrent rebuild) is looked up again before its error is raised.
+_LOAD_ATTEMPTS = 3
+
+
 def load(ext: TorchOpsExtension, warm_name: str, rebuild: bool) -> Tuple[str, Optional[ModuleType]]:
     """``ext``'s load through the native module: a hit (verified, counted),
     or one build shared by every process; then registered as
     ``ext._register_checked`` does. Asks the native module to write the
-    warm-load record ``warm_name`` for the next process."""
+    warm-load record ``warm_name`` for the next process. A library removed
+    between the lookup and the load is a miss: looked up (or rebuilt) again."""
     from . import _loaded, _loaded_names
 
     spec, env, root_dir, cache_dir = native_args(ext)
@@ -62,38 +69,83 @@ def load(ext: TorchOpsExtension, warm_name: str, rebuild: bool) -> Tuple[str, Op
         if key in _loaded:
             ext._loaded_key = key
             return _loaded[key]
-    outcome = _native.build(
-        spec,
-        env,
-        root_dir,
-        cache_dir,
-        rebuild=rebuild,
-        site_packages=_env.site_packages(),
-        progress=ext.progress,
-        warm_record=warm_name,
-        warm_files=[_native.__file__],
-    )
-    key, path = outcome["key"], outcome["path"]
-    ext._loaded_key = key
-    if key in _loaded:  # a rebuild of a library this process already holds
-        return _loaded[key]
-    for warning in outcome.get("warnings", []):
-        print(f"abicache: warning: {warning}", file=sys.stderr)
-    if ext.verbose:
-        how = "hit" if outcome["hit"] else "built"
-        print(f"abicache: {how} `{ext.name}` key {key} in {outcome['seconds']:.3f}s: {path}", file=sys.stderr)
-    return ext._register_checked(key, path)
+    for attempt in range(_LOAD_ATTEMPTS):
+        outcome = _native.build(
+            spec,
+            env,
+            root_dir,
+            cache_dir,
+            rebuild=rebuild,
+            site_packages=_env.site_packages(),
+            progress=ext.progress,
+            warm_record=warm_name,
+            warm_files=[_native.__file__],
+        )
+        key, path = outcome["key"], outcome["path"]
+        ext._loaded_key = key
+        if key in _loaded:  # a rebuild of a library this process already holds
+            return _loaded[key]
+        if attempt == 0:
+            for warning in outcome.get("warnings", []):
+                print(f"abicache: warning: {warning}", file=sys.stderr)
+        if ext.verbose:
+            how = "hit" if outcome["hit"] else "built"
+            print(f"abicache: {how} `{ext.name}` key {key} in {outcome['seconds']:.3f}s: {path}", file=sys.stderr)
+        fd = open_checked(path, outcome.get("library_stamp"))
+        if fd is None:
+            # The library is gone or not the file the lookup verified (gc
+            # evicted the entry, or a rebuild replaced it, since): a miss,
+            # looked up again.
+            if attempt + 1 == _LOAD_ATTEMPTS:
+                raise _native.Error(
+                    f"the library `{path}` of `{ext.name}` was removed or replaced after it was verified, "
+                    f"{_LOAD_ATTEMPTS} times in a row; is a `gc` with `ABICACHE_GC_GRACE=0` running in a loop?"
+                )
+            continue
+        return ext._register_checked(key, path, fd)
+    raise AssertionError("unreachable")
 
 
-def import_module(ext: TorchOpsExtension, path: str) -> ModuleType:
-    """The library at ``path`` imported as the Python module ``ext.name``."""
+def open_checked(path: str, stamp: Optional[List[int]]) -> Optional[int]:
+    """``path`` opened (``O_NOFOLLOW``) when it is still the file the native
+    lookup verified (``stamp``: ``[dev, ino, size, mtime_ns, ctime_ns]``), a
+    regular file of this user's that no one else can write, with one link;
+    else ``None`` (the descriptor closed)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    st = os.fstat(fd)
+    if (
+        (stamp is not None and list(stamp) != [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns])
+        or not stat.S_ISREG(st.st_mode)
+        or st.st_uid != os.geteuid()
+        or st.st_mode & 0o022
+        or st.st_nlink != 1
+    ):
+        os.close(fd)
+        return None
+    return fd
+
+
+def import_module(ext: TorchOpsExtension, path: str, fd: int) -> ModuleType:
+    """The library ``path``, opened and checked as ``fd``, imported from that
+    descriptor (``/proc/self/fd/N``) as the Python module ``ext.name``; its
+    ``__file__`` is ``path``."""
+    import importlib.machinery
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location(ext.name, path)
+    opened = f"/proc/self/fd/{fd}"
+    loader = importlib.machinery.ExtensionFileLoader(ext.name, opened)
+    spec = importlib.util.spec_from_file_location(ext.name, opened, loader=loader)
     if spec is None or spec.loader is None:
         raise _native.Error(f"cannot import `{path}` as module `{ext.name}`")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    try:
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    except ImportError as e:
+        raise ImportError(f"cannot import `{path}` as module `{ext.name}`: {e}", path=path) from e
+    module.__file__ = path
     return module
 
 

@@ -93,11 +93,11 @@ def test_reload_under_one_name_returns_new_code_and_build_directory_holds_each_v
         seen[impl] = (first, changed, again, build_dir)
 
     # abicache returns the module it loaded first for unchanged code, and its
-    # build_directory entries are links to the verified cache entries.
+    # build_directory entries are copies of the verified cache entries.
     first, changed, again, build_dir = seen["abicache"]
     assert again is changed
-    assert os.path.samefile(build_dir / "reload_abicache.so", first.__file__)
-    assert os.path.samefile(build_dir / "reload_abicache_v1.so", changed.__file__)
+    assert (build_dir / "reload_abicache.so").read_bytes() == Path(first.__file__).read_bytes()
+    assert (build_dir / "reload_abicache_v1.so").read_bytes() == Path(changed.__file__).read_bytes()
     assert Path(first.__file__).is_relative_to(cache_dir)
     # torch writes main.cpp into build_directory: abicache generates the same bytes.
     torch_main = (seen["torch"][3] / "main.cpp").read_text()
@@ -214,3 +214,44 @@ emit({"g": m.g(), "file": m.__file__})
     assert after["builds"] == before["builds"] and after["hits"] == before["hits"] + 1
     assert {p: os.stat(p).st_mtime_ns for p in sources} == stamps
     assert sorted(glob.glob(str(cache_dir / "v1" / "sources" / "*" / "main.cpp"))) == sources
+
+
+def test_writing_through_build_directory_never_changes_the_cache_entry(cache_dir: Path, tmp_path: Path) -> None:
+    """`D/<name>.so` used to be a hard link to the entry: `chmod -R g+w D`
+    changed the entry's mode (never checked on a hit), an in-place write
+    through `D` changed the library under every process using it, and the
+    link itself changed the entry's ctime (the warm record missed)."""
+    build_dir = tmp_path / "build"
+    source = PYBIND + "int f() { return 7; }"
+
+    def compile() -> Any:
+        return abicache.load_inline(name="copied_out", cpp_sources=source, functions="f",
+                                    with_pytorch_error_handling=False, no_implicit_headers=True,
+                                    build_directory=str(build_dir), cache_dir=cache_dir)
+
+    module = compile()
+    entry = Path(module.__file__)
+    before = entry.stat()
+    copy = build_dir / "copied_out.so"
+    assert copy.read_bytes() == entry.read_bytes()
+    assert not os.path.samefile(copy, entry), "a copy, not a link"
+    assert before.st_nlink == 1
+    copy.chmod(0o777)
+    with open(copy, "r+b") as f:  # an in-place write, as patchelf or `cp x.so D/` make
+        f.write(b"\0" * 16)
+    after = entry.stat()
+    assert (after.st_mode, after.st_ctime_ns, after.st_ino) == (before.st_mode, before.st_ctime_ns, before.st_ino)
+    assert entry.read_bytes()[:4] == b"\x7fELF"
+    # The next load (a fresh process: same code, a hit) serves the intact entry
+    # and puts a fresh copy in place of the altered one.
+    out = run_python(
+        """
+module = abicache.load_inline(name="copied_out", cpp_sources=ARGS["source"], functions="f",
+                              with_pytorch_error_handling=False, no_implicit_headers=True,
+                              build_directory=ARGS["dir"], cache_dir=CACHE)
+emit({"f": module.f(), "file": module.__file__})
+""",
+        cache_dir, args={"source": source, "dir": str(build_dir)},
+    )
+    assert out == {"f": 7, "file": str(entry)}
+    assert copy.read_bytes() == entry.read_bytes()

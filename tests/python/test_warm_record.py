@@ -105,3 +105,105 @@ def test_a_foreign_writable_record_dir_is_ignored(warm: Dict[str, Any]) -> None:
     finally:
         warm_dir.chmod(0o700)
     assert not _load(warm["source"], warm["cache"])["native"]
+
+
+
+# The load with gc run (no grace, everything evictable) inside the first
+# `dlopen` (`ctypes.CDLL`, which `torch.ops.load_library` calls too), just
+# before the real one: gc evicts the entry exactly between the checks (of the
+# record, or of the native lookup) and the load, as it could at any time.
+LOAD_EVICTED = """
+import ctypes
+from abicache import _native
+real_cdll = ctypes.CDLL
+gone = []
+def evict_then_load(name, *args, **kwargs):
+    if not gone:
+        os.environ["ABICACHE_GC_GRACE"] = "0"
+        _native.cli_main(["abicache", "--cache-dir", CACHE, "gc", "--max-size", "0", "--json"])
+        del os.environ["ABICACHE_GC_GRACE"]
+        gone.append(not os.path.exists(os.path.realpath(name)))
+    return real_cdll(name, *args, **kwargs)
+ctypes.CDLL = evict_then_load
+ext = abicache.TorchOpsExtension("stable_scale", [ARGS["source"]], required_ops=["scale_shift"],
+                                 torch_stable_abi_target=[2, 10], cache_dir=CACHE)
+path = ext.load()
+out = torch.ops.stable_scale.scale_shift(torch.ones(3), 2.0, 1.0).tolist()
+emit({"gone": gone, "native_path": "abicache._native_path" in sys.modules, "out": out})
+"""
+
+
+def test_gc_evicting_the_entry_between_the_checks_and_the_load_is_a_miss_not_an_oserror(
+    warm: Dict[str, Any],
+) -> None:
+    # The warm path: the record's checks pass, the entry is evicted before
+    # the `dlopen`, which loads the checked file from its open descriptor.
+    evictions = _stats(warm["cache"])["evictions"]
+    first = run_python(LOAD_EVICTED, warm["cache"], args={"source": str(warm["source"])})
+    assert first == {"gone": [True], "native_path": False, "out": [3.0, 3.0, 3.0]}
+    assert _stats(warm["cache"])["evictions"] == evictions + 1
+    # The native path (the entry was rebuilt; no record yet): the lookup
+    # verifies the entry, which is evicted before the load; still loaded.
+    for record in (warm["cache"] / "v1" / "warm").iterdir():
+        record.unlink()
+    second = run_python(LOAD_EVICTED, warm["cache"], args={"source": str(warm["source"])})
+    assert second == {"gone": [True], "native_path": True, "out": [3.0, 3.0, 3.0]}
+    assert _stats(warm["cache"])["evictions"] == evictions + 2
+
+
+# The library swapped (renamed over by a planted file) inside the first
+# `dlopen`, after every check: what is loaded is still the file checked.
+LOAD_SWAPPED = """
+import ctypes
+real_cdll = ctypes.CDLL
+swapped = []
+def swap_then_load(name, *args, **kwargs):
+    if not swapped:
+        library = os.path.realpath(name)
+        planted = library + ".planted"
+        with open(planted, "wb") as f:
+            f.write(b"not a library")
+        os.replace(planted, library)
+        swapped.append(library)
+    return real_cdll(name, *args, **kwargs)
+ctypes.CDLL = swap_then_load
+ext = abicache.TorchOpsExtension("stable_scale", [ARGS["source"]], required_ops=["scale_shift"],
+                                 torch_stable_abi_target=[2, 10], cache_dir=CACHE)
+path = ext.load()
+out = torch.ops.stable_scale.scale_shift(torch.ones(3), 2.0, 1.0).tolist()
+emit({"swapped": swapped == [path], "native_path": "abicache._native_path" in sys.modules, "out": out})
+"""
+
+
+def test_a_library_swapped_after_its_checks_is_never_what_is_loaded(warm: Dict[str, Any]) -> None:
+    # Both readers used to check the library by path and then hand the path
+    # to the loader, which resolved it again: the swapped-in file was loaded.
+    for expect_native in (False, True):
+        out = run_python(LOAD_SWAPPED, warm["cache"], args={"source": str(warm["source"])})
+        assert out == {"swapped": True, "native_path": expect_native, "out": [3.0, 3.0, 3.0]}
+        # The next load finds the swapped file and rebuilds (no record then).
+        for record in (warm["cache"] / "v1" / "warm").iterdir():
+            record.unlink()
+
+
+def test_a_cache_under_a_directory_others_can_write_is_refused(warm: Dict[str, Any]) -> None:
+    # A group member could swap the cache root between the check and the load.
+    above = warm["cache"].parent
+    mode = above.stat().st_mode & 0o7777
+    above.chmod(0o775)
+    try:
+        out = run_python(
+            """
+try:
+    abicache.TorchOpsExtension("stable_scale", [ARGS["source"]], required_ops=["scale_shift"],
+                               torch_stable_abi_target=[2, 10], cache_dir=CACHE).load()
+    emit({"loaded": True})
+except abicache.Error as e:
+    emit({"loaded": False, "error": str(e), "native": "abicache._native_path" in sys.modules})
+""",
+            warm["cache"], args={"source": str(warm["source"])},
+        )
+    finally:
+        above.chmod(mode)
+    assert not out["loaded"] and out["native"], out
+    assert f"`{above}` above it has mode 0775" in out["error"], out["error"]

@@ -450,7 +450,8 @@ pub(crate) fn object_key(
 static TEMP_COUNTER: AtomicUsize = AtomicUsize::new(0);
 
 /// Compiles `job` against its PCH when it has one; when the compiler rejects the PCH
-/// (the `#error` of its stub header fired), compiles it again without.
+/// (the `#error` of its stub header fired), or the PCH vanished before the compile
+/// read it, compiles it again without.
 fn compile_with_pch(cache: &ObjectCache, job: &Job, cancel: &Cancel) -> Result<PchUse, BuildError> {
     let Some(ready) = job.pch else {
         return compile_one(cache, job, &job.command, cancel).map(|()| PchUse::None);
@@ -464,6 +465,11 @@ fn compile_with_pch(cache: &ObjectCache, job: &Job, cancel: &Cancel) -> Result<P
     match compile_one(cache, job, &with_pch, cancel) {
         Ok(()) => Ok(PchUse::Used),
         Err(BuildError::Compile { output, .. }) if output.contains(PCH_REJECTED_MARKER) => {
+            compile_one(cache, job, &job.command, cancel).map(|()| PchUse::Rejected)
+        }
+        // The PCH was removed (gc, another build dropping it) after it was resolved:
+        // the `-include` failed, not the unit. Rejected too: compiled without it.
+        Err(BuildError::Compile { .. }) if !ready.dir.join(PCH_HEADER).is_file() => {
             compile_one(cache, job, &job.command, cancel).map(|()| PchUse::Rejected)
         }
         Err(e) => Err(e),

@@ -133,21 +133,47 @@ pub struct PchSlot {
     /// Where a failed build's directory (with the compiler's log) is renamed to, so the
     /// same PCH is not attempted again until it is removed.
     pub failed_dir: PathBuf,
+    /// How long the compile may run ([`PCH_BUILD_DEADLINE`] by default); past it the
+    /// compiler is killed and the build counts as failed, its log saying so.
+    pub deadline: std::time::Duration,
 }
+
+/// The default [`PchSlot::deadline`]: a PCH of `torch/extension.h` takes 15-40 s to
+/// build, so a compile still running after this long is stuck (or swapping), not slow.
+pub const PCH_BUILD_DEADLINE: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// Starts building `request`'s PCH in a detached, low-priority process group
 /// (`flock -n <lock> sh -c ...` under `nice`), and returns at once. When another process
-/// already holds the lock, the new one exits without doing anything. The process outlives
-/// the caller; its output goes to [`PCH_LOG`] in the directory it produces.
+/// already holds the lock, the new one exits without doing anything; so does one that
+/// finds the PCH (or its failure) already published once it holds the lock. The compile
+/// runs under `timeout` ([`PchSlot::deadline`]). The finished directory is published
+/// with `mv -T` (a `rename(2)` that cannot nest); a builder that finds the name taken
+/// removes its own directory. The process outlives the caller; its output goes to
+/// [`PCH_LOG`] in the directory it produces.
 pub fn spawn_background_build(request: &PchRequest, slot: &PchSlot) -> std::io::Result<()> {
     use std::os::unix::process::CommandExt;
     let tmp = &slot.temp_dir;
     let q = |p: &Path| shell_quote(&p.display().to_string());
+    let deadline = slot.deadline.as_secs().max(1);
+    // Under the lock: nothing to do when the PCH (or its failure) was published
+    // meanwhile. `mv -T` renames onto a name that must not be a non-empty directory,
+    // so a loser removes its own directory instead of nesting it in the winner's.
     let script = format!(
-        "mkdir -p {tmp_q} && printf '%s\\n' {wrapper} > {header} && cd {dir} || exit 1\n\
-         if nice -n 10 {compile} > {log} 2>&1; then\n\
-         printf '%s\\n' {stub} > {tmp_q}/stub && mv {tmp_q}/stub {header} && mv {tmp_q} {built}\n\
-         else mv {tmp_q} {failed}; fi\n",
+        "if test -e {built} || test -e {failed}; then exit 0; fi\n\
+         mkdir -p {tmp_q} && printf '%s\\n' {wrapper} > {header} && cd {dir} || exit 1\n\
+         timeout -k 10 {deadline} nice -n 10 {compile} > {log} 2>&1\n\
+         status=$?\n\
+         if test $status -eq 0; then\n\
+         printf '%s\\n' {stub} > {tmp_q}/stub && mv {tmp_q}/stub {header} && \
+         mv -T {tmp_q} {built} 2>/dev/null || rm -rf {tmp_q}\n\
+         else\n\
+         if test $status -eq 124 || test $status -eq 137; then echo {timed_out} >> {log}; fi\n\
+         mv -T {tmp_q} {failed} 2>/dev/null || rm -rf {tmp_q}\n\
+         fi\n",
+        timed_out = shell_quote(&format!(
+            "abicache: the precompiled header build ran past its deadline of {deadline} s \
+             and was killed"
+        )),
         tmp_q = q(tmp),
         wrapper = shell_quote(request.wrapper_text().trim_end()),
         header = q(&tmp.join(PCH_HEADER)),

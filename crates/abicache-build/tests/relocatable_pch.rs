@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use abicache_build::pch::{PCH_FILE, PCH_HEADER, PCH_STUB};
+use abicache_build::pch::{PCH_BUILD_DEADLINE, PCH_FILE, PCH_HEADER, PCH_LOG, PCH_STUB};
 use abicache_build::{
     build, pch_requests, spawn_background_build, BuildOptions, BuildPlan, PchSlot, Progress,
     ReadyPch, Toolchain, ToolchainEnv, Unit,
@@ -229,6 +229,7 @@ fn units_starting_with_an_umbrella_header_use_a_pch_and_a_rejected_one_is_detect
         temp_dir: t.path().join("tmp/pch-build"),
         built_dir: t.path().join("pch/ready"),
         failed_dir: t.path().join("pch/failed"),
+        deadline: PCH_BUILD_DEADLINE,
     };
     std::fs::create_dir_all(t.path().join("tmp")).unwrap();
     std::fs::create_dir_all(t.path().join("pch")).unwrap();
@@ -332,4 +333,176 @@ fn units_starting_with_an_umbrella_header_use_a_pch_and_a_rejected_one_is_detect
     spawn_background_build(request, &busy).unwrap();
     std::thread::sleep(Duration::from_secs(2));
     assert!(!busy.built_dir.exists() && !busy.failed_dir.exists() && !busy.temp_dir.exists());
+}
+
+/// A PCH request for the checkout at `root` made by hand (no torch needed): the host
+/// compiler, `-Iinclude`, run in `root`.
+fn small_request(root: &Path, compiler: &Path) -> abicache_build::PchRequest {
+    abicache_build::PchRequest {
+        key: "k".repeat(64),
+        header: "big/umbrella.h".into(),
+        compiler: compiler.to_path_buf(),
+        flags: vec!["-std=c++17".into(), "-Iinclude".into()],
+        unkeyed_flags: vec![],
+        dir: root.to_path_buf(),
+        units: vec!["src/a.cpp".into()],
+    }
+}
+
+/// True while some process holds `lock` (an `flock`).
+fn locked(lock: &Path) -> bool {
+    let Ok(file) = std::fs::File::open(lock) else {
+        return false;
+    };
+    match file.try_lock() {
+        Ok(()) => false,
+        Err(std::fs::TryLockError::WouldBlock) => true,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// Waits until every slot's lock is free and its temp dir gone (the builds ended).
+fn wait_for_builds(slots: &[&PchSlot]) {
+    let started = Instant::now();
+    // The lock file appears when `flock` starts.
+    std::thread::sleep(Duration::from_millis(300));
+    while slots.iter().any(|s| locked(&s.lock) || s.temp_dir.exists()) {
+        assert!(
+            started.elapsed() < Duration::from_secs(300),
+            "background PCH builds hung"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A second builder of the same PCH used to `mv` its directory *into* the published one
+/// (`pch/<key>/pch-<key>.…/`), so adoption failed and the PCH was skipped for good; and
+/// one started after the first had finished built it all over again.
+#[test]
+fn two_background_builds_of_one_pch_at_once_publish_one_directory_without_nesting() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("ext");
+    checkout(&root, UNIT_B);
+    let request = small_request(&root, &toolchain().cxx.path);
+    std::fs::create_dir_all(t.path().join("tmp")).unwrap();
+    std::fs::create_dir_all(t.path().join("pch")).unwrap();
+    // Two locks: both really compile at once (as two stores on one PCH directory, or a
+    // lock file removed under a builder), and race for the rename.
+    let first = PchSlot {
+        lock: t.path().join("a.lock"),
+        temp_dir: t.path().join("tmp/pch-a"),
+        built_dir: t.path().join("pch/ready"),
+        failed_dir: t.path().join("pch/ready.failed"),
+        deadline: PCH_BUILD_DEADLINE,
+    };
+    let second = PchSlot {
+        lock: t.path().join("b.lock"),
+        temp_dir: t.path().join("tmp/pch-b"),
+        ..first.clone()
+    };
+    spawn_background_build(&request, &first).unwrap();
+    spawn_background_build(&request, &second).unwrap();
+    wait_for_builds(&[&first, &second]);
+    let mut names: Vec<String> = std::fs::read_dir(&first.built_dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["abicache-pch.d", PCH_HEADER, PCH_FILE, PCH_LOG],
+        "one published directory, nothing nested in it"
+    );
+    assert!(!first.failed_dir.exists());
+    assert_eq!(
+        std::fs::read_dir(t.path().join("tmp")).unwrap().count(),
+        0,
+        "the loser removed its directory"
+    );
+
+    // A third, started once the PCH is published, exits without compiling.
+    let built_at = std::fs::metadata(first.built_dir.join(PCH_FILE))
+        .unwrap()
+        .modified()
+        .unwrap();
+    let third = PchSlot {
+        temp_dir: t.path().join("tmp/pch-c"),
+        ..first.clone()
+    };
+    spawn_background_build(&request, &third).unwrap();
+    wait_for_builds(&[&third]);
+    assert_eq!(
+        std::fs::metadata(first.built_dir.join(PCH_FILE))
+            .unwrap()
+            .modified()
+            .unwrap(),
+        built_at,
+        "not rebuilt"
+    );
+    assert_eq!(std::fs::read_dir(&first.built_dir).unwrap().count(), 4);
+}
+
+/// The background compile had no time limit: a compiler that hangs held the PCH lock
+/// (and a CPU) forever.
+#[test]
+fn a_background_pch_build_past_its_deadline_is_killed_and_recorded_as_failed() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("ext");
+    checkout(&root, UNIT_B);
+    let hang = t.path().join("hanging-cxx");
+    std::fs::write(&hang, "#!/bin/sh\nexec sleep 60\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&hang, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let request = small_request(&root, &hang);
+    std::fs::create_dir_all(t.path().join("pch")).unwrap();
+    let slot = PchSlot {
+        lock: t.path().join("pch.lock"),
+        temp_dir: t.path().join("tmp/pch-a"),
+        built_dir: t.path().join("pch/ready"),
+        failed_dir: t.path().join("pch/ready.failed"),
+        deadline: Duration::from_secs(1),
+    };
+    let started = Instant::now();
+    spawn_background_build(&request, &slot).unwrap();
+    wait_for_builds(&[&slot]);
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(!slot.built_dir.exists());
+    let log = std::fs::read_to_string(slot.failed_dir.join(PCH_LOG)).unwrap();
+    assert!(log.contains("ran past its deadline of 1 s"), "{log}");
+}
+
+/// A PCH removed between resolving it and compiling (gc, another build dropping it) made
+/// the unit fail outright: `-include <gone>/abicache-pch.h: No such file or directory`.
+#[test]
+fn a_pch_that_vanished_before_the_compile_is_rejected_and_the_unit_compiled_without_it() {
+    let Some(torch) = torch_dir() else {
+        return skip("no venv with torch; run scripts/setup-venv.sh");
+    };
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("ext");
+    checkout(&root, UNIT_B);
+    let tc = toolchain();
+    let plan = plan(&root, &torch, &[]);
+    let requests = pch_requests(&plan, &tc, &["big/umbrella.h".to_string()]);
+    let gone = vec![ReadyPch {
+        key: requests[0].key.clone(),
+        dir: t.path().join("pch/removed-meanwhile"),
+        units: requests[0].units.clone(),
+    }];
+    let r = build(
+        &plan,
+        &tc,
+        &t.path().join("objects"),
+        &t.path().join("out"),
+        &opts(gone),
+        &quiet(),
+    )
+    .unwrap();
+    assert_eq!(sorted(r.units_compiled), ["src/a.cpp", "src/b.cpp"]);
+    assert!(r.pch_units.is_empty());
+    assert_eq!(r.pch_rejected, [requests[0].key.clone()]);
 }

@@ -352,3 +352,241 @@ fn an_unknown_torch_release_or_no_network_surfaces_uvs_error() {
         "a failed run leaves no environment behind"
     );
 }
+
+/// A stand-in for `uv` (a shell script) that logs each call's working
+/// directory, `UV_NO_CONFIG` and arguments to `log`, finds no interpreter,
+/// and runs `venv` as `venv_body` says.
+fn fake_uv(dir: &Path, log: &Path, venv_body: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let uv = dir.join("uv");
+    std::fs::write(
+        &uv,
+        format!(
+            "#!/bin/sh\necho \"$PWD|${{UV_NO_CONFIG:-}}|$*\" >> '{}'\n\
+             case \"$1\" in python) exit 1;; venv) {venv_body};; esac\nexit 1\n",
+            log.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&uv, std::fs::Permissions::from_mode(0o755)).unwrap();
+    uv
+}
+
+/// The venv's Python release as a `--matrix` (found through pyenv or `PATH`
+/// without uv), with a spec.
+fn venv_matrix() -> (String, PathBuf) {
+    (
+        format!("python={} torch=2.15", venv_python_release()),
+        repo_path("examples/cpu_muladd/abicache.toml"),
+    )
+}
+
+/// A co-tenant could plant `/tmp/envs/<cell>/bin/python` in a `--keep-envs`
+/// directory others can write, and prebuild ran it.
+#[test]
+fn a_keep_envs_directory_others_can_write_is_refused_before_anything_runs() {
+    use std::os::unix::fs::PermissionsExt;
+    let cache = Cache::new();
+    let t = tempfile::tempdir().unwrap();
+    let (matrix, spec) = venv_matrix();
+    let shared = t.path().join("envs");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let log = t.path().join("uv.log");
+    let uv = fake_uv(t.path(), &log, "exit 1");
+    let out = cache.run(args![
+        "prebuild",
+        spec,
+        "--matrix",
+        matrix,
+        "--uv",
+        uv,
+        "--keep-envs",
+        shared
+    ]);
+    assert_exit(&out, 2);
+    let err = stderr(&out);
+    assert!(err.contains("is writable by others (mode 777)"), "{err}");
+    assert!(
+        err.contains("must be a private directory of yours"),
+        "{err}"
+    );
+    assert!(!log.exists(), "uv never ran");
+    // A symlink to a private directory is refused too; a missing one is created private.
+    let private = t.path().join("private");
+    std::fs::create_dir(&private).unwrap();
+    std::os::unix::fs::symlink(&private, t.path().join("link")).unwrap();
+    let out = cache.run(args![
+        "prebuild",
+        spec,
+        "--matrix",
+        matrix,
+        "--uv",
+        uv,
+        "--keep-envs",
+        t.path().join("link")
+    ]);
+    assert_exit(&out, 2);
+    assert!(
+        stderr(&out).contains("is a symbolic link"),
+        "{}",
+        stderr(&out)
+    );
+    let fresh = t.path().join("fresh/envs");
+    let _ = cache.run(args![
+        "prebuild",
+        spec,
+        "--matrix",
+        matrix,
+        "--uv",
+        uv,
+        "--keep-envs",
+        fresh
+    ]);
+    let mode = std::fs::metadata(&fresh).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o700);
+}
+
+/// uv ran from a directory under `$TMPDIR` and read configuration files: a
+/// planted `uv.toml` could redirect the package index.
+#[test]
+fn uv_runs_with_no_config_in_private_directories() {
+    let cache = Cache::new();
+    let t = tempfile::tempdir().unwrap();
+    let (matrix, spec) = venv_matrix();
+    let log = t.path().join("uv.log");
+    let uv = fake_uv(t.path(), &log, "exit 1");
+    let keep = t.path().join("keep");
+    let out = cache.run(args![
+        "prebuild",
+        spec,
+        "--matrix",
+        matrix,
+        "--uv",
+        uv,
+        "--keep-envs",
+        keep
+    ]);
+    assert_exit(&out, 2);
+    let calls = std::fs::read_to_string(&log).unwrap();
+    let venv = calls
+        .lines()
+        .find(|l| l.contains("|venv "))
+        .unwrap_or_else(|| panic!("{calls}"));
+    for call in calls.lines() {
+        let [cwd, no_config, argv] = call.splitn(3, '|').collect::<Vec<_>>()[..] else {
+            panic!("{call}");
+        };
+        assert_eq!(no_config, "1", "{call}");
+        assert!(argv.contains(" --no-config"), "{call}");
+        if argv.starts_with("python find") {
+            // A fresh private directory (the search runs before any environment exists).
+            assert_ne!(Path::new(cwd), std::env::temp_dir(), "{call}");
+        }
+    }
+    assert!(venv.starts_with(&format!("{}|", keep.display())), "{venv}");
+}
+
+/// Two runs on one `--keep-envs` directory deleted each other's venvs.
+#[test]
+fn a_second_run_on_one_keep_envs_directory_waits_for_the_cells_lock() {
+    let cache = Cache::new();
+    let t = tempfile::tempdir().unwrap();
+    let (matrix, spec) = venv_matrix();
+    let log = t.path().join("uv.log");
+    let uv = fake_uv(t.path(), &log, "exit 1");
+    let keep = t.path().join("keep");
+    std::fs::create_dir(&keep).unwrap();
+    let cell = format!("py{}-torch2.15", venv_python_release());
+    let lock = abicache::store::FileLock::try_acquire(&keep.join(format!("{cell}.lock")))
+        .unwrap()
+        .unwrap();
+    let out = cache
+        .cmd(args![
+            "prebuild",
+            spec,
+            "--matrix",
+            matrix,
+            "--uv",
+            uv,
+            "--keep-envs",
+            keep
+        ])
+        .env("ABICACHE_LOCK_TIMEOUT", "1")
+        .output()
+        .unwrap();
+    drop(lock);
+    assert_exit(&out, 1);
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!(
+            "the matrix environment `{}`",
+            keep.join(&cell).display()
+        )),
+        "{err}"
+    );
+    assert!(
+        !std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .contains("|venv "),
+        "uv never touched the locked cell"
+    );
+}
+
+/// A killed run left gigabytes in `v1/matrix-envs/run.*`.
+#[test]
+fn an_interrupted_matrix_run_leaves_no_environment_behind() {
+    let cache = Cache::new();
+    let t = tempfile::tempdir().unwrap();
+    let (matrix, spec) = venv_matrix();
+    let log = t.path().join("uv.log");
+    // `uv venv` fills the environment a little, then hangs until interrupted.
+    let uv = fake_uv(
+        t.path(),
+        &log,
+        "mkdir -p \"$6/lib\" && head -c 1000000 /dev/zero > \"$6/lib/big\" && exec sleep 60",
+    );
+    let mut child = cache
+        .cmd(args!["prebuild", spec, "--matrix", matrix, "--uv", uv])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let runs = cache.dir.join("v1/matrix-envs");
+    let started = std::time::Instant::now();
+    let big = loop {
+        let found = std::fs::read_dir(&runs).ok().and_then(|rd| {
+            rd.flatten()
+                .map(|e| {
+                    e.path()
+                        .join(format!("py{}-torch2.15/lib/big", venv_python_release()))
+                })
+                .find(|p| p.is_file())
+        });
+        if let Some(big) = found {
+            break big;
+        }
+        assert!(
+            started.elapsed().as_secs() < 60,
+            "the run never started: {:?}",
+            std::fs::read_to_string(&log)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    // SIGTERM, as a job scheduler sends (Ctrl-C's SIGINT ends it the same way).
+    std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    child.wait().unwrap();
+    let started = std::time::Instant::now();
+    while big.exists() {
+        assert!(
+            started.elapsed().as_secs() < 10,
+            "`{}` left behind",
+            big.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(std::fs::read_dir(&runs).unwrap().count(), 0);
+}

@@ -55,7 +55,7 @@ pub fn to_py(py: Python<'_>, e: CoreError) -> PyErr {
         return PyFileNotFoundError::new_err((2, message, path.display().to_string()));
     }
     if let Some(io) = io_source(&e) {
-        let args = (io.raw_os_error().unwrap_or(0), message);
+        let args = (abicache::os_errno(io), message);
         return match io.kind() {
             std::io::ErrorKind::NotFound => PyFileNotFoundError::new_err(args),
             std::io::ErrorKind::PermissionDenied => PyPermissionError::new_err(args),

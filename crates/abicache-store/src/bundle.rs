@@ -14,10 +14,13 @@
 //! byte before it, so that any changed byte of the file is caught, even one
 //! the decompressor would ignore (a frame header's window size).
 //!
-//! Reading is all or nothing: [`UnpackedBundle::unpack`] extracts into a
-//! private staging directory under the store's `v1/tmp/`, refusing any member
-//! the index does not list, any member larger than the index says, links and
-//! special files; then every file is checked against the index with
+//! Reading is all or nothing, and nothing is believed before it is checked:
+//! [`UnpackedBundle::unpack_with`] copies the file into a private staging
+//! directory under the store's `v1/tmp/` (bounded) and checks its seal, then
+//! reads the index and signature within a fixed budget and lets the caller
+//! check them, and only then extracts the libraries, the decompressed stream
+//! capped at what the index lists, refusing any member the index does not
+//! list, any member larger than the index says, links and special files; then every file is checked against the index with
 //! [`abicache_fs::verify_file`] and every manifest against its entry. Only a
 //! bundle that passed all of it can be published, each entry atomically
 //! through the store's ordinary lock and publish. Signatures and the
@@ -47,6 +50,82 @@ const MAX_META_BYTES: u64 = 16 << 20;
 const MAX_TRAILER_BYTES: u64 = 1 << 20;
 /// zstd level: fast enough for hundreds of MiB, most of the gain on ELF.
 const ZSTD_LEVEL: i32 = 6;
+/// The longest GNU long name a reader accepts (bytes): a path, not a payload.
+const MAX_LONG_NAME: u64 = 4096;
+/// What the archive may hold, decompressed, around one member: its header, a GNU
+/// long-name header with its name, and the padding to 512 bytes.
+const MEMBER_OVERHEAD: u64 = 3 * 512 + MAX_LONG_NAME;
+/// The decompressed bytes allowed before the index (and signature) are checked:
+/// both at their largest, with their headers.
+const META_BUDGET: u64 = 2 * (MAX_META_BYTES + MEMBER_OVERHEAD);
+/// The end of a tar archive: two zero blocks, padded to a 10240-byte record.
+const ARCHIVE_END: u64 = 10240;
+
+/// How much a bundle may make this machine hold while it is read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BundleLimits {
+    /// The most bytes the bundle file may have, and the most its index may list
+    /// (the sum of its files' sizes); the decompressed archive may hold that plus
+    /// its headers. Checked before anything is decompressed or extracted.
+    pub max_bytes: u64,
+}
+
+impl BundleLimits {
+    /// The default for a store whose temporary directory is `tmp`: a quarter of the
+    /// space free there (the bundle is spooled, then extracted, then published on
+    /// that file system), and 1 GiB when that cannot be read.
+    pub fn for_dir(tmp: &Path) -> BundleLimits {
+        let free = free_bytes(tmp).unwrap_or(4 << 30);
+        BundleLimits {
+            max_bytes: free / 4,
+        }
+    }
+}
+
+/// Bytes available to this user on the file system of `dir`.
+fn free_bytes(dir: &Path) -> Option<u64> {
+    let stat = rustix::fs::statvfs(dir).ok()?;
+    Some(stat.f_bavail.saturating_mul(stat.f_frsize))
+}
+
+/// What is known of a bundle once its index (and signature) are read: what a
+/// caller checks (a signature, who signed it) before any library is extracted.
+#[derive(Debug)]
+pub struct BundleMeta<'a> {
+    /// The index as parsed.
+    pub index: &'a BundleIndex,
+    /// The index's exact bytes (what a signature covers).
+    pub index_bytes: &'a [u8],
+    /// The signature stored next to the index, if any (opaque).
+    pub signature: Option<&'a [u8]>,
+}
+
+/// A reader that fails once it has passed on more bytes than its budget, which
+/// its owner raises as it learns what the stream may hold.
+struct Budget<R: Read> {
+    inner: R,
+    left: std::rc::Rc<std::cell::Cell<u64>>,
+}
+
+impl<R: Read> Read for Budget<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let left = self.left.get();
+        if left == 0 {
+            // One byte more than allowed: there is more, and it is refused.
+            let mut probe = [0u8; 1];
+            return match self.inner.read(&mut probe)? {
+                0 => Ok(0),
+                _ => Err(std::io::Error::other(
+                    "its archive holds more than its index lists (decompression budget exceeded)",
+                )),
+            };
+        }
+        let max = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+        let n = self.inner.read(&mut buf[..max])?;
+        self.left.set(left - n as u64);
+        Ok(n)
+    }
+}
 
 /// What is wrong with a bundle; any of these means nothing was imported.
 #[derive(Debug, thiserror::Error)]
@@ -66,6 +145,13 @@ pub enum BundleError {
         /// The format found in the index.
         found: u32,
     },
+    /// The bundle, or what its index lists, is larger than the reader allows.
+    #[error(
+        "refusing to import the bundle: {0} (at most a quarter of the space free under the \
+         cache's `v1/tmp/`); nothing was imported. Free some space, or split the bundle \
+         (`abicache export -o FILE NAME...`)"
+    )]
+    TooLarge(String),
     /// Exporting was asked for nothing.
     #[error("nothing to export: the cache has no entry (build or prebuild some first)")]
     Empty,
@@ -326,15 +412,41 @@ pub struct UnpackedBundle {
 }
 
 impl UnpackedBundle {
-    /// Extracts the bundle `input` into a staging directory under `store`'s
-    /// `v1/tmp/` and verifies it: the index comes first; every member is a
-    /// regular file the index lists, at a path of the form
-    /// `entries/<key>/<name>`, at most once, of the listed size; every listed
-    /// file is present and has the listed BLAKE3; each entry is one manifest
-    /// and one library, and the manifest names that library, its size and
-    /// BLAKE3, the entry's key and name. The zstd checksum and the archive's
-    /// end are checked too. Nothing touches the store's entries.
+    /// [`UnpackedBundle::unpack_with`] under [`BundleLimits::for_dir`] of the store's
+    /// `v1/tmp/`, with no check of the index beyond its own.
     pub fn unpack(store: &Store, input: impl Read) -> Result<UnpackedBundle> {
+        let limits = BundleLimits::for_dir(&store.layout().tmp_dir());
+        Self::unpack_with(store, input, limits, &|_| Ok(()))
+    }
+
+    /// Extracts the bundle `input` into a staging directory under `store`'s
+    /// `v1/tmp/` and verifies it, in this order, so that nothing it says is
+    /// believed before it is checked:
+    ///
+    /// 1. the file is copied into the staging directory (at most
+    ///    `limits.max_bytes`) and its seal checked;
+    /// 2. the index, first, and the signature next to it are read, within a
+    ///    budget of their largest sizes, and `check` is called with them (the
+    ///    caller verifies the signature there); the sizes the index lists must
+    ///    add up to at most `limits.max_bytes`;
+    /// 3. only then are libraries extracted, the decompressed stream capped at
+    ///    what the index lists plus the archive's headers: every member is a
+    ///    regular file the index lists, at a path of the form
+    ///    `entries/<key>/<name>`, at most once, of the listed size (GNU long
+    ///    names of at most 4 KiB are read here, bounded; PAX headers and any
+    ///    other kind of member are refused);
+    /// 4. every listed file is present and has the listed BLAKE3; each entry is
+    ///    one manifest and one library, and the manifest names that library, its
+    ///    size and BLAKE3, the entry's key and name. The zstd checksum and the
+    ///    archive's end are checked too.
+    ///
+    /// Nothing touches the store's entries.
+    pub fn unpack_with(
+        store: &Store,
+        input: impl Read,
+        limits: BundleLimits,
+        check: &dyn Fn(&BundleMeta<'_>) -> Result<()>,
+    ) -> Result<UnpackedBundle> {
         let tmp = store.layout().tmp_dir();
         // A leading dot: never mistaken for a key's build directory by the
         // stale-temp cleanup, which removes it only once it is old.
@@ -343,23 +455,64 @@ impl UnpackedBundle {
             .permissions(std::fs::Permissions::from_mode(0o700))
             .tempdir_in(&tmp)
             .map_err(StoreError::io_at("create a staging directory in", tmp))?;
-        let sealed = SealReader {
+
+        // 1. The whole file, sealed, before a byte of it is decompressed.
+        let spool_path = staging.path().join("bundle.tar.zst");
+        let mut sealed = SealReader {
             inner: input,
             hasher: blake3::Hasher::new(),
             tail: Vec::with_capacity(2 * SEAL_LEN),
         };
-        let decoder = zstd::stream::read::Decoder::new(sealed)
+        {
+            let mut spool = fs_err::File::create_new(&spool_path)?;
+            let copied = std::io::copy(&mut (&mut sealed).take(limits.max_bytes + 1), &mut spool)
+                .map_err(|e| corrupt(format!("it cannot be read ({e})")))?;
+            if copied > limits.max_bytes {
+                return Err(too_large(format!(
+                    "the bundle is larger than {} bytes",
+                    limits.max_bytes
+                )));
+            }
+        }
+        sealed.check()?;
+        let spool = fs_err::File::open(&spool_path)?;
+
+        // 2. The index and signature, within their budget.
+        let budget = std::rc::Rc::new(std::cell::Cell::new(META_BUDGET));
+        let decoder = zstd::stream::read::Decoder::new(spool)
             .map_err(|e| corrupt(format!("it is not zstd data ({e})")))?;
-        let mut archive = tar::Archive::new(decoder);
+        let mut archive = tar::Archive::new(Budget {
+            inner: decoder,
+            left: budget.clone(),
+        });
         let mut members = archive
             .entries()
-            .map_err(|e| corrupt(format!("its archive cannot be read ({e})")))?;
+            .map_err(|e| corrupt(format!("its archive cannot be read ({e})")))?
+            .raw(true);
+        let mut long_name: Option<String> = None;
+        let mut next = |long_name: &mut Option<String>| -> Result<Option<_>> {
+            loop {
+                let Some(member) = members.next() else {
+                    return Ok(None);
+                };
+                let mut member =
+                    member.map_err(|e| corrupt(format!("its archive is damaged ({e})")))?;
+                let kind = member.header().entry_type();
+                if kind.is_gnu_longname() {
+                    *long_name = Some(read_long_name(&mut member)?);
+                    continue;
+                }
+                let path = match long_name.take() {
+                    Some(path) => path,
+                    None => member_path(&member)?,
+                };
+                return Ok(Some((member, path)));
+            }
+        };
 
-        let (index, index_bytes) = match members.next() {
-            Some(member) => {
-                let member =
-                    member.map_err(|e| corrupt(format!("its index is unreadable ({e})")))?;
-                if member_path(&member)? != INDEX_PATH {
+        let (index, index_bytes) = match next(&mut long_name)? {
+            Some((member, path)) => {
+                if path != INDEX_PATH || !member.header().entry_type().is_file() {
                     return Err(corrupt(format!("its first member is not `{INDEX_PATH}`")));
                 }
                 let bytes = read_meta(member, INDEX_PATH)?;
@@ -376,31 +529,67 @@ impl UnpackedBundle {
             .into());
         }
         check_index(&index)?;
+        let listed = index
+            .entries
+            .iter()
+            .flat_map(|e| &e.files)
+            .try_fold(0u64, |sum, f| sum.checked_add(f.size))
+            .filter(|sum| *sum <= limits.max_bytes)
+            .ok_or_else(|| {
+                too_large(format!(
+                    "its index lists more than {} bytes of files",
+                    limits.max_bytes
+                ))
+            })?;
+        let mut signature = None;
+        let mut pending = next(&mut long_name)?;
+        if let Some((member, path)) = pending.take() {
+            if path == SIGNATURE_PATH && member.header().entry_type().is_file() {
+                signature = Some(read_meta(member, SIGNATURE_PATH)?);
+            } else {
+                pending = Some((member, path));
+            }
+        }
+        check(&BundleMeta {
+            index: &index,
+            index_bytes: &index_bytes,
+            signature: signature.as_deref(),
+        })?;
+
+        // 3. The files the index lists, and no more.
+        let files = index
+            .entries
+            .iter()
+            .map(|e| e.files.len() as u64)
+            .sum::<u64>();
+        budget
+            .set(budget.get() + listed + files * MEMBER_OVERHEAD + ARCHIVE_END + MAX_TRAILER_BYTES);
         for entry in &index.entries {
             let dir = staging.path().join(&entry.key);
             fs_err::create_dir(&dir)?;
         }
-
-        let mut signature = None;
         let mut seen = std::collections::HashSet::new();
-        for member in members {
-            let mut member =
-                member.map_err(|e| corrupt(format!("its archive is damaged ({e})")))?;
-            let path = member_path(&member)?;
-            if path == SIGNATURE_PATH && signature.is_none() && seen.is_empty() {
-                signature = Some(read_meta(member, SIGNATURE_PATH)?);
-                continue;
-            }
+        loop {
+            let (mut member, path) = match pending.take() {
+                Some(found) => found,
+                None => match next(&mut long_name)? {
+                    Some(found) => found,
+                    None => break,
+                },
+            };
             let listed = listed_file(&index, &path).ok_or_else(|| {
                 corrupt(format!("it holds `{path}`, which its index does not list"))
             })?;
             if !member.header().entry_type().is_file() {
                 return Err(corrupt(format!("`{path}` is not a regular file")));
             }
-            if member.size() != listed.size || !seen.insert(path.clone()) {
+            let size = member
+                .header()
+                .size()
+                .map_err(|e| corrupt(format!("`{path}` has an unreadable size ({e})")))?;
+            if size != listed.size || !seen.insert(path.clone()) {
                 return Err(corrupt(format!(
-                    "`{path}` is {} bytes or appears twice; the index lists {} bytes once",
-                    member.size(),
+                    "`{path}` is {size} bytes or appears twice; the index lists {} bytes once",
                     listed.size
                 )));
             }
@@ -413,6 +602,9 @@ impl UnpackedBundle {
             }
             out.sync_all()?;
         }
+        if long_name.is_some() {
+            return Err(corrupt("its archive ends with a long name".to_owned()));
+        }
         // The end of the zstd stream carries its checksum: read it all.
         let mut rest = archive.into_inner();
         let trailer = std::io::copy(
@@ -423,7 +615,8 @@ impl UnpackedBundle {
         if trailer > MAX_TRAILER_BYTES {
             return Err(corrupt("data follows the end of its archive".to_owned()));
         }
-        rest.finish().into_inner().check()?;
+        drop(rest);
+        let _ = std::fs::remove_file(&spool_path);
 
         let mut entries = Vec::with_capacity(index.entries.len());
         for entry in &index.entries {
@@ -488,6 +681,29 @@ fn member_path<R: Read>(member: &tar::Entry<'_, R>) -> Result<String> {
         .to_str()
         .ok_or_else(|| corrupt("a member's path is not UTF-8".to_owned()))?;
     Ok(text.to_owned())
+}
+
+fn too_large(what: String) -> StoreError {
+    BundleError::TooLarge(what).into()
+}
+
+/// Reads a GNU long name (bounded by [`MAX_LONG_NAME`]), without its trailing NULs.
+fn read_long_name<R: Read>(member: &mut tar::Entry<'_, R>) -> Result<String> {
+    let size = member.header().size().unwrap_or(u64::MAX);
+    if size > MAX_LONG_NAME {
+        return Err(corrupt(format!(
+            "a member's long name is {size} bytes, more than {MAX_LONG_NAME}"
+        )));
+    }
+    let mut bytes = Vec::new();
+    member
+        .take(MAX_LONG_NAME)
+        .read_to_end(&mut bytes)
+        .map_err(|e| corrupt(format!("a member's long name cannot be read ({e})")))?;
+    while bytes.last() == Some(&0) {
+        bytes.pop();
+    }
+    String::from_utf8(bytes).map_err(|_| corrupt("a member's path is not UTF-8".to_owned()))
 }
 
 /// Reads an index or signature member (bounded).

@@ -60,6 +60,24 @@ pub enum StoreError {
         mode: u32,
     },
 
+    /// A directory above the cache can be written by others (no sticky bit).
+    #[error(
+        "refusing the cache `{r}`: `{d}` above it has mode {mode:04o}, so other users can rename \
+         the cache away and put their own binaries in its place between a check and a load. Set \
+         `ABICACHE_DIR` to a directory under one only you can write, or `chmod go-w {d}` (or \
+         `chmod +t {d}`)",
+        r = .root.display(),
+        d = .dir.display()
+    )]
+    InsecureAncestor {
+        /// The cache root.
+        root: PathBuf,
+        /// The directory others can write.
+        dir: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
+
     /// A path that must be a directory is something else.
     #[error("`{p}` is not a directory; remove it or set `ABICACHE_DIR` to another cache directory", p = .path.display())]
     NotADirectory {

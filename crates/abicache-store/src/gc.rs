@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use crate::env;
 use crate::error::Result;
-use crate::layout::{validate_key, LAST_USED_FILE, MANIFEST_FILE};
+use crate::layout::{validate_key, LAST_USED_FILE, MANIFEST_FILE, MATRIX_RUN_LOCK};
 use crate::lock::FileLock;
 use crate::objects::scan_objects;
 use crate::stats::Event;
@@ -70,6 +70,11 @@ pub struct GcReport {
     /// Generated-source sets (`v1/sources/`) no entry was built from, unused
     /// within the grace period, removed.
     pub sources_removed: usize,
+    /// `v1/matrix-envs/run.*` directories of `prebuild --matrix` runs that
+    /// died (their lock is free), removed.
+    pub matrix_runs_removed: usize,
+    /// Bytes those directories held (their Python environments).
+    pub matrix_bytes_freed: u64,
     /// Entry directories without a manifest (garbage) removed.
     pub incomplete_removed: usize,
     /// Problems that did not stop the collection.
@@ -107,6 +112,7 @@ impl Store {
             temp_dirs_removed: self.clean_stale_temp_dirs(),
             ..GcReport::default()
         };
+        (report.matrix_runs_removed, report.matrix_bytes_freed) = self.clean_dead_matrix_runs();
         let mut entries = Vec::new();
         for (key, dir) in self.entry_dirs()? {
             match self.entry_info(key.clone(), dir) {
@@ -306,6 +312,42 @@ impl Store {
             }
         }
         removed
+    }
+}
+
+impl Store {
+    /// Removes the `v1/matrix-envs/run.*` directories whose run is gone: their
+    /// [`MATRIX_RUN_LOCK`] is free (a killed run releases it) and they were not
+    /// changed within the grace period (a run takes its lock just after it
+    /// creates the directory). Each is renamed into `tmp/` first, so it
+    /// vanishes at once. Best effort; returns how many and their bytes.
+    fn clean_dead_matrix_runs(&self) -> (usize, u64) {
+        let Ok(rd) = std::fs::read_dir(self.layout().matrix_envs_dir()) else {
+            return (0, 0);
+        };
+        let (mut removed, mut bytes) = (0, 0);
+        for entry in rd.flatten() {
+            let dir = entry.path();
+            let is_run = entry.file_name().to_string_lossy().starts_with("run.")
+                && entry.file_type().is_ok_and(|t| t.is_dir());
+            let changed = entry.metadata().and_then(|m| m.modified());
+            if !is_run || changed.map_or(true, |t| self.is_recent(t)) {
+                continue;
+            }
+            let Ok(Some(lock)) = FileLock::try_acquire(&dir.join(MATRIX_RUN_LOCK)) else {
+                continue;
+            };
+            let size = crate::store::dir_size(&dir);
+            let trash = self.trash_path("matrix-run");
+            let moved = std::fs::rename(&dir, &trash).is_ok();
+            drop(lock);
+            if moved {
+                let _ = std::fs::remove_dir_all(&trash);
+                removed += 1;
+                bytes += size;
+            }
+        }
+        (removed, bytes)
     }
 }
 

@@ -121,6 +121,11 @@ impl Layout {
     pub fn tmp_dir(&self) -> PathBuf {
         self.version_dir.join("tmp")
     }
+    /// `<root>/v1/matrix-envs`: the throwaway `run.*` directories of
+    /// `prebuild --matrix`, each locked by its run ([`MATRIX_RUN_LOCK`]).
+    pub fn matrix_envs_dir(&self) -> PathBuf {
+        self.version_dir.join("matrix-envs")
+    }
     /// `<root>/v1/locks`.
     pub fn locks_dir(&self) -> PathBuf {
         self.version_dir.join("locks")
@@ -156,13 +161,16 @@ impl Layout {
     /// Creates the layout (directories owner-only, mode 0o700) and
     /// `CACHEDIR.TAG`, and refuses the whole root when the root, `v1` or any
     /// directory of the layout (`entries`, `tmp`, `locks`, `objects`) is a
-    /// symlink, owned by another user, or writable by group or others.
+    /// symlink, owned by another user, or writable by group or others, and
+    /// when a directory on the root's real path from `/` down is writable by
+    /// group or others without the sticky bit ([`check_ancestors`]).
     /// `CACHEDIR.TAG` is best effort: a read-only or full cache still opens.
     pub fn create(&self) -> Result<()> {
         // The root itself may be reached through a symlink the user chose
         // (`ABICACHE_DIR=~/link`); nothing under it may be one.
         create_dir_0700(&self.root)?;
         check_private(&self.root, &fs_err::metadata(&self.root)?)?;
+        check_ancestors(&self.root)?;
         ensure_private_dir(&self.version_dir)?;
         for dir in [
             self.entries_dir(),
@@ -182,6 +190,11 @@ impl Layout {
         Ok(())
     }
 }
+
+/// The lock file inside a `v1/matrix-envs/run.*` directory, held by the run
+/// that created it for as long as it lives; gc removes a run directory whose
+/// lock is free.
+pub const MATRIX_RUN_LOCK: &str = ".run.lock";
 
 /// Creates `dir` (and missing parents) with mode 0o700 when absent, and checks it is a directory.
 pub(crate) fn create_dir_0700(dir: &Path) -> Result<()> {
@@ -270,6 +283,26 @@ pub(crate) fn insecurity(meta: &std::fs::Metadata, uid: u32) -> Option<Insecurit
     }
     let mode = meta.mode() & 0o7777;
     (mode & 0o022 != 0).then_some(Insecurity::Mode(mode))
+}
+
+/// Refuses `root` when a directory on its real path, from `/` down, is
+/// writable by group or others without the sticky bit: whoever can write
+/// such a directory can rename the cache below it away and put another in
+/// its place between a check and a load. (`/tmp`, mode 1777, is fine: there
+/// only a file's owner may rename it.)
+pub(crate) fn check_ancestors(root: &Path) -> Result<()> {
+    let real = fs_err::canonicalize(root)?;
+    for dir in real.ancestors().skip(1) {
+        let mode = fs_err::metadata(dir)?.mode() & 0o7777;
+        if mode & 0o022 != 0 && mode & 0o1000 == 0 {
+            return Err(StoreError::InsecureAncestor {
+                root: root.to_owned(),
+                dir: dir.to_owned(),
+                mode,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// The effective uid of this process, read from `/proc/self` (no `libc` needed).

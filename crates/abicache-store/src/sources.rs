@@ -19,13 +19,19 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Result, StoreError};
 use crate::layout::create_dir_0700;
+use crate::lock::FileLock;
 use crate::store::Store;
 
 /// Name of the directory under `v1/` that holds generated sources.
 pub const SOURCES_DIR: &str = "sources";
 
-/// How many times a set is re-checked and re-written when concurrent writers
-/// or a corrupt copy get in the way.
+/// Prefix of the private directory a set is written into under `v1/tmp/`
+/// before it is renamed into place. It starts with `.`, which no key does,
+/// so the stale-temp cleanup every `Store::open` runs leaves it alone until
+/// it is an hour old.
+pub(crate) const TEMP_PREFIX: &str = ".sources.";
+
+/// How many times a set is re-checked and re-written when a corrupt copy gets in the way.
 const ATTEMPTS: usize = 3;
 
 /// One generated file: a plain file name (`main.cpp`) and its contents.
@@ -56,6 +62,13 @@ pub fn sources_dir_for(store: &Store, files: &[GeneratedFile<'_>]) -> PathBuf {
         .join(&digest[..32])
 }
 
+/// The lock of the sources directory `dir` (`v1/locks/sources-<digest>.lock`),
+/// held by its writers and by gc.
+pub(crate) fn sources_lock_path(store: &Store, dir: &Path) -> PathBuf {
+    let digest = dir.file_name().unwrap_or_default().to_string_lossy();
+    store.layout().lock_path(&format!("sources-{digest}"))
+}
+
 fn valid_file_name(name: &str) -> bool {
     !name.is_empty()
         && !name.starts_with('.')
@@ -83,7 +96,8 @@ impl Store {
     /// bytes nothing is written (a warm `load_inline` writes nothing);
     /// otherwise the set is written owner-only into a private directory,
     /// fsynced and renamed into place, replacing a corrupt copy. A reader
-    /// never sees a partial set.
+    /// never sees a partial set. Runs under the set's lock
+    /// (`locks/sources-<digest>.lock`), which gc takes before removing it.
     pub fn store_generated_sources(&self, files: &[GeneratedFile<'_>]) -> Result<PathBuf> {
         for file in files {
             if !valid_file_name(file.name) {
@@ -93,6 +107,13 @@ impl Store {
             }
         }
         let dir = sources_dir_for(self, files);
+        // The set's lock, which gc takes too: it never removes a set while it
+        // is checked, marked used or replaced here.
+        let _lock = FileLock::acquire(
+            &sources_lock_path(self, &dir),
+            "generated sources",
+            self.lock_timeout(),
+        )?;
         for _ in 0..ATTEMPTS {
             if holds(&dir, files) {
                 // Used now: gc spares it for the grace period (see `crate::sources_gc`).
@@ -129,7 +150,10 @@ impl Store {
         let tmp = self.layout().tmp_dir();
         create_dir_0700(&tmp)?;
         let temp = tempfile::Builder::new()
-            .prefix("sources.")
+            // A name no key starts with (`.`): opening the store removes a
+            // `tmp/<key>.…` whose key lock is free, which would take a set
+            // another process is still writing.
+            .prefix(TEMP_PREFIX)
             .permissions(std::fs::Permissions::from_mode(0o700))
             .tempdir_in(&tmp)
             .map_err(StoreError::io_at("create a directory in", &tmp))?;
@@ -150,7 +174,7 @@ impl Store {
     /// Moves a wrong sources directory out of the way (into `v1/tmp/`) and removes it.
     fn discard(&self, dir: &Path) -> Result<()> {
         let trash = tempfile::Builder::new()
-            .prefix("sources-trash.")
+            .prefix(".sources-trash.")
             .tempdir_in(self.layout().tmp_dir())
             .map_err(StoreError::io_at(
                 "create a directory in",

@@ -6,12 +6,16 @@
 //! and that were not used within the grace period (`ABICACHE_GC_GRACE`; a set's last
 //! use is its directory's mtime, refreshed by every [`crate::Store::store_generated_sources`]
 //! that finds it in place), so a `load_inline` between writing its sources and
-//! publishing its entry never loses them.
+//! publishing its entry never loses them. A set is removed under its lock
+//! (`locks/sources-<digest>.lock`, which its writers hold while they check and mark
+//! it), its last use read again first; it is renamed into `tmp/` and deleted there,
+//! so it vanishes at once and a half-deleted set is never seen in place.
 
 use std::path::Path;
 use std::time::SystemTime;
 
-use crate::sources::SOURCES_DIR;
+use crate::lock::FileLock;
+use crate::sources::{sources_lock_path, SOURCES_DIR};
 use crate::store::{dir_size, Store};
 
 impl Store {
@@ -41,8 +45,22 @@ impl Store {
             if referenced {
                 continue;
             }
+            // Under the set's lock (writers hold it while they check, mark
+            // or replace it): read its last use again, then move it into
+            // `tmp/` at once and delete it there.
+            let Ok(Some(lock)) = FileLock::try_acquire(&sources_lock_path(self, &dir)) else {
+                continue;
+            };
+            let used = std::fs::symlink_metadata(&dir).and_then(|m| m.modified());
+            if used.map_or(true, |t| self.is_recent(t)) {
+                continue;
+            }
             let size = dir_size(&dir);
-            if std::fs::remove_dir_all(&dir).is_ok() {
+            let trash = self.trash_path("sources");
+            if std::fs::rename(&dir, &trash).is_ok() {
+                lock.unlink();
+                drop(lock);
+                let _ = std::fs::remove_dir_all(&trash);
                 removed += 1;
                 bytes += size;
             }
@@ -138,5 +156,42 @@ mod tests {
             .unwrap();
         assert_eq!(store.gc_sources(&[&payload]).0, 0);
         assert!(again.is_dir());
+    }
+
+    /// gc read a set's mtime, hashed it and deleted it in place without a lock:
+    /// a writer that found the set and marked it used meanwhile lost it anyway.
+    #[test]
+    fn gc_leaves_a_sources_set_a_writer_holds_and_removes_others_through_trash() {
+        let root = tempfile::tempdir().unwrap();
+        let store = Store::open(root.path()).unwrap();
+        let old = Duration::from_secs(3600) + store.gc_grace();
+        let files = [GeneratedFile {
+            name: "main.cpp",
+            contents: b"int held;",
+        }];
+        let dir = store.store_generated_sources(&files).unwrap();
+        set_mtime(&dir, old);
+        // A writer in the middle of its check holds the set's lock.
+        let lock_path = crate::sources::sources_lock_path(&store, &dir);
+        let writer = crate::lock::FileLock::acquire(&lock_path, "w", Duration::ZERO).unwrap();
+        assert_eq!(store.gc_sources(&[]).0, 0);
+        assert!(dir.is_dir(), "not removed under its writer");
+        // The writer marks it used before letting go: gc reads the mark under the lock.
+        super::touch_dir(&dir);
+        drop(writer);
+        assert_eq!(store.gc_sources(&[]).0, 0);
+        assert!(dir.is_dir(), "used within the grace period");
+        // Unused and unlocked: moved into `tmp/`, deleted, its lock file gone.
+        set_mtime(&dir, old);
+        assert_eq!(store.gc_sources(&[]).0, 1);
+        assert!(!dir.exists());
+        assert!(!lock_path.exists());
+        assert_eq!(
+            std::fs::read_dir(store.layout().tmp_dir()).unwrap().count(),
+            0
+        );
+        // And a writer storing it again gets it back whole.
+        assert_eq!(store.store_generated_sources(&files).unwrap(), dir);
+        assert_eq!(std::fs::read(dir.join("main.cpp")).unwrap(), b"int held;");
     }
 }

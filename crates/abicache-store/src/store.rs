@@ -309,6 +309,11 @@ impl Store {
             Ok(checked) => checked,
             Err(mismatch) => return Verified::Corrupt(Corruption::of_library(library, mismatch)),
         };
+        // Only a file of this user's, that no one else can write and that no
+        // other name shares (a hard link elsewhere is a way to write it), is served.
+        if let Some(reason) = library_insecurity(&library) {
+            return Verified::Corrupt(Corruption::Insecure { reason });
+        }
         if let Some(stamp) = checked.stamp.filter(|s| Some(s) != known.as_ref()) {
             entry_stamp::write(dir, stamp, &self.layout.tmp_dir());
         }
@@ -461,6 +466,39 @@ impl Store {
 /// A library file name must be a plain name that cannot collide with the entry's own files.
 pub(crate) fn valid_library_name(name: &str) -> bool {
     crate::library_name::LibraryName::parse(name).is_ok()
+}
+
+/// Why the library at `path` must not be served: owned by another user,
+/// writable by group or others, or with more than one link; `None` when fine.
+fn library_insecurity(path: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(meta) => meta,
+        Err(e) => return Some(format!("`{}` cannot be inspected: {e}", path.display())),
+    };
+    let uid = current_uid().ok()?;
+    if meta.uid() != uid {
+        return Some(format!(
+            "the library `{}` is owned by uid {}, not by uid {uid} (this process)",
+            path.display(),
+            meta.uid()
+        ));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Some(format!(
+            "the library `{}` has mode {:04o}, which lets other users write it",
+            path.display(),
+            meta.mode() & 0o7777
+        ));
+    }
+    if meta.nlink() != 1 {
+        return Some(format!(
+            "the library `{}` has {} hard links (a second name can write it)",
+            path.display(),
+            meta.nlink()
+        ));
+    }
+    None
 }
 
 /// Hex BLAKE3 of everything `reader` yields.

@@ -626,3 +626,85 @@ fn files_are_owner_only_whatever_the_umask() {
         assert_eq!(mode(&lock), 0o600, "{}", lock.display());
     }
 }
+
+/// With the cache under a group-writable directory without the sticky bit,
+/// a group member could swap the cache root between the check and the load.
+#[test]
+fn a_cache_under_a_directory_others_can_write_without_the_sticky_bit_is_refused() {
+    let t = tempfile::tempdir().unwrap();
+    let shared = t.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    for mode in [0o777, 0o775, 0o757] {
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(mode)).unwrap();
+        let err = Store::open(shared.join("a/cache")).unwrap_err();
+        assert!(
+            matches!(err, StoreError::InsecureAncestor { .. }),
+            "{err:?}"
+        );
+        let text = err.to_string();
+        assert!(
+            text.contains(&format!(
+                "`{}` above it has mode {mode:04o}",
+                shared.display()
+            )),
+            "{text}"
+        );
+        assert!(text.contains("ABICACHE_DIR"), "{text}");
+    }
+    // Sticky, as /tmp: only a file's owner may rename it there.
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    Store::open(shared.join("a/cache")).unwrap();
+    // Reached through a symlink: the real path is what counts.
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap();
+    std::os::unix::fs::symlink(shared.join("a"), t.path().join("link")).unwrap();
+    assert!(matches!(
+        Store::open(t.path().join("link/cache")).unwrap_err(),
+        StoreError::InsecureAncestor { .. }
+    ));
+}
+
+/// Nothing checked the library's owner, mode or link count: a library
+/// others could write (a `chmod -R g+w` through a hard link in a build
+/// directory), or reachable under a second name, was served.
+#[test]
+fn a_library_others_can_write_or_with_a_second_link_is_never_served() {
+    let (t, store) = temp_store();
+    let uid = std::fs::metadata("/proc/self").unwrap().uid();
+    let k = key("linked");
+    let hit = publish(&store, &k, "linked", b"\x7fELF lib");
+    std::fs::hard_link(&hit.library, t.path().join("elsewhere.so")).unwrap();
+    let found = store.lookup(&k).unwrap();
+    assert!(
+        found.hit.is_none(),
+        "a library with a second link was served"
+    );
+    assert!(
+        found.warnings[0].to_string().contains("has 2 hard links"),
+        "{}",
+        found.warnings[0]
+    );
+    let hit = publish(&store, &k, "linked", b"\x7fELF lib");
+    std::fs::set_permissions(&hit.library, std::fs::Permissions::from_mode(0o770)).unwrap();
+    let found = store.lookup(&k).unwrap();
+    assert!(found.hit.is_none(), "a group-writable library was served");
+    assert!(
+        found.warnings[0].to_string().contains("mode 0770"),
+        "{}",
+        found.warnings[0]
+    );
+    let hit = publish(&store, &k, "linked", b"\x7fELF lib");
+    if std::os::unix::fs::lchown(&hit.library, Some(uid + 4242), None).is_err() {
+        return skip("cannot chown to another uid (not root?)");
+    }
+    let found = store.lookup(&k).unwrap();
+    assert!(found.hit.is_none(), "another user's library was served");
+    assert!(
+        found.warnings[0]
+            .to_string()
+            .contains(&format!("owned by uid {}", uid + 4242)),
+        "{}",
+        found.warnings[0]
+    );
+    publish(&store, &k, "linked", b"\x7fELF lib");
+    assert!(store.lookup(&k).unwrap().hit.is_some());
+}

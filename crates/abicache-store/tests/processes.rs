@@ -15,6 +15,8 @@ use common::*;
 const ROLE: &str = "ABICACHE_TEST_ROLE";
 const ROOT: &str = "ABICACHE_TEST_ROOT";
 const KEY: &str = "ABICACHE_TEST_KEY";
+/// How many times each `sources` child stores generated sources.
+const SOURCES_STORES: usize = 150;
 
 /// The child side. Does nothing unless started by `spawn_child`.
 #[test]
@@ -73,6 +75,36 @@ fn child() {
                 store.record(Event::Miss).unwrap();
             }
             println!("RESULT done");
+        }
+        // Open the store and store generated sources, many times: half the sets
+        // shared by every process (the same `load_inline` on every rank), half
+        // this process's own. Reports how many calls failed and the first error.
+        "sources" => {
+            let (mut failures, mut first) = (0, None);
+            for i in 0..SOURCES_STORES {
+                let own = format!("int f_{}_{i}();", std::process::id());
+                let shared = format!("int shared_{}();", i / 2);
+                let text = if i % 2 == 0 { shared } else { own };
+                let files = [abicache_store::GeneratedFile {
+                    name: "main.cpp",
+                    contents: text.as_bytes(),
+                }];
+                let stored = Store::open(&root).and_then(|s| s.store_generated_sources(&files));
+                match stored {
+                    Ok(dir)
+                        if std::fs::read(dir.join("main.cpp"))
+                            .is_ok_and(|b| b == text.as_bytes()) => {}
+                    Ok(dir) => {
+                        failures += 1;
+                        first.get_or_insert(format!("{} does not hold the set", dir.display()));
+                    }
+                    Err(e) => {
+                        failures += 1;
+                        first.get_or_insert(e.to_string());
+                    }
+                }
+            }
+            println!("RESULT failures {failures} first {first:?}");
         }
         other => panic!("unknown role {other}"),
     }
@@ -157,6 +189,23 @@ fn eight_processes_contending_on_one_key_build_it_exactly_once() {
     let c = store.counters().unwrap();
     assert_eq!((c.builds, c.misses, c.hits), (1, 1, 7));
     assert!(dir_names(&store.layout().tmp_dir()).is_empty());
+}
+
+/// Each process opening the store used to remove the others' half-written
+/// generated sources (their temp name looked like a key's leftover build
+/// directory whose lock was free), so a third of concurrent cold
+/// `load_inline` calls failed.
+#[test]
+fn concurrent_processes_storing_generated_sources_never_remove_each_others_temp_dirs() {
+    let (_t, store) = temp_store();
+    let children: Vec<Child> = (0..8)
+        .map(|_| spawn_child("sources", store.root(), "unused"))
+        .collect();
+    for c in children {
+        assert_eq!(results(c), ["failures 0 first None"]);
+    }
+    let sets = dir_names(&store.layout().version_dir().join("sources"));
+    assert_eq!(sets.len(), SOURCES_STORES / 2 + 8 * SOURCES_STORES / 2);
 }
 
 #[test]

@@ -549,3 +549,47 @@ fn corrupt_entry_locked_by_another_builder_is_missed_but_left_to_it() {
         b"fixed"
     );
 }
+
+/// A killed `prebuild --matrix` left its environments (gigabytes) in
+/// `v1/matrix-envs/run.*`, which gc neither removed nor counted.
+#[test]
+fn gc_removes_matrix_run_dirs_a_dead_run_left_and_counts_their_bytes() {
+    let (_t, store) = temp_store();
+    let runs = store.layout().matrix_envs_dir();
+    let dead = runs.join("run.dead");
+    let live = runs.join("run.live");
+    for dir in [&dead, &live] {
+        std::fs::create_dir_all(dir.join("py3.11-torch2.15/lib")).unwrap();
+        std::fs::write(
+            dir.join("py3.11-torch2.15/lib/torch.so"),
+            vec![0u8; 100_000],
+        )
+        .unwrap();
+    }
+    // A live run holds its lock for as long as it runs.
+    let held = abicache_store::FileLock::try_acquire(&live.join(abicache_store::MATRIX_RUN_LOCK))
+        .unwrap()
+        .unwrap();
+    let young = store
+        .clone()
+        .with_gc_grace(Duration::from_secs(3600))
+        .gc(u64::MAX)
+        .unwrap();
+    assert_eq!(
+        young.matrix_runs_removed, 0,
+        "changed within the grace period"
+    );
+    let report = store
+        .clone()
+        .with_gc_grace(Duration::ZERO)
+        .gc(u64::MAX)
+        .unwrap();
+    assert_eq!(report.matrix_runs_removed, 1);
+    assert!(report.matrix_bytes_freed >= 100_000, "{report:?}");
+    assert!(!dead.exists());
+    assert!(
+        live.join("py3.11-torch2.15/lib/torch.so").is_file(),
+        "its run still holds it"
+    );
+    drop(held);
+}

@@ -15,7 +15,7 @@ use abicache_audit::audit_file;
 use abicache_key::{Keyed, Payload, PythonAbiReason};
 use abicache_remote::{Keys, PublicKey, SecretKey, Signature};
 use abicache_scan::ScanReport;
-use abicache_store::{write_bundle, EntryInfo, Hit, Imported, Store, UnpackedBundle};
+use abicache_store::{write_bundle, BundleLimits, EntryInfo, Hit, Imported, Store, UnpackedBundle};
 use serde::Serialize;
 
 use crate::audit::check;
@@ -177,8 +177,29 @@ pub fn export_to_file(
 /// [`Error::Isa`], unless `ABICACHE_ISA_CHECK=0`: a bundle is imported to
 /// be loaded on this machine).
 pub fn import(store: &Store, keys: &Keys, input: impl Read) -> Result<ImportReport> {
-    let mut bundle = UnpackedBundle::unpack(store, input)?;
-    let (signed_by, trusted) = check_signature(&bundle, &keys.trusted)?;
+    // The signature is checked as soon as the index is read, before any
+    // library is extracted.
+    let limits = BundleLimits::for_dir(&store.layout().tmp_dir());
+    let refusal = std::cell::RefCell::new(None);
+    let unpacked = UnpackedBundle::unpack_with(store, input, limits, &|meta| {
+        check_signature(meta.index_bytes, meta.signature, &keys.trusted)
+            .map(drop)
+            .map_err(|e| {
+                let text = e.to_string();
+                *refusal.borrow_mut() = Some(e);
+                abicache_store::StoreError::Io(std::io::Error::other(text))
+            })
+    });
+    let mut bundle = match (unpacked, refusal.into_inner()) {
+        (Ok(bundle), _) => bundle,
+        (Err(_), Some(refused)) => return Err(refused),
+        (Err(e), None) => return Err(e.into()),
+    };
+    let (signed_by, trusted) = check_signature(
+        &bundle.index_bytes,
+        bundle.signature.as_deref(),
+        &keys.trusted,
+    )?;
     for entry in bundle.entries_mut() {
         let payload = Payload::parse(&entry.manifest.payload).map_err(|e| {
             refused(format!(
@@ -238,10 +259,11 @@ pub fn signature_message(index: &[u8]) -> Vec<u8> {
 /// when trusted keys are configured and the bundle is unsigned, signed by
 /// another key, or signed wrongly, and whenever a signature present is invalid.
 fn check_signature(
-    bundle: &UnpackedBundle,
+    index_bytes: &[u8],
+    signature: Option<&[u8]>,
     trusted: &[PublicKey],
 ) -> Result<(Option<String>, bool)> {
-    let Some(bytes) = &bundle.signature else {
+    let Some(bytes) = signature else {
         if trusted.is_empty() {
             return Ok((None, false));
         }
@@ -253,7 +275,7 @@ fn check_signature(
         .map_err(|e| refused(format!("its signature cannot be read ({e})")))?;
     let signer = PublicKey::parse(&signature.public_key, "the bundle's signature")
         .map_err(|e| refused(e.to_string()))?;
-    let message = signature_message(&bundle.index_bytes);
+    let message = signature_message(index_bytes);
     if !signer.verifies(&message, &signature) {
         return Err(refused(format!(
             "its signature by `{signer}` does not match its index: the bundle was altered"

@@ -169,5 +169,80 @@ impl Error {
     }
 }
 
+/// The errno behind `io`: its own, else that of an I/O error it wraps, else
+/// the errno its kind was decoded from (`fs_err` wraps the OS error to name
+/// the path and hides it, `raw_os_error` included); never 0, so a caller
+/// reporting it (Python's `OSError.errno`) never shows `[Errno 0]`.
+pub fn os_errno(io: &std::io::Error) -> i32 {
+    let mut current: Option<&(dyn std::error::Error + 'static)> = Some(io);
+    while let Some(e) = current {
+        current = match e.downcast_ref::<std::io::Error>() {
+            Some(inner) => {
+                if let Some(code) = inner.raw_os_error() {
+                    return code;
+                }
+                inner
+                    .get_ref()
+                    .map(|r| r as &(dyn std::error::Error + 'static))
+            }
+            None => e.source(),
+        };
+    }
+    // `fs_err` keeps the OS error to itself; its kind was decoded from the
+    // errno, so map it back (the inverse of std's `decode_error_kind`).
+    use std::io::ErrorKind as K;
+    match io.kind() {
+        K::NotFound => libc::ENOENT,
+        K::PermissionDenied => libc::EACCES,
+        K::AlreadyExists => libc::EEXIST,
+        K::NotADirectory => libc::ENOTDIR,
+        K::IsADirectory => libc::EISDIR,
+        K::DirectoryNotEmpty => libc::ENOTEMPTY,
+        K::ReadOnlyFilesystem => libc::EROFS,
+        K::StorageFull => libc::ENOSPC,
+        K::QuotaExceeded => libc::EDQUOT,
+        K::FileTooLarge => libc::EFBIG,
+        K::CrossesDevices => libc::EXDEV,
+        K::TooManyLinks => libc::EMLINK,
+        K::ResourceBusy => libc::EBUSY,
+        K::ExecutableFileBusy => libc::ETXTBSY,
+        K::StaleNetworkFileHandle => libc::ESTALE,
+        K::InvalidFilename => libc::ENAMETOOLONG,
+        K::NotSeekable => libc::ESPIPE,
+        K::ArgumentListTooLong => libc::E2BIG,
+        K::Deadlock => libc::EDEADLK,
+        K::Interrupted => libc::EINTR,
+        K::WouldBlock => libc::EAGAIN,
+        K::TimedOut => libc::ETIMEDOUT,
+        K::BrokenPipe => libc::EPIPE,
+        K::OutOfMemory => libc::ENOMEM,
+        K::Unsupported => libc::EOPNOTSUPP,
+        K::InvalidInput => libc::EINVAL,
+        _ => libc::EIO,
+    }
+}
+
 /// Shorthand for results of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::os_errno;
+
+    /// `fs_err` errors used to reach Python as `[Errno 0]`: the OS error
+    /// they wrap was not looked for.
+    #[test]
+    fn errno_of_a_wrapped_fs_err_error_is_the_os_errors_not_0() {
+        let missing = fs_err::File::open("/nonexistent/abicache-errno-test").unwrap_err();
+        assert_eq!(missing.raw_os_error(), None, "fs_err hides the errno");
+        assert_eq!(os_errno(&missing), libc::ENOENT);
+        let not_dir = fs_err::read_dir("/proc/self/status").unwrap_err();
+        assert_eq!(os_errno(&not_dir), libc::ENOTDIR);
+        let is_dir = fs_err::read("/proc/self").unwrap_err();
+        assert_eq!(os_errno(&is_dir), libc::EISDIR);
+        let plain = std::io::Error::from_raw_os_error(libc::EEXIST);
+        assert_eq!(os_errno(&plain), libc::EEXIST);
+        let made_up = std::io::Error::new(std::io::ErrorKind::NotFound, "gone");
+        assert_eq!(os_errno(&made_up), libc::ENOENT);
+    }
+}

@@ -48,7 +48,7 @@ mod remote_objects;
 mod session;
 
 pub use audit::{audit_against_key, check as check_audit, AuditVerdict};
-pub use error::{Error, ErrorKind, Result, TorchDirProblem};
+pub use error::{os_errno, Error, ErrorKind, Result, TorchDirProblem};
 pub use explain::{explain, render_explanation, ClosestEntry, Explanation};
 pub use fleet::{prebuild, render_coverage, Coverage, FleetEnvironment, FleetExtension};
 pub use gpu::{default_cuda_archs, visible_gpu_archs};

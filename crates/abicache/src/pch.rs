@@ -109,6 +109,7 @@ pub(crate) fn start_missing(
                     temp_dir: paths.temp_dir,
                     built_dir: paths.dir,
                     failed_dir: paths.failed_dir,
+                    deadline: pch::PCH_BUILD_DEADLINE,
                 };
                 abicache_build::spawn_background_build(request, &slot)
                     .map_err(|e| format!("could not start `flock` (util-linux) for it: {e}"))

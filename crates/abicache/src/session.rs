@@ -106,6 +106,12 @@ pub struct Outcome {
     /// manifest's): [`Outcome::check_cpu`] compares them with this CPU's.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub isa: Vec<Requirement>,
+    /// The library's `[dev, ino, size, mtime_ns, ctime_ns]` taken right after
+    /// it was verified: a loader opens the file once, compares its `fstat`
+    /// with this and loads what it opened (`/proc/self/fd/N`), never a file
+    /// put in its place since. `None` when it could not be read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub library_stamp: Option<(u64, u64, u64, i64, i64)>,
 }
 
 /// What [`Session::claim`] found: an entry to use, or the build lock with
@@ -129,6 +135,7 @@ impl Outcome {
             pch_units: Vec::new(),
             remote: false,
             warnings,
+            library_stamp: None,
         }
     }
 
@@ -340,6 +347,20 @@ impl Session {
         root: &Path,
         progress: &dyn Fn(Progress),
     ) -> Result<Outcome> {
+        let mut outcome = self.build_unstamped(spec, root, progress)?;
+        outcome.library_stamp = std::fs::symlink_metadata(&outcome.path).ok().map(|m| {
+            let s = abicache_fs::FileStamp::of(&m);
+            (s.dev, s.ino, s.size, s.mtime_ns, s.ctime_ns)
+        });
+        Ok(outcome)
+    }
+
+    fn build_unstamped(
+        &self,
+        spec: &ExtensionSpec,
+        root: &Path,
+        progress: &dyn Fn(Progress),
+    ) -> Result<Outcome> {
         let started = Instant::now();
         let mut warnings = Vec::new();
         if !self.options.rebuild {
@@ -412,6 +433,7 @@ impl Session {
             pch_units: report.pch_units,
             remote: false,
             warnings,
+            library_stamp: None,
         })
     }
 

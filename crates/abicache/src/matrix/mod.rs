@@ -11,9 +11,10 @@ mod interpreters;
 mod spec;
 mod uv;
 
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 
-use abicache_store::Store;
+use abicache_store::{FileLock, Store, MATRIX_RUN_LOCK};
 
 pub use interpreters::{FoundInterpreter, InterpreterSearch};
 pub use spec::{Matrix, MatrixCell};
@@ -85,6 +86,19 @@ pub enum MatrixError {
         /// What to check.
         hint: String,
     },
+    /// `--keep-envs` names a directory others could plant environments in.
+    #[error(
+        "`--keep-envs {}` {reason}: a venv found there is run (and what it builds may be \
+         signed and pushed), so it must be a private directory of yours; `chmod 700` it, or \
+         pass a directory of your own",
+        path.display()
+    )]
+    KeepEnvsNotPrivate {
+        /// The directory.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A file of an environment could not be read or written (path named).
     #[error(transparent)]
     Io(#[from] std::io::Error),
@@ -109,7 +123,96 @@ pub struct MatrixEnvironments {
     pub environments: Vec<FleetEnvironment>,
     /// Where they are.
     pub dir: Option<PathBuf>,
-    _throwaway: Option<tempfile::TempDir>,
+    /// Each cell's lock (`<dir>/<cell>.lock`): no other run replaces an
+    /// environment while this one uses it.
+    _cell_locks: Vec<FileLock>,
+    /// The throwaway directory, with its lock ([`MATRIX_RUN_LOCK`]): gc
+    /// removes a run directory only once it is free.
+    _throwaway: Option<RunDir>,
+}
+
+/// A throwaway `v1/matrix-envs/run.*` directory, locked while it lives and
+/// removed on drop. A watcher (`flock <lock> rm -rf <dir>`, in its own
+/// process group so Ctrl-C does not reach it) waits for the lock and removes
+/// the directory as soon as the run lets go of it: when the run is
+/// interrupted (`SIGINT`, `SIGTERM`) or killed, too.
+#[derive(Debug)]
+struct RunDir {
+    dir: tempfile::TempDir,
+    _lock: FileLock,
+}
+
+impl RunDir {
+    fn new(parent: &Path) -> crate::Result<RunDir> {
+        let dir = tempfile::Builder::new()
+            .prefix("run.")
+            .tempdir_in(parent)
+            .map_err(|e| {
+                std::io::Error::new(
+                    e.kind(),
+                    format!("cannot create a directory in `{}`: {e}", parent.display()),
+                )
+            })?;
+        let lock_path = dir.path().join(MATRIX_RUN_LOCK);
+        let lock = FileLock::try_acquire(&lock_path)?
+            .ok_or_else(|| std::io::Error::other("a fresh run directory's lock is held"))?;
+        // Best effort: gc removes what a watcher that could not start leaves.
+        if let Ok(mut watcher) = std::process::Command::new("flock")
+            .arg(&lock_path)
+            .args(["rm", "-rf"])
+            .arg(dir.path())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .process_group(0)
+            .spawn()
+        {
+            std::thread::spawn(move || {
+                let _ = watcher.wait();
+            });
+        }
+        Ok(RunDir { dir, _lock: lock })
+    }
+}
+
+/// `dir` for `--keep-envs`: created owner-only when absent; otherwise it must
+/// be a directory (not a symlink) owned by this user and writable by no one
+/// else, since the environments found in it are run.
+fn private_keep_dir(dir: &Path) -> Result<PathBuf, MatrixError> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let dir = std::path::absolute(dir)?;
+    if std::fs::symlink_metadata(&dir).is_err() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|e| {
+                std::io::Error::new(e.kind(), format!("cannot create `{}`: {e}", dir.display()))
+            })?;
+    }
+    let meta = fs_err::symlink_metadata(&dir)?;
+    let uid = rustix::process::geteuid().as_raw();
+    let reason = if meta.file_type().is_symlink() {
+        Some("is a symbolic link".to_owned())
+    } else if !meta.is_dir() {
+        Some("is not a directory".to_owned())
+    } else if meta.uid() != uid {
+        Some(format!(
+            "is owned by uid {}, not by you (uid {uid})",
+            meta.uid()
+        ))
+    } else if meta.mode() & 0o022 != 0 {
+        Some(format!(
+            "is writable by others (mode {:o})",
+            meta.mode() & 0o7777
+        ))
+    } else {
+        None
+    };
+    match reason {
+        Some(reason) => Err(MatrixError::KeepEnvsNotPrivate { path: dir, reason }),
+        None => Ok(dir),
+    }
 }
 
 /// Creates the environments of `matrix` that none of `existing` covers (an
@@ -137,38 +240,41 @@ pub fn create_missing(
         return Ok(MatrixEnvironments {
             environments: Vec::new(),
             dir: None,
+            _cell_locks: Vec::new(),
             _throwaway: None,
         });
     }
+    let keep = match &options.keep_envs {
+        Some(dir) => Some(private_keep_dir(dir)?),
+        None => None,
+    };
     let uv = Uv::locate(
         options.uv.as_deref(),
         crate::env_vars::var_os(crate::env_vars::PATH).as_deref(),
     )?;
-    let (root, throwaway) = match &options.keep_envs {
-        Some(dir) => {
-            fs_err::create_dir_all(dir)?;
-            (std::path::absolute(dir)?, None)
-        }
+    let (root, throwaway) = match keep {
+        Some(dir) => (dir, None),
         None => {
-            let parent = store.layout().version_dir().join("matrix-envs");
+            let parent = store.layout().matrix_envs_dir();
             fs_err::create_dir_all(&parent)?;
-            let tmp = tempfile::Builder::new()
-                .prefix("run.")
-                .tempdir_in(&parent)
-                .map_err(|e| {
-                    std::io::Error::new(
-                        e.kind(),
-                        format!("cannot create a directory in `{}`: {e}", parent.display()),
-                    )
-                })?;
-            (tmp.path().to_path_buf(), Some(tmp))
+            let run = RunDir::new(&parent)?;
+            let root = run.dir.path().to_path_buf();
+            (root, Some(run))
         }
     };
     let search = InterpreterSearch::from_env();
     let mut environments = Vec::with_capacity(missing.len());
+    let mut cell_locks = Vec::with_capacity(missing.len());
     for cell in &missing {
         let interpreter = search.find(&cell.python, &uv)?;
         let dir = root.join(cell.dir_name());
+        // One run at a time creates, replaces or uses a cell's environment.
+        let lock_path = root.join(format!("{}.lock", cell.dir_name()));
+        cell_locks.push(FileLock::acquire(
+            &lock_path,
+            &format!("the matrix environment `{}`", dir.display()),
+            store.lock_timeout(),
+        )?);
         create_one(&uv, cell, &interpreter, &dir, progress)?;
         let python = dir.join("bin/python");
         let probed = probe_interpreter(&python, None)?;
@@ -186,6 +292,7 @@ pub fn create_missing(
     Ok(MatrixEnvironments {
         environments,
         dir: Some(root),
+        _cell_locks: cell_locks,
         _throwaway: throwaway,
     })
 }

@@ -42,26 +42,27 @@ impl Uv {
         &self.program
     }
 
-    fn command(&self, cwd: &Path) -> Command {
+    /// `uv SUBCOMMAND --no-config` run in `cwd` (a private directory: the
+    /// environment's own, or a fresh temporary one) that never fetches an
+    /// interpreter: no `uv.toml` or `pyproject.toml` of any directory, and no
+    /// user or system configuration, can redirect the package index.
+    fn command(&self, cwd: &Path, subcommand: &[&str]) -> Command {
         let mut cmd = Command::new(&self.program);
-        // Run outside any project (no `pyproject.toml` or `uv.toml` of the
-        // caller's directory applies) and never fetch an interpreter.
-        cmd.current_dir(cwd).env("UV_PYTHON_DOWNLOADS", "never");
+        cmd.args(subcommand)
+            .arg("--no-config")
+            .current_dir(cwd)
+            .env("UV_NO_CONFIG", "1")
+            .env("UV_PYTHON_DOWNLOADS", "never");
         cmd
     }
 
     /// `uv python find --system --no-python-downloads VERSION`: an
     /// interpreter uv knows of (its managed installs, `PATH`), if any.
     pub fn find_python(&self, version: &str) -> Option<PathBuf> {
+        let cwd = tempfile::tempdir().ok()?;
         let out = self
-            .command(&std::env::temp_dir())
-            .args([
-                "python",
-                "find",
-                "--system",
-                "--no-python-downloads",
-                version,
-            ])
+            .command(cwd.path(), &["python", "find"])
+            .args(["--system", "--no-python-downloads", version])
             .output()
             .ok()?;
         let path = String::from_utf8(out.stdout).ok()?.trim().to_owned();
@@ -71,8 +72,8 @@ impl Uv {
     /// Creates a venv at `dir` on `interpreter`.
     pub fn create_venv(&self, interpreter: &Path, dir: &Path) -> Result<(), MatrixError> {
         let cwd = dir.parent().unwrap_or(dir);
-        let mut cmd = self.command(cwd);
-        cmd.args(["venv", "--no-python-downloads", "--python"])
+        let mut cmd = self.command(cwd, &["venv"]);
+        cmd.args(["--no-python-downloads", "--python"])
             .arg(interpreter)
             .arg(dir);
         run(
@@ -89,8 +90,8 @@ impl Uv {
         requirements: &[String],
         no_deps: bool,
     ) -> Result<(), MatrixError> {
-        let mut cmd = self.command(python.parent().unwrap_or(python));
-        cmd.args(["pip", "install", "--python"]).arg(python);
+        let mut cmd = self.command(python.parent().unwrap_or(python), &["pip", "install"]);
+        cmd.arg("--python").arg(python);
         if no_deps {
             cmd.arg("--no-deps");
         }
