@@ -63,6 +63,8 @@ fi
 # ~40 s PCH; ~800 MB of disk under benches/.work/pch while it runs).
 "$venv/bin/python" -W ignore benches/bench_pch.py --abicache "$bin/abicache" --work "$work"
 rm -rf "$work/pch"
+# Interception: what the wheel's abicache-intercept.pth adds to every interpreter start (target ≤ 0.1 ms).
+"$venv/bin/python" benches/bench_intercept_startup.py --work "$work"
 # Issue 4: warm load beyond `import torch` (needs the package in .venv).
 scripts/install-python-package.sh .venv
 "$venv/bin/python" benches/bench_load.py --work "$work"
