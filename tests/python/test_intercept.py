@@ -132,10 +132,14 @@ def test_off_unless_asked(cache: Path) -> None:
     )
     off = {"module": "torch.utils.cpp_extension", "patched": False, "abicache": False}
     assert _result(_run([sys.executable, "-c", code], _env())) == dict(off, at_start=[])
-    for value in ("", " ", "0", "false"):
-        # Set but off: the hook reads the value (its module is imported) and does nothing.
-        result = _result(_run([sys.executable, "-c", code], _env({"ABICACHE_INTERCEPT": value})))
-        assert result == dict(off, at_start=["_abicache_intercept"]), (value, result)
+    # Set but off: the hook reads the value (its module is imported) and registers nothing.
+    hooked = (
+        "import sys\n"
+        "print('RESULT ' + str(int(any(getattr(f, '_abicache_intercept', False) for f in sys.meta_path))))\n"
+    )
+    for value in ("", " ", "0", "false", "No"):
+        assert _result(_run([sys.executable, "-c", hooked], _env({"ABICACHE_INTERCEPT": value}))) == 0, value
+    assert _result(_run([sys.executable, "-c", hooked], _env({"ABICACHE_INTERCEPT": "1"}))) == 1
     on = _result(_run([sys.executable, "-c", code], _env({"ABICACHE_INTERCEPT": "1", "ABICACHE_DIR": str(cache)})))
     # On: only the hook at start; patched once torch's module is imported, still without importing abicache.
     assert on == {"at_start": ["_abicache_intercept"], "module": "torch.utils.cpp_extension", "patched": True,
