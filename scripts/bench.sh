@@ -68,6 +68,10 @@ rm -rf "$work/pch"
 # Issue 4: warm load beyond `import torch` (needs the package in .venv).
 scripts/install-python-package.sh .venv
 "$venv/bin/python" benches/bench_load.py --work "$work"
+# Interception: DeepSpeed 0.19.8 and GPTQModel 7.7.0, unmodified, under `abicache run` and with torch's
+# own load (side venvs under benches/.work/intercept; ~15 minutes on 2 cores, 12 extension compiles).
+python3 benches/bench_intercept_clients.py --venv "$venv" --work "$work/intercept" \
+  --wheel "$(ls "$CARGO_TARGET_DIR"/wheels/abicache/abicache-*.whl | head -n1)"
 # Issue 12: a hit whose stat stamp matches costs no re-hash, whatever the size.
 echo "bench: store hit latency, hashed vs stamped (lookup_latency)" >&2
 cargo run --release --quiet -p abicache-store --example lookup_latency
