@@ -92,6 +92,17 @@ def compiles(log_path: Path) -> int:
     return sum(1 for line in log_path.read_text().splitlines() if " -c " in f" {line} " and "--version" not in line)
 
 
+def library_from(libraries: List[str], cache: Path) -> str:
+    """`abicache cache` when every library the client mapped is a file of
+    abicache's cache (or a hard link to one, as in GPTQModel's build root),
+    else `client/torch build dir`."""
+    entries = [p for p in cache.rglob("*.so")] if cache.is_dir() else []
+    inodes = {(e.stat().st_dev, e.stat().st_ino) for e in entries}
+    if libraries and all((os.stat(p).st_dev, os.stat(p).st_ino) in inodes for p in libraries):
+        return "abicache cache"
+    return "client/torch build dir"
+
+
 def run_case(python: Path, client: str, how: str, dirs: Dict[str, Path], sdist: Path, work: Path,
              cxx: Path, label: str, tools: Path) -> Dict[str, Any]:
     out = work / "results" / f"{client}-{how}-{label}.json"
@@ -124,7 +135,14 @@ def run_case(python: Path, client: str, how: str, dirs: Dict[str, Path], sdist: 
         raise SystemExit(f"{client} {how} {label} failed (exit {proc.returncode}):\n{proc.stdout[-4000:]}\n"
                          f"{proc.stderr[-8000:]}")
     result = json.loads(out.read_text())
-    result.update(wall=wall, compiles=compiles(compile_log), stderr_tail=proc.stderr[-2000:])
+    result.update(wall=wall, compiles=compiles(compile_log), stderr_tail=proc.stderr[-2000:],
+                  library_from=library_from(result["libraries"], dirs["abicache"]))
+    if result["load_owner"] != how:
+        raise SystemExit(f"{client} {how} {label}: torch.utils.cpp_extension.load was {result['load_owner']}'s")
+    if how == "abicache" and result["library_from"] != "abicache cache":
+        raise SystemExit(f"{client} {how} {label}: the client's libraries are not abicache's: {result['libraries']}")
+    if how == "abicache" and label != "cold" and result["compiles"]:
+        raise SystemExit(f"{client} {how} {label}: {result['compiles']} compiles, expected none")
     log(f"{client} {how} {label}: {wall:.1f} s, {result['compiles']} compiles, load "
         f"{sum(c['seconds'] for c in result['calls']):.3f} s in {len(result['calls'])} calls, "
         f"owner {result['load_owner']}, ok {result['ok']}")
@@ -179,8 +197,8 @@ def main() -> int:
                                                          "empty-root", tools)
     (work / "results.json").write_text(json.dumps(results, indent=1))
 
-    print("| client | case | `load` | wall (process) | time in `load` | `load` calls | compiles | check |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| client | case | `load` | wall (process) | time in `load` | `load` calls | compiles | library from | check |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for client, hows in results.items():
         for case in ("cold", "warm", "second venv", "empty GPTQModel root"):
             for how in ("torch", "abicache"):
@@ -192,7 +210,7 @@ def main() -> int:
                          if "max_abs_diff" in r else ("pack_block_cpu exact" if r["ok"] else "FAILED"))
                 shown = f"{in_load:.1f} s" if in_load >= 1 else f"{in_load * 1e3:.1f} ms"
                 print(f"| {client} | {case} | {how}'s | {r['wall']:.1f} s | {shown} | "
-                      f"{len(r['calls'])} | {r['compiles']} | {check} |")
+                      f"{len(r['calls'])} | {r['compiles']} | {r['library_from']} | {check} |")
     return 0
 
 
