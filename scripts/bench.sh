@@ -63,9 +63,15 @@ fi
 # ~40 s PCH; ~800 MB of disk under benches/.work/pch while it runs).
 "$venv/bin/python" -W ignore benches/bench_pch.py --abicache "$bin/abicache" --work "$work"
 rm -rf "$work/pch"
+# Interception: what the wheel's abicache-intercept.pth adds to every interpreter start (target ≤ 0.1 ms).
+"$venv/bin/python" benches/bench_intercept_startup.py --work "$work"
 # Warm load beyond `import torch` (needs the package in .venv).
 scripts/install-python-package.sh .venv
 "$venv/bin/python" benches/bench_load.py --work "$work"
+# Interception: DeepSpeed 0.19.8 and GPTQModel 7.7.0, unmodified, under `abicache run` and with torch's
+# own load (side venvs under benches/.work/intercept; ~15 minutes on 2 cores, 12 extension compiles).
+python3 benches/bench_intercept_clients.py --venv "$venv" --work "$work/intercept" \
+  --wheel "$(scripts/install-python-package.sh --print-wheel)"
 # A hit whose stat stamp matches costs no re-hash, whatever the size.
 echo "bench: store hit latency, hashed vs stamped (lookup_latency)" >&2
 cargo run --release --quiet -p abicache-store --example lookup_latency

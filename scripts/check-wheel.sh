@@ -36,6 +36,12 @@ found_minor=$(printf '%s\n' "$show" | tr '\n' ' ' | sed -n 's/.*consistent with 
 [ -n "$found_minor" ] || fail "auditwheel found no manylinux tag:"$'\n'"$show"
 [ "$found_minor" -le "$max_glibc_minor" ] || fail "its symbols need manylinux_2_$found_minor (auditwheel show):"$'\n'"$show"
 
+# The interception start-up hook must sit at the root of site-packages.
+listing=$(.venv/bin/python -m zipfile -l "$wheel")
+for top in abicache-intercept.pth _abicache_intercept.py; do
+  printf '%s\n' "$listing" | grep -q "^$top " || fail "\`$top\` is not at the wheel's root (see [tool.maturin] include in pyproject.toml)"
+done
+
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 python3 -m venv "$tmp/venv"

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from ._api import default_cache_dir, prebuild, stats, torch_stable_abi_target_define
     from ._env import environment, visible_cuda_archs
     from ._inline import load_inline
+    from ._intercept import intercept
     from ._load import load
     from ._native import AbiError, BuildError, Error, LockTimeout
 
@@ -547,6 +548,7 @@ __all__ = [
     "TorchOpsExtension",
     "default_cache_dir",
     "environment",
+    "intercept",
     "load",
     "load_inline",
     "prebuild",
@@ -567,6 +569,7 @@ _LAZY = {
     "torch_stable_abi_target_define": "_api",
     "load": "_load",
     "load_inline": "_inline",
+    "intercept": "_intercept",
     "environment": "_env",
     "visible_cuda_archs": "_env",
     "Error": "_native",

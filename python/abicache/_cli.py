@@ -4,6 +4,7 @@ abicache`` both run the command line compiled into ``abicache._native``
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from typing import List, Optional
@@ -18,7 +19,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     # Ctrl-C ends the command as it ends the native binary: Python's own
     # handler would only set a flag that nothing checks while the command runs.
     signal.signal(signal.SIGINT, signal.SIG_DFL)
-    return _native.cli_main(["abicache", *args])
+    # Python ignores SIGXFSZ; the native binary does not, and a command that
+    # `abicache run` execs must not inherit it (exec keeps ignored signals;
+    # Rust's exec resets SIGPIPE itself).
+    if hasattr(signal, "SIGXFSZ"):
+        signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
+    # The package directory: `abicache run` puts its `_sitecustomize` first on PYTHONPATH.
+    return _native.cli_main(["abicache", *args], os.path.dirname(os.path.abspath(__file__)))
 
 
 def run() -> None:

@@ -206,7 +206,21 @@ def load_sources(
             assert key is not None
             loaded[key] = (as_name, path, module)
     if build_directory is not None:
-        path = copy_into(build_directory, as_name, path)
+        try:
+            path = copy_into(build_directory, as_name, path)
+        except OSError as e:
+            # A read-only build directory (some packages keep theirs in a
+            # read-only site-packages): the library is the cache's, loaded.
+            import warnings
+
+            warnings.warn(
+                f"abicache: could not copy the library to `{as_name}.so` in build_directory "
+                f"`{build_directory}` ({e}); `{as_name}` is loaded from the cache instead, at `{path}`. Code that looks for the library "
+                "in that directory will not find it: make the directory writable or pass a writable "
+                "build_directory",
+                RuntimeWarning,
+                stacklevel=3,
+            )
     if is_python_module:
         assert module is not None
         return module

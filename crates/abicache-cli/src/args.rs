@@ -60,6 +60,9 @@ pub enum Command {
     Export(crate::fleet_cmds::ExportArgs),
     /// Verify a bundle in full (and its signer against `ABICACHE_TRUSTED_KEYS`), then publish its entries.
     Import(crate::fleet_cmds::ImportArgs),
+    /// Run a command whose Python processes build torch extensions through abicache
+    /// (`torch.utils.cpp_extension.load`/`load_inline` intercepted; no code change).
+    Run(crate::run_cmd::RunArgs),
 }
 
 /// `abicache scan`.

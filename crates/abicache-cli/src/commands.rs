@@ -41,6 +41,8 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Prebuild(args) => crate::fleet_cmds::prebuild(open_store(cache_dir)?, args),
         Command::Export(args) => crate::fleet_cmds::export(open_store(cache_dir)?, args),
         Command::Import(args) => crate::fleet_cmds::import(open_store(cache_dir)?, args),
+        // `main_with_package` runs it (it needs the package directory).
+        Command::Run(_) => unreachable!("`abicache run` is dispatched by main_with_package"),
     }
 }
 

@@ -22,8 +22,10 @@ mod fleet_cmds;
 mod interpreter;
 mod remote_cmds;
 mod render;
+mod run_cmd;
 
 use std::ffi::OsString;
+use std::path::Path;
 
 use clap::Parser;
 
@@ -35,12 +37,30 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
+    main_with_package(args, None)
+}
+
+/// [`main_with_args`] for the Python package's entry point, which knows
+/// the installed `abicache` package directory (`package_dir`): `abicache
+/// run` puts its `_sitecustomize` directory first on `PYTHONPATH`. On Unix
+/// a started `abicache run CMD` does not return: `CMD` replaces the process.
+pub fn main_with_package<I, T>(args: I, package_dir: Option<&Path>) -> u8
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
     let cli = match args::Cli::try_parse_from(args) {
         Ok(cli) => cli,
         Err(err) => {
             let _ = err.print();
             return if err.use_stderr() { 2 } else { 0 };
         }
+    };
+    let cli = match cli.command {
+        args::Command::Run(run) => {
+            return run_cmd::run(run, cli.cache_dir, cli.verbose, package_dir);
+        }
+        command => args::Cli { command, ..cli },
     };
     match commands::run(cli) {
         Ok(()) => 0,

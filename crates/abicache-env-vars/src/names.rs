@@ -18,6 +18,10 @@ pub const ABICACHE_COMPILER_LAUNCHER: &str = "ABICACHE_COMPILER_LAUNCHER";
 pub const ABICACHE_REBUILD: &str = "ABICACHE_REBUILD";
 /// Precompiled headers: `0` off, `auto` (default) on.
 pub const ABICACHE_PCH: &str = "ABICACHE_PCH";
+/// Interception of torch's `load`/`load_inline` in every Python process: `1` or `verbose`.
+pub const ABICACHE_INTERCEPT: &str = "ABICACHE_INTERCEPT";
+/// Python's module search path, which `abicache run` extends.
+pub const PYTHONPATH: &str = "PYTHONPATH";
 /// Seconds an interpreter probe (`--python`) may take.
 pub const ABICACHE_PROBE_TIMEOUT: &str = "ABICACHE_PROBE_TIMEOUT";
 /// The instruction-set guard before a load: `1` (default) on, `0` off.

@@ -165,6 +165,10 @@ pub const ENV_VARS: &[EnvVar] = &[
         .meaning("`1` makes the Python package rebuild instead of using a cached entry."),
     EnvVar::new(ABICACHE_PCH, "`auto`", ValueFormat::Choice(&["auto", "0"]))
         .meaning("`0` turns precompiled headers off; `auto` uses ready ones and builds a missing one in the background after the build that needed it (see \"Building\")."),
+    EnvVar::new(ABICACHE_INTERCEPT, "unset (off)", ValueFormat::Choice(&["1", "verbose", "0"]))
+        .meaning("`1`: in every Python process with abicache installed, `torch.utils.cpp_extension.load` and `load_inline` become abicache's (calls abicache does not support go to torch's); `verbose` also prints one line per call on stderr. Set by `abicache run` (see \"Use it without changing code\")."),
+    EnvVar::new(PYTHONPATH, "unset", ValueFormat::PathList)
+        .meaning("`abicache run` puts the package's `sitecustomize` directory first on it for `CMD`, keeping the rest."),
     EnvVar::new(ABICACHE_PROBE_TIMEOUT, "`60`", ValueFormat::Seconds)
         .meaning("Seconds probing an interpreter (`--python`) may take before it is stopped and refused; its output is capped at 4 MiB."),
     EnvVar::new(ABICACHE_ISA_CHECK, "`1`", ValueFormat::Choice(&["1", "0"]))

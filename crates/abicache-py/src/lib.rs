@@ -41,9 +41,12 @@ fn torch_stable_abi_target_define(py: Python<'_>, major: i64, minor: i64) -> PyR
 /// Runs the `abicache` command line with `argv` (`argv[0]` is the program
 /// name) and returns its exit code: the wheel's `abicache` console script
 /// and `python -m abicache`, sharing this module's one native build.
+/// `package_dir` is the installed `abicache` package (for `abicache run`,
+/// which on Unix replaces this process with its command).
 #[pyfunction]
-fn cli_main(py: Python<'_>, argv: Vec<std::ffi::OsString>) -> u8 {
-    py.detach(|| abicache_cli::main_with_args(argv))
+#[pyo3(signature = (argv, package_dir=None))]
+fn cli_main(py: Python<'_>, argv: Vec<std::ffi::OsString>, package_dir: Option<PathBuf>) -> u8 {
+    py.detach(|| abicache_cli::main_with_package(argv, package_dir.as_deref()))
 }
 
 /// The cache root `ABICACHE_DIR`, else `$XDG_CACHE_HOME/abicache`, else `~/.cache/abicache`.

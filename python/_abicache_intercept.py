@@ -1,0 +1,188 @@
+"""abicache's interception of ``torch.utils.cpp_extension.load`` and ``load_inline``.
+
+Imported at interpreter start only when ``ABICACHE_INTERCEPT`` is set (by
+``abicache-intercept.pth``, shipped at the root of site-packages, or by the
+``sitecustomize`` that ``abicache run`` puts first on ``PYTHONPATH``), and by
+``abicache.intercept()``. It imports neither torch nor abicache: it puts a
+finder first on ``sys.meta_path`` that, the moment
+``torch.utils.cpp_extension`` has been executed, replaces the module's
+``load`` and ``load_inline`` with wrappers. A wrapper sends a call that
+abicache supports to ``abicache.load``/``abicache.load_inline`` and any other
+call to torch's own function, so a program that works without interception
+works with it.
+
+A top-level module, not part of the ``abicache`` package, so that turning
+interception on costs an interpreter start this file, not the package's
+imports.
+"""
+
+import os
+import sys
+
+TARGET = "torch.utils.cpp_extension"
+VARIABLE = "ABICACHE_INTERCEPT"
+
+# Off unless asked: what the variable's values mean (empty or blank is unset).
+_OFF = ("", "0", "false", "no")
+
+# "verbose": one line on stderr for every intercepted call (hit, build or
+# fallback). Set by `install`.
+_verbose = False
+
+
+def mode(value=None):
+    """``None`` (off), ``"on"`` or ``"verbose"`` for a value of
+    ``ABICACHE_INTERCEPT`` (default: this process's)."""
+    if value is None:
+        value = os.environ.get(VARIABLE, "")
+    value = value.strip().lower()
+    if value in _OFF:
+        return None
+    return "verbose" if value == "verbose" else "on"
+
+
+def install(verbose=False):
+    """Turns interception on in this process: patches
+    ``torch.utils.cpp_extension`` if it is imported, and patches it when it
+    is imported later. Idempotent. ``verbose``: one line on stderr for every
+    intercepted call. Returns nothing."""
+    global _verbose
+    _verbose = _verbose or bool(verbose)
+    module = sys.modules.get(TARGET)
+    if module is not None:
+        patch(module)
+    if not any(getattr(f, "_abicache_intercept", False) for f in sys.meta_path):
+        sys.meta_path.insert(0, _Finder())
+
+
+def install_from_env():
+    """:func:`install` when ``ABICACHE_INTERCEPT`` asks for it (what the
+    start-up hooks call)."""
+    asked = mode()
+    if asked is not None:
+        install(verbose=asked == "verbose")
+
+
+class _Finder:
+    """Finds ``torch.utils.cpp_extension`` with the finders after it and
+    wraps the loader so the module is patched once it has executed; finds
+    nothing else."""
+
+    _abicache_intercept = True
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != TARGET:
+            return None
+        for finder in sys.meta_path:
+            if getattr(finder, "_abicache_intercept", False):
+                continue
+            find_spec = getattr(finder, "find_spec", None)
+            if find_spec is None:
+                continue
+            spec = find_spec(fullname, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+            spec.loader = _Loader(spec.loader)
+        return spec
+
+    def invalidate_caches(self):
+        pass
+
+
+class _Loader:
+    """The module's own loader, patching the module after ``exec_module``;
+    everything else (``get_source``, resources, …) is the wrapped loader's."""
+
+    def __init__(self, loader):
+        self._abicache_loader = loader
+
+    def create_module(self, spec):
+        create = getattr(self._abicache_loader, "create_module", None)
+        return create(spec) if create is not None else None
+
+    def exec_module(self, module):
+        self._abicache_loader.exec_module(module)
+        patch(module)
+
+    def __getattr__(self, name):
+        return getattr(self._abicache_loader, name)
+
+
+def patch(module):
+    """Replaces ``module.load`` and ``module.load_inline`` (torch's) with
+    abicache's wrappers, once."""
+    for name in ("load", "load_inline"):
+        original = getattr(module, name, None)
+        if original is None or getattr(original, "_abicache_original", None) is not None:
+            continue
+        setattr(module, name, _wrapper(original, name))
+
+
+def _wrapper(original, name):
+    import functools
+
+    def wrapper(*args, **kwargs):
+        return _call(original, name, args, kwargs)
+
+    # torch's name, docstring and signature (`inspect.signature` follows
+    # `__wrapped__`), so code that introspects the function sees torch's.
+    functools.update_wrapper(wrapper, original)
+    wrapper._abicache_original = original
+    return wrapper
+
+
+def _say(line):
+    print("abicache: " + line, file=sys.stderr, flush=True)
+
+
+def _unsupported(name, arguments, accepted):
+    """Why abicache cannot take this call (``None``: it can). ``accepted``:
+    the parameters abicache's function takes (``None``: not checked yet, so
+    that the refusals that need no abicache import it not)."""
+    if arguments.get("is_standalone"):
+        return "`is_standalone=True` (an executable)"
+    for sycl in ("with_sycl", "sycl_sources", "extra_sycl_cflags"):
+        if arguments.get(sycl):
+            return "SYCL (`%s`)" % sycl
+    for argument in arguments if accepted is not None else ():
+        if argument not in accepted:
+            return "`%s`, which abicache.%s does not take" % (argument, name)
+    return None
+
+
+def _call(original, name, args, kwargs):
+    """One intercepted call: abicache's function when it supports the call,
+    else torch's. torch's also gets every call abicache fails (a cache it
+    cannot use, a failed build: torch then fails or succeeds as it would
+    have, with one line on stderr first), so interception never breaks a
+    program that works without it. ``KeyboardInterrupt`` is not caught."""
+    import inspect
+
+    try:
+        arguments = inspect.signature(original).bind(*args, **kwargs).arguments
+    except TypeError:
+        return original(*args, **kwargs)  # torch's own error for a bad call
+    verbose = _verbose or bool(arguments.get("verbose"))
+    label = "%s(%r)" % (name, arguments.get("name"))
+    reason = _unsupported(name, arguments, None)
+    if reason is None:
+        import abicache
+
+        replacement = getattr(abicache, name)
+        reason = _unsupported(name, arguments, inspect.signature(replacement).parameters)
+    if reason is not None:
+        if verbose:
+            _say("%s: %s is not supported; torch.utils.cpp_extension.%s builds it" % (label, reason, name))
+        return original(*args, **kwargs)
+    if _verbose:
+        arguments = dict(arguments, verbose=True)
+    try:
+        return replacement(**arguments)
+    except Exception as e:  # noqa: BLE001 - torch's function is the authority on any failure
+        first = (str(e).strip().splitlines() or [""])[0]
+        _say("%s failed (%s: %s); falling back to torch.utils.cpp_extension.%s" % (label, type(e).__name__, first, name))
+    # Outside the handler: an error of torch's is not chained to abicache's.
+    return original(*args, **kwargs)
