@@ -143,3 +143,21 @@ def test_a_warm_load_record_whose_requirements_this_cpu_meets_answers_without_na
     assert [HAVING[1], HAVING[0]] in record["isa"], record["isa"]
     warm = _load(source, cache, [HAVING[0]])
     assert not warm["native"] and warm["out"] == [3.0, 3.0, 3.0], warm
+
+
+@pytest.mark.skipif(LACKING is None, reason="this CPU has every candidate extension; nothing to refuse")
+def test_the_load_drop_in_refuses_it_too(tmp_path: Path) -> None:
+    assert LACKING is not None
+    source, cache = _source(tmp_path), tmp_path / "cache"
+    code = """
+try:
+    abicache.load("stable_scale", [ARGS["source"]], extra_cflags=[ARGS["flag"]], is_python_module=False,
+                  build_directory=ARGS["build"], cache_dir=CACHE)
+    emit({"loaded": True})
+except abicache.AbiError as e:
+    emit({"refused": str(e), "alive": torch.ones(2).sum().item()})
+"""
+    out = run_python(code, cache, args={"source": str(source), "flag": LACKING[0], "build": str(tmp_path / "build")})
+    assert _message(LACKING) in out.get("refused", ""), out
+    assert out["alive"] == 2.0
+    assert not (tmp_path / "build" / "stable_scale.so").exists(), "a refused library was linked for loading"
