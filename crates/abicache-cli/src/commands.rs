@@ -80,7 +80,8 @@ pub(crate) fn open_store(cache_dir: Option<PathBuf>) -> Result<Store, Error> {
     Ok(match cache_dir {
         Some(dir) => Store::open(dir)?,
         None => Store::open_default()?,
-    })
+    }
+    .with_trusted_signers(abicache::trusted_signers()))
 }
 
 /// What a spec argument resolves to: the spec file, the extension's name, a

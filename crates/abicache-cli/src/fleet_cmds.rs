@@ -210,7 +210,12 @@ pub fn import(store: Store, args: ImportArgs) -> Result<()> {
     } else {
         let file = std::fs::File::open(&args.bundle)
             .with_context(|| format!("cannot open the bundle `{}`", args.bundle.display()))?;
-        bundle::import(&store, &keys, std::io::BufReader::new(file))?
+        bundle::import_from(
+            &store,
+            &keys,
+            std::io::BufReader::new(file),
+            &args.bundle.display().to_string(),
+        )?
     };
     if args.json {
         return print_json(&report);

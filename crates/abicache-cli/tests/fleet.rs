@@ -282,3 +282,70 @@ fn an_env_without_torch_is_keyed_only_and_signed_bundles_need_a_trusted_signer()
         assert!(fresh.ls().is_empty());
     }
 }
+
+/// An entry imported from an unsigned bundle records that nothing signed it;
+/// once `ABICACHE_TRUSTED_KEYS` is set it is no longer served (rebuilt
+/// locally), where before the keys only guarded the next import.
+#[test]
+fn an_entry_imported_unsigned_is_rebuilt_not_served_once_trusted_keys_are_set() {
+    let cache = Cache::new();
+    let built = cache.json(args![
+        "prebuild",
+        stable_spec(),
+        "--python",
+        python(),
+        "--json"
+    ]);
+    assert_eq!(u64_of(&built, "built"), 1, "{built}");
+    let key = built["cells"][0]["key"].as_str().unwrap().to_owned();
+    let bundle = cache.dir.with_file_name("unsigned.abicache");
+    assert_success(&cache.run(args!["export", "-o", bundle]));
+    let node = Cache::new();
+    assert_success(&node.run(args!["import", bundle]));
+    let provenance: Value = serde_json::from_slice(
+        &std::fs::read(node.dir.join(format!("v1/entries/{key}/provenance.json"))).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(provenance["source"], "bundle");
+    assert_eq!(provenance["origin"], bundle.display().to_string());
+    assert_eq!(provenance["signed_by"], Value::Null);
+    let again = node.json(args![
+        "prebuild",
+        stable_spec(),
+        "--python",
+        python(),
+        "--json"
+    ]);
+    assert_eq!(again["cells"][0]["status"], "cached", "{again}");
+
+    let keys = cache.dir.with_file_name("keys");
+    std::fs::create_dir_all(&keys).unwrap();
+    let ours = keys.join("ours.key");
+    assert_success(&cache.run(args!["keygen", "--out", ours]));
+    let public = std::fs::read_to_string(format!("{}.pub", ours.display())).unwrap();
+    let out = node
+        .cmd(args![
+            "prebuild",
+            stable_spec(),
+            "--python",
+            python(),
+            "--json"
+        ])
+        .env("ABICACHE_TRUSTED_KEYS", public.trim())
+        .output()
+        .unwrap();
+    let strict: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        strict["cells"][0]["status"],
+        "built",
+        "{strict}\n{}",
+        stderr(&out)
+    );
+    assert!(
+        !node
+            .dir
+            .join(format!("v1/entries/{key}/provenance.json"))
+            .exists(),
+        "the pulled entry was replaced by a local build"
+    );
+}

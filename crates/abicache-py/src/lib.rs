@@ -250,7 +250,8 @@ pub(crate) fn open_store(cache_dir: Option<PathBuf>) -> abicache::Result<Store> 
     Ok(match cache_dir {
         Some(dir) => Store::open(dir)?,
         None => Store::open_default()?,
-    })
+    }
+    .with_trusted_signers(abicache::trusted_signers()))
 }
 
 /// A session for `env` over the cache at `cache_dir`; the cache is opened

@@ -650,6 +650,16 @@ impl UnpackedBundle {
     /// atomically (the store's ordinary publish); an entry the store already
     /// has, verified, is left as it is.
     pub fn publish(self, store: &Store) -> Result<Vec<(String, Imported)>> {
+        self.publish_with(store, None)
+    }
+
+    /// [`UnpackedBundle::publish`], recording `provenance` (where the bundle
+    /// came from, who signed it) in each entry it publishes.
+    pub fn publish_with(
+        self,
+        store: &Store,
+        provenance: Option<&crate::Provenance>,
+    ) -> Result<Vec<(String, Imported)>> {
         let mut done = Vec::with_capacity(self.entries.len());
         for entry in &self.entries {
             let guard = match store.lookup_or_lock(&entry.key)? {
@@ -661,6 +671,9 @@ impl UnpackedBundle {
             };
             let name = entry.manifest.library.clone();
             fs_err::rename(&entry.library, guard.temp_dir().join(&name))?;
+            if let Some(provenance) = provenance {
+                provenance.write_into(guard.temp_dir())?;
+            }
             let _ = guard.publish(&name, entry.manifest.clone())?;
             done.push((entry.key.clone(), Imported::Published));
         }

@@ -70,6 +70,7 @@ mod manifest;
 mod objects;
 mod pch;
 mod private_file;
+mod provenance;
 mod publish;
 mod size;
 mod sources;
@@ -97,6 +98,7 @@ pub use lock::{
 pub use manifest::{Manifest, MAX_MANIFEST_SIZE};
 pub use objects::{ObjectCache, ObjectCheck, OBJECT_RECORD_SUFFIX};
 pub use pch::{PchLookup, PchPaths, PCH_FAILED_RETRY};
+pub use provenance::{Provenance, PROVENANCE_FILE};
 pub use publish::{BuildGuard, Published};
 pub use size::{max_size_from_env, parse_size};
 pub use sources::{sources_dir_for, GeneratedFile, SOURCES_DIR};

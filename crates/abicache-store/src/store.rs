@@ -27,6 +27,7 @@ pub struct Store {
     lock_timeout: Duration,
     max_size: Option<u64>,
     gc_grace: Duration,
+    trusted_signers: std::sync::Arc<[String]>,
 }
 
 /// A verified cache entry: its manifest was readable and its library's size
@@ -131,6 +132,7 @@ impl Store {
             lock_timeout: lock_timeout_from_env()?,
             max_size: max_size_from_env()?,
             gc_grace: gc_grace_from_env()?,
+            trusted_signers: std::sync::Arc::from(Vec::new()),
         };
         store.clean_stale_temp_dirs();
         Ok(store)
@@ -139,6 +141,20 @@ impl Store {
     /// [`Store::open`] at the root given by the environment ([`crate::root_from_env`]).
     pub fn open_default() -> Result<Store> {
         Self::open(root_from_env()?)
+    }
+
+    /// Serves a pulled entry (one with a [`crate::Provenance`]) only when one
+    /// of `signers` (public keys, as `ABICACHE_TRUSTED_KEYS` lists them)
+    /// signed it; an unsigned or otherwise signed one is discarded as
+    /// corrupt and rebuilt. Empty (the default): every entry is served.
+    pub fn with_trusted_signers(mut self, signers: Vec<String>) -> Self {
+        self.trusted_signers = signers.into();
+        self
+    }
+
+    /// The trusted signers given to [`Store::with_trusted_signers`].
+    pub fn trusted_signers(&self) -> &[String] {
+        &self.trusted_signers
     }
 
     /// Overrides the bounded wait for key locks (default: `ABICACHE_LOCK_TIMEOUT`).
@@ -277,6 +293,16 @@ impl Store {
         };
         if let Some(reason) = problem {
             return Verified::Corrupt(Corruption::Insecure { reason });
+        }
+        if !self.trusted_signers.is_empty() {
+            let refusal = match crate::Provenance::read(dir) {
+                Ok(None) => None,
+                Ok(Some(provenance)) => provenance.refusal(&self.trusted_signers),
+                Err(reason) => Some(reason),
+            };
+            if let Some(reason) = refusal {
+                return Verified::Corrupt(Corruption::Insecure { reason });
+            }
         }
         touch_last_used(dir);
         let manifest_path = dir.join(MANIFEST_FILE);

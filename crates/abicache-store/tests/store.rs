@@ -593,3 +593,69 @@ fn gc_removes_matrix_run_dirs_a_dead_run_left_and_counts_their_bytes() {
     );
     drop(held);
 }
+
+/// Configuring trusted keys did not re-check entries already pulled: an
+/// entry imported unsigned (or signed by another key) stayed served.
+#[test]
+fn a_pulled_entry_unsigned_or_signed_by_an_untrusted_key_is_not_served_under_trusted_keys() {
+    use abicache_store::{Claim, Provenance, PROVENANCE_FILE};
+    let (_t, store) = temp_store();
+    let pulled = |k: &str, signed_by: Option<&str>| {
+        let Claim::Build { guard, .. } = store.lookup_or_lock(k).unwrap() else {
+            panic!("{k} cached")
+        };
+        std::fs::write(guard.temp_dir().join("libp.so"), b"\x7fELF pulled").unwrap();
+        Provenance {
+            source: "bundle".into(),
+            origin: "fleet.abicache".into(),
+            signed_by: signed_by.map(str::to_owned),
+        }
+        .write_into(guard.temp_dir())
+        .unwrap();
+        let _ = guard
+            .publish("libp.so", Manifest::new(k, "p", "payload"))
+            .unwrap();
+    };
+    let (unsigned, theirs, ours, local) =
+        (key("unsigned"), key("theirs"), key("ours"), key("local"));
+    pulled(&unsigned, None);
+    pulled(&theirs, Some("ed25519:theirs"));
+    pulled(&ours, Some("ed25519:ours"));
+    publish(&store, &local, "local", b"\x7fELF built here");
+    let recorded: Provenance = serde_json::from_slice(
+        &std::fs::read(store.layout().entry_dir(&theirs).join(PROVENANCE_FILE)).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(recorded.signed_by.as_deref(), Some("ed25519:theirs"));
+    // Without trusted keys every entry is served, as documented.
+    for k in [&unsigned, &theirs, &ours, &local] {
+        assert!(store.lookup(k).unwrap().hit.is_some(), "{k}");
+    }
+    let strict = store
+        .clone()
+        .with_trusted_signers(vec!["ed25519:ours".into()]);
+    for (k, why) in [
+        (&unsigned, "pulled from bundle `fleet.abicache` unsigned"),
+        (
+            &theirs,
+            "signed by `ed25519:theirs`, which is not one of `ABICACHE_TRUSTED_KEYS`",
+        ),
+    ] {
+        let found = strict.lookup(k).unwrap();
+        assert!(found.hit.is_none(), "{k} was served");
+        assert!(
+            found.warnings[0].to_string().contains(why),
+            "{}",
+            found.warnings[0]
+        );
+        assert!(
+            !store.layout().entry_dir(k).exists(),
+            "removed, to be rebuilt"
+        );
+    }
+    assert!(
+        strict.lookup(&ours).unwrap().hit.is_some(),
+        "signed by a trusted key"
+    );
+    assert!(strict.lookup(&local).unwrap().hit.is_some(), "built here");
+}

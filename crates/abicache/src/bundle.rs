@@ -15,7 +15,9 @@ use abicache_audit::audit_file;
 use abicache_key::{Keyed, Payload, PythonAbiReason};
 use abicache_remote::{Keys, PublicKey, SecretKey, Signature};
 use abicache_scan::ScanReport;
-use abicache_store::{write_bundle, BundleLimits, EntryInfo, Hit, Imported, Store, UnpackedBundle};
+use abicache_store::{
+    write_bundle, BundleLimits, EntryInfo, Hit, Imported, Provenance, Store, UnpackedBundle,
+};
 use serde::Serialize;
 
 use crate::audit::check;
@@ -177,6 +179,17 @@ pub fn export_to_file(
 /// [`Error::Isa`], unless `ABICACHE_ISA_CHECK=0`: a bundle is imported to
 /// be loaded on this machine).
 pub fn import(store: &Store, keys: &Keys, input: impl Read) -> Result<ImportReport> {
+    import_from(store, keys, input, "-")
+}
+
+/// [`import`] of a bundle read from `origin` (a file name, or `-` for
+/// stdin), which each imported entry records as where it came from.
+pub fn import_from(
+    store: &Store,
+    keys: &Keys,
+    input: impl Read,
+    origin: &str,
+) -> Result<ImportReport> {
     // The signature is checked as soon as the index is read, before any
     // library is extracted.
     let limits = BundleLimits::for_dir(&store.layout().tmp_dir());
@@ -234,7 +247,12 @@ pub fn import(store: &Store, keys: &Keys, input: impl Read) -> Result<ImportRepo
         .iter()
         .map(|e| (e.key.clone(), e.manifest.name.clone()))
         .collect();
-    let published = bundle.publish(store)?;
+    let provenance = Provenance {
+        source: "bundle".to_owned(),
+        origin: origin.to_owned(),
+        signed_by: signed_by.clone(),
+    };
+    let published = bundle.publish_with(store, Some(&provenance))?;
     Ok(ImportReport {
         entries: published
             .into_iter()

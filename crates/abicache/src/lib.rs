@@ -57,7 +57,7 @@ pub use pch::PchMode;
 pub use probe::{
     probe_interpreter, probe_timeout_from_env, ProbedInterpreter, DEFAULT_PROBE_TIMEOUT,
 };
-pub use remote::{Pulled, RemoteCache};
+pub use remote::{trusted_signers, Pulled, RemoteCache};
 pub use session::{
     key_memos, Outcome, Prepared, RememberedKey, Session, SessionOptions, WARM_RECORD_FORMAT,
 };

@@ -6,7 +6,7 @@
 //! untrusted — is one warning line and a local build, never a failed load.
 
 use abicache_remote::{Remote, RemoteConfig, RemoteError, Upload};
-use abicache_store::{BuildGuard, Claim, EntryInfo, Event, Hit, Store};
+use abicache_store::{BuildGuard, Claim, EntryInfo, Event, Hit, Provenance, Store};
 
 use crate::audit::{audit_against_key, AuditVerdict};
 use crate::session::Prepared;
@@ -117,6 +117,8 @@ impl RemoteCache {
         };
         let compile_seconds = fetched.manifest.compile_seconds;
         let name = fetched.manifest.library.clone();
+        self.provenance(fetched.signed_by.clone())
+            .write_into(guard.temp_dir())?;
         let _ = guard.publish(&name, fetched.manifest)?;
         store.record(Event::RemoteHit {
             bytes: fetched.bytes,
@@ -125,6 +127,15 @@ impl RemoteCache {
         Ok(Pulled::Downloaded {
             bytes: fetched.bytes,
         })
+    }
+
+    /// What an entry pulled from this remote records about where it came from.
+    fn provenance(&self, signed_by: Option<String>) -> Provenance {
+        Provenance {
+            source: "remote".to_owned(),
+            origin: self.remote.url().to_string(),
+            signed_by,
+        }
     }
 
     /// Uploads a local entry (re-verified first) unless the remote has one.
@@ -176,6 +187,8 @@ impl RemoteCache {
                 manifest.audit = Some(audit);
                 let compile_seconds = manifest.compile_seconds;
                 let name = manifest.library.clone();
+                self.provenance(fetched.signed_by.clone())
+                    .write_into(guard.temp_dir())?;
                 let published = guard.publish(&name, manifest)?;
                 store.record(Event::RemoteHit {
                     bytes: fetched.bytes,
@@ -228,5 +241,16 @@ impl RemoteCache {
             }
         }
         true
+    }
+}
+
+/// The public keys of `ABICACHE_TRUSTED_KEYS` (and the config file), as a
+/// store compares them with a pulled entry's signer
+/// ([`Store::with_trusted_signers`]); when they cannot be read, one that
+/// matches no signer (a pulled entry is then never served).
+pub fn trusted_signers() -> Vec<String> {
+    match abicache_remote::Keys::resolve() {
+        Ok(keys) => keys.trusted.iter().map(ToString::to_string).collect(),
+        Err(_) => vec!["<unreadable ABICACHE_TRUSTED_KEYS>".to_owned()],
     }
 }

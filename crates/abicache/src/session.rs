@@ -166,7 +166,9 @@ impl Session {
     /// `env.torch_dir`.
     pub fn new(store: Store, env: Environment) -> Self {
         let session = Self::lazy(None, env);
-        let _ = session.store.set(store);
+        let _ = session
+            .store
+            .set(store.with_trusted_signers(crate::remote::trusted_signers()));
         session
     }
 
@@ -252,7 +254,8 @@ impl Session {
         let store = match &self.cache_dir {
             Some(dir) => Store::open(dir)?,
             None => Store::open_default()?,
-        };
+        }
+        .with_trusted_signers(crate::remote::trusted_signers());
         // Another thread may have won the race: both opened the same root.
         Ok(self.store.get_or_init(|| store))
     }

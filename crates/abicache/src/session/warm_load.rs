@@ -142,6 +142,33 @@ impl Record {
         })
     }
 
+    /// Adds what decides the trusted keys (`ABICACHE_TRUSTED_KEYS`, where
+    /// the config file is, and its stamp or absence) to the checks.
+    fn trust_inputs(&mut self) -> Option<()> {
+        for name in [
+            abicache_env_vars::ABICACHE_TRUSTED_KEYS,
+            abicache_env_vars::ABICACHE_CONFIG,
+            abicache_env_vars::XDG_CONFIG_HOME,
+        ] {
+            let value = match std::env::var_os(name).map(|s| s.into_string()) {
+                None => None,
+                Some(Ok(s)) => Some(s),
+                Some(Err(_)) => return None,
+            };
+            self.environ.push((name, value));
+        }
+        if let Some(config) = abicache_remote::config_path() {
+            match std::fs::metadata(&config) {
+                Ok(meta) => {
+                    let stamp = FileStamp::trusted(&meta, SystemTime::now())?;
+                    self.check(&config, Expect::Stamp(stamp))?;
+                }
+                Err(_) => self.check(&config, Expect::Missing)?,
+            }
+        }
+        Some(())
+    }
+
     fn check(&mut self, path: &Path, expect: Expect) -> Option<()> {
         let p = text(path)?;
         match expect {
@@ -193,7 +220,17 @@ impl Session {
         let (value, deps) = self.key_memo()?.get_with_deps(&inputs(spec, &env, root)?)?;
         let key = super::warm_key::memo_parts(&value).0;
         let recipe = self.store().ok()?.hit_recipe(key)?;
+        let pulled = recipe
+            .dir
+            .join(abicache_store::PROVENANCE_FILE)
+            .symlink_metadata()
+            .is_ok();
         let mut record = Record::new(key, recipe)?;
+        if pulled {
+            // A pulled entry is served only while the trusted keys that let
+            // it in are the same: their variables and the config file too.
+            record.trust_inputs()?;
+        }
         for (path, expect) in deps.iter() {
             record.check(path, expect)?;
         }
