@@ -163,7 +163,7 @@ impl Layout {
     /// directory of the layout (`entries`, `tmp`, `locks`, `objects`) is a
     /// symlink, owned by another user, or writable by group or others, and
     /// when a directory on the root's real path from `/` down is writable by
-    /// group or others without the sticky bit ([`check_ancestors`]).
+    /// group or others without the sticky bit.
     /// `CACHEDIR.TAG` is best effort: a read-only or full cache still opens.
     pub fn create(&self) -> Result<()> {
         // The root itself may be reached through a symlink the user chose
