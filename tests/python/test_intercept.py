@@ -12,6 +12,7 @@ so these tests need the wheel installed into the interpreter running them
 
 from __future__ import annotations
 
+import filecmp
 import json
 import os
 import site
@@ -209,7 +210,9 @@ def test_build_directory_holds_a_library_its_client_can_glob(tmp_path: Path, cac
     assert result["answer"] == 42
     assert result["path"] == str(build_dir / f"{client}.so")
     entries = list(cache.rglob(f"{client}*.so"))
-    assert any(os.path.samefile(result["path"], e) for e in entries), entries  # a link to the cache's library
+    # A copy of the cache's library (never a link: writing through it must not change the entry).
+    assert any(filecmp.cmp(result["path"], e, shallow=False) for e in entries), entries
+    assert not any(os.path.samefile(result["path"], e) for e in entries), entries
 
 
 def _make_read_only(directory: Path) -> Optional[str]:
