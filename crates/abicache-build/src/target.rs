@@ -15,8 +15,7 @@
 //!   (`-dM -E`) with and without the target flags
 //!   ([`abicache_isa::requirements_from_macros`]).
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::sync::{Mutex, PoisonError};
 use std::time::SystemTime;
 
@@ -25,6 +24,7 @@ use abicache_isa::Requirement;
 
 use crate::error::BuildError;
 use crate::quote::shell_join;
+use crate::toolchain::run_probe;
 use crate::toolchain::{resolve_program, ToolchainEnv};
 
 /// Bumped when the resolved value's form changes (remembered answers of
@@ -249,31 +249,9 @@ fn command_line(program: &Path, args: &[String]) -> String {
     shell_join(std::iter::once(program.display().to_string()).chain(args.iter().cloned()))
 }
 
-/// Runs `program args…` with `LC_ALL=C`; its stdout and stderr, or the
-/// error naming the command when it cannot start or fails.
+/// Runs the compiler probe `program args…` (see [`run_probe`]).
 fn run_compiler(program: &Path, args: &[String]) -> Result<String, BuildError> {
-    let probe_error = |output: String, status: String| BuildError::ToolProbe {
-        program: PathBuf::from(program),
-        command: command_line(program, args),
-        output,
-        status,
-        fix: "`CXX`".into(),
-    };
-    let out = Command::new(program)
-        .args(args)
-        .env("LC_ALL", "C")
-        .stdin(std::process::Stdio::null())
-        .output()
-        .map_err(|e| probe_error(String::new(), format!("could not start: {e}")))?;
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    if !out.status.success() {
-        return Err(probe_error(text, out.status.to_string()));
-    }
-    Ok(text)
+    run_probe(program, args, "CXX")
 }
 
 #[cfg(test)]

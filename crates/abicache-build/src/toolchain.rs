@@ -358,17 +358,26 @@ fn probe_version(program: &Path, fix: &str) -> Result<String, BuildError> {
 
 /// Runs `program --version` and returns its stdout and stderr.
 fn run_version(program: &Path, fix: &str) -> Result<String, BuildError> {
-    let command = shell_join([program.display().to_string(), "--version".into()]);
+    run_probe(program, &["--version".to_owned()], fix)
+}
+
+/// Runs the probe `program args…` with `LC_ALL=C` and no stdin, and returns
+/// its stdout and stderr; when it cannot start or fails, the error names the
+/// command, its output and `fix` (the variable that picks the program).
+pub(crate) fn run_probe(program: &Path, args: &[String], fix: &str) -> Result<String, BuildError> {
     let probe_error = |output: String, status: String| BuildError::ToolProbe {
         program: program.to_path_buf(),
-        command: command.clone(),
+        command: shell_join(
+            std::iter::once(program.display().to_string()).chain(args.iter().cloned()),
+        ),
         output,
         status,
         fix: format!("`{fix}`"),
     };
     let out = Command::new(program)
-        .arg("--version")
+        .args(args)
         .env("LC_ALL", "C")
+        .stdin(std::process::Stdio::null())
         .output()
         .map_err(|e| probe_error(String::new(), format!("could not start: {e}")))?;
     let text = format!(
