@@ -122,7 +122,8 @@ impl PchRequest {
 /// Where a background PCH build works and what it produces, as the store lays it out.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PchSlot {
-    /// The lock the build holds while it runs (an OS lock, released when it dies).
+    /// The PCH's own lock, held by the build while it runs (an OS lock, released when it
+    /// dies; passed to [`spawn_background_build`] already locked).
     pub lock: PathBuf,
     /// A private directory to build in (created by the build, on the final directory's
     /// filesystem).
@@ -143,14 +144,23 @@ pub struct PchSlot {
 pub const PCH_BUILD_DEADLINE: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// Starts building `request`'s PCH in a detached, low-priority process group
-/// (`flock -n <lock> sh -c ...` under `nice`), and returns at once. When another process
-/// already holds the lock, the new one exits without doing anything; so does one that
-/// finds the PCH (or its failure) already published once it holds the lock. The compile
-/// runs under `timeout` ([`PchSlot::deadline`]). The finished directory is published
-/// with `mv -T` (a `rename(2)` that cannot nest); a builder that finds the name taken
-/// removes its own directory. The process outlives the caller; its output goes to
-/// [`PCH_LOG`] in the directory it produces.
-pub fn spawn_background_build(request: &PchRequest, slot: &PchSlot) -> std::io::Result<()> {
+/// (`sh -c ...`, the compile under `nice`), and returns at once. `held` are the locked
+/// files the caller acquired for this build (the PCH's own lock, the cache's and a machine
+/// slot: `abicache_store::PchPermit`): the builder inherits them (as its standard streams,
+/// moved at once to descriptors 3-5) and so do its children, so the locks stay held until
+/// the last of them exits, and are released by the kernel when they die. A builder that
+/// finds the PCH (or its failure) already published exits without doing anything. The
+/// compile runs under `timeout` ([`PchSlot::deadline`], then `SIGKILL` 10 s later). It
+/// writes only into [`PchSlot::temp_dir`]; the finished directory is published with
+/// `mv -T` (a `rename(2)` that cannot nest), so a build killed at any point leaves no
+/// half-written PCH (only a temporary directory, which the store removes as stale); a
+/// builder that finds the name taken removes its own directory. The process outlives the
+/// caller; its output goes to [`PCH_LOG`] in the directory it produces.
+pub fn spawn_background_build(
+    request: &PchRequest,
+    slot: &PchSlot,
+    held: [std::fs::File; 3],
+) -> std::io::Result<()> {
     use std::os::unix::process::CommandExt;
     let tmp = &slot.temp_dir;
     let q = |p: &Path| shell_quote(&p.display().to_string());
@@ -159,7 +169,8 @@ pub fn spawn_background_build(request: &PchRequest, slot: &PchSlot) -> std::io::
     // meanwhile. `mv -T` renames onto a name that must not be a non-empty directory,
     // so a loser removes its own directory instead of nesting it in the winner's.
     let script = format!(
-        "if test -e {built} || test -e {failed}; then exit 0; fi\n\
+        "exec 3<&0 4>&1 5>&2 </dev/null >/dev/null 2>&1\n\
+         if test -e {built} || test -e {failed}; then exit 0; fi\n\
          mkdir -p {tmp_q} && printf '%s\\n' {wrapper} > {header} && cd {dir} || exit 1\n\
          timeout -k 10 {deadline} nice -n 10 {compile} > {log} 2>&1\n\
          status=$?\n\
@@ -184,13 +195,12 @@ pub fn spawn_background_build(request: &PchRequest, slot: &PchSlot) -> std::io::
         built = q(&slot.built_dir),
         failed = q(&slot.failed_dir),
     );
-    let mut child = Command::new("flock")
-        .arg("-n")
-        .arg(&slot.lock)
-        .args(["sh", "-c", &script])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
+    let [own, cache, machine] = held;
+    let mut child = Command::new("sh")
+        .args(["-c", &script])
+        .stdin(Stdio::from(own))
+        .stdout(Stdio::from(cache))
+        .stderr(Stdio::from(machine))
         .process_group(0)
         .spawn()?;
     // Reap it when it ends, if this process is still alive then (no zombie in a

@@ -223,7 +223,7 @@ fn units_starting_with_an_umbrella_header_use_a_pch_and_a_rejected_one_is_detect
     );
     assert_eq!(moved[0].key, request.key);
 
-    // The background build: a detached process under `flock`, renamed into place.
+    // The background build: a detached process holding its locks, renamed into place.
     let slot = PchSlot {
         lock: t.path().join("pch.lock"),
         temp_dir: t.path().join("tmp/pch-build"),
@@ -233,7 +233,7 @@ fn units_starting_with_an_umbrella_header_use_a_pch_and_a_rejected_one_is_detect
     };
     std::fs::create_dir_all(t.path().join("tmp")).unwrap();
     std::fs::create_dir_all(t.path().join("pch")).unwrap();
-    spawn_background_build(request, &slot).unwrap();
+    spawn_background_build(request, &slot, held(&slot)).unwrap();
     let started = Instant::now();
     while !slot.built_dir.is_dir() && !slot.failed_dir.is_dir() {
         assert!(
@@ -320,19 +320,27 @@ fn units_starting_with_an_umbrella_header_use_a_pch_and_a_rejected_one_is_detect
     assert_eq!(sorted(r.units_compiled), ["src/a.cpp", "src/b.cpp"]);
     assert!(r.pch_units.is_empty());
     assert_eq!(r.pch_rejected, std::slice::from_ref(&request.key));
+}
 
-    // A second background build while the lock is held does nothing.
-    let lock = std::fs::File::create(&slot.lock).unwrap();
-    lock.lock().unwrap();
-    let busy = PchSlot {
-        built_dir: t.path().join("pch/second"),
-        failed_dir: t.path().join("pch/second.failed"),
-        temp_dir: t.path().join("tmp/second"),
-        ..slot.clone()
-    };
-    spawn_background_build(request, &busy).unwrap();
-    std::thread::sleep(Duration::from_secs(2));
-    assert!(!busy.built_dir.exists() && !busy.failed_dir.exists() && !busy.temp_dir.exists());
+/// The three locked files a builder inherits (as the store's `PchPermit` hands them over):
+/// `slot.lock` and two beside it standing for the cache's and the machine slot's.
+fn held(slot: &PchSlot) -> [std::fs::File; 3] {
+    [
+        slot.lock.clone(),
+        slot.lock.with_extension("cache"),
+        slot.lock.with_extension("slot"),
+    ]
+    .map(|path| {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .unwrap();
+        file.try_lock().unwrap();
+        file
+    })
 }
 
 /// A PCH request for the checkout at `root` made by hand (no torch needed): the host
@@ -364,8 +372,6 @@ fn locked(lock: &Path) -> bool {
 /// Waits until every slot's lock is free and its temp dir gone (the builds ended).
 fn wait_for_builds(slots: &[&PchSlot]) {
     let started = Instant::now();
-    // The lock file appears when `flock` starts.
-    std::thread::sleep(Duration::from_millis(300));
     while slots.iter().any(|s| locked(&s.lock) || s.temp_dir.exists()) {
         assert!(
             started.elapsed() < Duration::from_secs(300),
@@ -400,8 +406,8 @@ fn two_background_builds_of_one_pch_at_once_publish_one_directory_without_nestin
         temp_dir: t.path().join("tmp/pch-b"),
         ..first.clone()
     };
-    spawn_background_build(&request, &first).unwrap();
-    spawn_background_build(&request, &second).unwrap();
+    spawn_background_build(&request, &first, held(&first)).unwrap();
+    spawn_background_build(&request, &second, held(&second)).unwrap();
     wait_for_builds(&[&first, &second]);
     let mut names: Vec<String> = std::fs::read_dir(&first.built_dir)
         .unwrap()
@@ -429,7 +435,7 @@ fn two_background_builds_of_one_pch_at_once_publish_one_directory_without_nestin
         temp_dir: t.path().join("tmp/pch-c"),
         ..first.clone()
     };
-    spawn_background_build(&request, &third).unwrap();
+    spawn_background_build(&request, &third, held(&third)).unwrap();
     wait_for_builds(&[&third]);
     assert_eq!(
         std::fs::metadata(first.built_dir.join(PCH_FILE))
@@ -463,7 +469,7 @@ fn a_background_pch_build_past_its_deadline_is_killed_and_recorded_as_failed() {
         deadline: Duration::from_secs(1),
     };
     let started = Instant::now();
-    spawn_background_build(&request, &slot).unwrap();
+    spawn_background_build(&request, &slot, held(&slot)).unwrap();
     wait_for_builds(&[&slot]);
     assert!(
         started.elapsed() < Duration::from_secs(30),

@@ -195,16 +195,30 @@ pub fn stats_human(stats: &Stats, root: &Path) -> String {
 
 /// The precompiled-header lines of `abicache stats`, shown once one was built or used.
 fn pch_stats_human(stats: &Stats) -> String {
-    if stats.pchs + stats.counters.pch_hits == 0 {
+    let c = &stats.counters;
+    let skipped = c.pch_skipped_first_use
+        + c.pch_skipped_busy
+        + c.pch_skipped_machine_slots
+        + c.pch_skipped_over_cap;
+    if stats.pchs + c.pch_hits + c.pch_builds_started + skipped == 0 {
         return String::new();
     }
     format!(
         "precompiled headers  {}\n\
          pch size             {}\n\
-         units using a pch    {}\n",
+         units using a pch    {}\n\
+         pch builds           {} started, {} finished, {} evicted\n\
+         pch builds skipped   {} first use, {} busy, {} machine slots full, {} over cap\n",
         stats.pchs,
         human_size(stats.pch_bytes),
-        stats.counters.pch_hits
+        c.pch_hits,
+        c.pch_builds_started,
+        c.pch_builds_finished,
+        c.pch_evicted,
+        c.pch_skipped_first_use,
+        c.pch_skipped_busy,
+        c.pch_skipped_machine_slots,
+        c.pch_skipped_over_cap,
     )
 }
 

@@ -18,6 +18,10 @@ pub const ABICACHE_COMPILER_LAUNCHER: &str = "ABICACHE_COMPILER_LAUNCHER";
 pub const ABICACHE_REBUILD: &str = "ABICACHE_REBUILD";
 /// Precompiled headers: `0` off, `auto` (default) on.
 pub const ABICACHE_PCH: &str = "ABICACHE_PCH";
+/// Bytes of precompiled headers a cache keeps.
+pub const ABICACHE_PCH_MAX_SIZE: &str = "ABICACHE_PCH_MAX_SIZE";
+/// Background precompiled-header compiles at once, per user and machine.
+pub const ABICACHE_PCH_JOBS: &str = "ABICACHE_PCH_JOBS";
 /// Interception of torch's `load`/`load_inline` in every Python process: `1` or `verbose`.
 pub const ABICACHE_INTERCEPT: &str = "ABICACHE_INTERCEPT";
 /// Python's module search path, which `abicache run` extends.

@@ -164,7 +164,11 @@ pub const ENV_VARS: &[EnvVar] = &[
     EnvVar::new(ABICACHE_REBUILD, "unset", ValueFormat::Flag)
         .meaning("`1` makes the Python package rebuild instead of using a cached entry."),
     EnvVar::new(ABICACHE_PCH, "`auto`", ValueFormat::Choice(&["auto", "0"]))
-        .meaning("`0` turns precompiled headers off; `auto` uses ready ones and builds a missing one in the background after the build that needed it (see \"Building\")."),
+        .meaning("`0` turns precompiled headers off; `auto` uses ready ones and builds a missing one in the background once a second build has needed it (see \"Building\")."),
+    EnvVar::new(ABICACHE_PCH_MAX_SIZE, "a quarter of `ABICACHE_MAX_SIZE`, else `2G`", ValueFormat::Size)
+        .meaning("Bytes of precompiled headers a cache keeps; the least recently used are removed first when a new one is adopted."),
+    EnvVar::new(ABICACHE_PCH_JOBS, "`1`", ValueFormat::Count)
+        .meaning("Background precompiled-header compiles at once for this user on this machine (lock files in `$XDG_RUNTIME_DIR/abicache/pch-slots`, else `/tmp/abicache-UID/pch-slots`); one cache never runs more than one."),
     EnvVar::new(ABICACHE_INTERCEPT, "unset (off)", ValueFormat::Choice(&["1", "verbose", "0"]))
         .meaning("`1`: in every Python process with abicache installed, `torch.utils.cpp_extension.load` and `load_inline` become abicache's (calls abicache does not support go to torch's); `verbose` also prints one line per call on stderr. Set by `abicache run` (see \"Use it without changing code\")."),
     EnvVar::new(PYTHONPATH, "unset", ValueFormat::PathList)

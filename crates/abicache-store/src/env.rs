@@ -7,7 +7,8 @@ use std::time::Duration;
 use crate::error::{Result, StoreError};
 
 pub use abicache_env_vars::{
-    ABICACHE_DIR, ABICACHE_GC_GRACE, ABICACHE_LOCK_TIMEOUT, ABICACHE_MAX_SIZE, HOME, XDG_CACHE_HOME,
+    ABICACHE_DIR, ABICACHE_GC_GRACE, ABICACHE_LOCK_TIMEOUT, ABICACHE_MAX_SIZE, ABICACHE_PCH_JOBS,
+    ABICACHE_PCH_MAX_SIZE, HOME, XDG_CACHE_HOME,
 };
 
 /// Every variable above, for documentation tables and checks.
@@ -18,6 +19,8 @@ pub const ALL: &[&str] = &[
     ABICACHE_LOCK_TIMEOUT,
     ABICACHE_MAX_SIZE,
     ABICACHE_GC_GRACE,
+    ABICACHE_PCH_MAX_SIZE,
+    ABICACHE_PCH_JOBS,
 ];
 
 /// Reads a variable with the table's empty-value rule (empty means unset).

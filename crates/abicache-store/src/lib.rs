@@ -69,6 +69,7 @@ mod lock;
 mod manifest;
 mod objects;
 mod pch;
+mod pch_budget;
 mod private_file;
 mod provenance;
 mod publish;
@@ -98,9 +99,13 @@ pub use lock::{
 pub use manifest::{Manifest, MAX_MANIFEST_SIZE};
 pub use objects::{ObjectCache, ObjectCheck, OBJECT_RECORD_SUFFIX};
 pub use pch::{PchLookup, PchPaths, PCH_FAILED_RETRY};
+pub use pch_budget::{
+    parse_jobs as parse_pch_jobs, MachineSlots, PchPermit, PchSkip, DEFAULT_PCH_JOBS,
+    DEFAULT_PCH_MAX_SIZE, PCH_NEEDS_BEFORE_BUILD,
+};
 pub use provenance::{Provenance, PROVENANCE_FILE};
 pub use publish::{BuildGuard, Published};
-pub use size::{max_size_from_env, parse_size};
+pub use size::{max_size_from_env, parse_size, pch_max_size_from_env};
 pub use sources::{sources_dir_for, GeneratedFile, SOURCES_DIR};
 pub use stats::{Counters, Event, Stats};
 pub use store::{key_matches, Claim, EntryInfo, Hit, Lookup, Store};

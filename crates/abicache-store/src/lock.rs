@@ -93,6 +93,12 @@ impl FileLock {
         }
     }
 
+    /// The open, locked file: the lock stays held while it (or a copy inherited by a
+    /// child process) is open.
+    pub fn into_file(self) -> std::fs::File {
+        self.file.into_parts().0
+    }
+
     /// The lock file.
     pub fn path(&self) -> &Path {
         &self.path

@@ -53,6 +53,19 @@ pub fn max_size_from_env() -> Result<Option<u64>> {
     })
 }
 
+/// The PCH cap from `ABICACHE_PCH_MAX_SIZE` (`None` when unset or empty).
+pub fn pch_max_size_from_env() -> Result<Option<u64>> {
+    let Some(value) = env::var_os(env::ABICACHE_PCH_MAX_SIZE) else {
+        return Ok(None);
+    };
+    let text = value.to_string_lossy();
+    parse_size(&text).map(Some).map_err(|_| StoreError::BadEnv {
+        var: env::ABICACHE_PCH_MAX_SIZE,
+        value: text.into_owned(),
+        expected: "a size such as `2G`, `500M` or `1.5GiB`",
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -68,6 +68,14 @@ pub enum Event {
     },
     /// A unit was compiled against a cached precompiled header.
     PchHit,
+    /// A background precompiled-header build was started.
+    PchStarted,
+    /// A background precompiled-header build finished and was adopted.
+    PchFinished,
+    /// A precompiled header a build needed was not started, for this reason.
+    PchSkipped(crate::PchSkip),
+    /// Precompiled headers were removed to keep their total under the cap.
+    PchEvicted(u64),
 }
 
 /// The persistent counters, as stored in `stats.json`.
@@ -108,6 +116,20 @@ pub struct Counters {
     pub remote_object_uploads: u64,
     /// Units compiled against a cached precompiled header.
     pub pch_hits: u64,
+    /// Background precompiled-header builds started.
+    pub pch_builds_started: u64,
+    /// Background precompiled-header builds finished (adopted into the cache).
+    pub pch_builds_finished: u64,
+    /// Precompiled headers not started: the first build to need them.
+    pub pch_skipped_first_use: u64,
+    /// Not started: it or another PCH of this cache was being built.
+    pub pch_skipped_busy: u64,
+    /// Not started: every machine slot (`ABICACHE_PCH_JOBS`) was busy.
+    pub pch_skipped_machine_slots: u64,
+    /// Not started: larger than the PCH cap on its own.
+    pub pch_skipped_over_cap: u64,
+    /// Precompiled headers removed to keep their total under the cap.
+    pub pch_evicted: u64,
 }
 
 impl Counters {
@@ -148,6 +170,15 @@ impl Counters {
                 self.remote_bytes_up += bytes;
             }
             Event::PchHit => self.pch_hits += 1,
+            Event::PchStarted => self.pch_builds_started += 1,
+            Event::PchFinished => self.pch_builds_finished += 1,
+            Event::PchSkipped(reason) => match reason {
+                crate::PchSkip::FirstUse => self.pch_skipped_first_use += 1,
+                crate::PchSkip::Busy => self.pch_skipped_busy += 1,
+                crate::PchSkip::MachineSlotsFull => self.pch_skipped_machine_slots += 1,
+                crate::PchSkip::OverCap => self.pch_skipped_over_cap += 1,
+            },
+            Event::PchEvicted(n) => self.pch_evicted += n,
         }
     }
 }

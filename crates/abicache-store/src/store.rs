@@ -26,6 +26,7 @@ pub struct Store {
     layout: Layout,
     lock_timeout: Duration,
     max_size: Option<u64>,
+    pch_max_size: Option<u64>,
     gc_grace: Duration,
     trusted_signers: std::sync::Arc<[String]>,
 }
@@ -131,6 +132,7 @@ impl Store {
             layout,
             lock_timeout: lock_timeout_from_env()?,
             max_size: max_size_from_env()?,
+            pch_max_size: crate::size::pch_max_size_from_env()?,
             gc_grace: gc_grace_from_env()?,
             trusted_signers: std::sync::Arc::from(Vec::new()),
         };
@@ -168,6 +170,18 @@ impl Store {
     pub fn with_max_size(mut self, max_bytes: Option<u64>) -> Self {
         self.max_size = max_bytes;
         self
+    }
+
+    /// Overrides the bytes of precompiled headers kept (default: `ABICACHE_PCH_MAX_SIZE`;
+    /// `None`: a quarter of the size limit, see [`Store::pch_max_size`]).
+    pub fn with_pch_max_size(mut self, max_bytes: Option<u64>) -> Self {
+        self.pch_max_size = max_bytes;
+        self
+    }
+
+    /// The PCH cap given by `ABICACHE_PCH_MAX_SIZE` or [`Store::with_pch_max_size`], if any.
+    pub(crate) fn pch_max_size_setting(&self) -> Option<u64> {
+        self.pch_max_size
     }
 
     /// Overrides how long after its last use gc spares an entry or object

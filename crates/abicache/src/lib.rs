@@ -40,7 +40,7 @@ mod explain;
 pub mod fleet;
 mod gpu;
 pub mod matrix;
-mod pch;
+pub mod pch;
 mod probe;
 mod probe_run;
 mod remote;

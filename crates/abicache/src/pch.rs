@@ -2,17 +2,26 @@
 //!
 //! The rule (`ABICACHE_PCH`, default `auto`):
 //! - a build uses every PCH its units can use that is already built and verified;
-//! - it never waits for one: a PCH that is missing is started *after* the build that
-//!   needed it compiled at least one unit starting with its umbrella header, in a
-//!   detached low-priority background process, and the next build (in any process) uses
-//!   it once it is finished. A PCH that is being built, or whose build failed in the last
-//!   day, is not started again;
+//! - it never waits for one: a PCH that is missing is only *needed* by a build that
+//!   compiled at least one unit starting with its umbrella header; the first build to need
+//!   it records the need, the second starts it, after it published, in a detached
+//!   low-priority background process, and the next build (in any process) uses it once it
+//!   is finished;
+//! - a start is bounded (`abicache_store::PchSkip` names why one is skipped): at most one
+//!   PCH compile per cache at a time, at most `ABICACHE_PCH_JOBS` (default 1) per user on
+//!   the machine, none for a PCH that alone was larger than the cap; a PCH that is being
+//!   built, or whose build failed in the last day, is not started again;
+//! - PCHs are kept under a cap (`ABICACHE_PCH_MAX_SIZE`, default a quarter of
+//!   `ABICACHE_MAX_SIZE`, else 2 GiB): each newly adopted one evicts the least recently
+//!   used ones until the total fits;
 //! - a PCH the compiler rejects, or whose files or headers changed, is removed (with a
 //!   warning) and rebuilt in the background the same way;
 //! - `ABICACHE_PCH=0` turns all of it off.
+//!
+//! Every start, finish, skip and eviction is counted (`abicache stats`).
 
 use abicache_build::{pch, PchRequest, PchSlot, ReadyPch};
-use abicache_store::{PchLookup, Store};
+use abicache_store::{Event, MachineSlots, PchLookup, PchSkip, Store};
 
 use crate::env_vars::ABICACHE_PCH;
 use crate::error::{Error, Result};
@@ -46,20 +55,26 @@ impl PchMode {
 
 /// The PCHs of one build: those ready to use and those to start after it.
 #[derive(Debug, Default)]
-pub(crate) struct PchPlan {
+pub struct PchPlan {
     /// Verified PCHs, with the units that use them.
     pub ready: Vec<ReadyPch>,
     /// Requests without a PCH and without a build of one under way.
     pub missing: Vec<PchRequest>,
 }
 
-/// Looks up every request: ready ones (adopting finished background builds), missing
+/// What [`start_missing`] did with one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PchStart {
+    /// Its background build was started.
+    Started,
+    /// It was not started, for this reason.
+    Skipped(PchSkip),
+}
+
+/// Looks up every request: ready ones (adopting finished background builds, counting
+/// them as finished and evicting the least recently used PCHs beyond the cap), missing
 /// ones; store problems are warnings, never a failed build.
-pub(crate) fn resolve(
-    store: &Store,
-    requests: Vec<PchRequest>,
-    warnings: &mut Vec<String>,
-) -> PchPlan {
+pub fn resolve(store: &Store, requests: Vec<PchRequest>, warnings: &mut Vec<String>) -> PchPlan {
     let mut plan = PchPlan::default();
     for request in requests {
         let mut found = store.pch_lookup(&request.key, &request.dir);
@@ -69,6 +84,18 @@ pub(crate) fn resolve(
                 .map(|text| pch::parse_depfile(&text))
                 .unwrap_or_default();
             found = store.pch_adopt(&request.key, &deps, &request.dir);
+            if let Ok(PchLookup::Ready(dir)) = &found {
+                let evicted = store.pch_enforce_cap().len() as u64;
+                let mut events = vec![Event::PchFinished];
+                if evicted > 0 {
+                    events.push(Event::PchEvicted(evicted));
+                }
+                warnings.extend(store.count(&events));
+                if !dir.is_dir() {
+                    // Larger than the cap on its own: removed, and not rebuilt.
+                    continue;
+                }
+            }
         }
         match found {
             Ok(PchLookup::Ready(dir)) => plan.ready.push(ReadyPch {
@@ -88,39 +115,57 @@ pub(crate) fn resolve(
     plan
 }
 
-/// Starts background builds for the `missing` requests whose units were compiled in
-/// this build (`compiled`: display paths). Failures to start are warnings.
-pub(crate) fn start_missing(
+/// For each `missing` request whose units were compiled in this build (`compiled`:
+/// display paths), records the need and starts its background build when the rules of
+/// the module docs allow (`slots`: the machine's PCH slots). Returns what happened to each
+/// such request, in order; counts it. Failures to start are warnings.
+pub fn start_missing(
     store: &Store,
     missing: &[PchRequest],
     compiled: &[String],
+    slots: &MachineSlots,
     warnings: &mut Vec<String>,
-) {
+) -> Vec<(String, PchStart)> {
+    let mut outcomes = Vec::new();
     for request in missing {
         if !request.units.iter().any(|u| compiled.contains(u)) {
             continue;
         }
         let started = store
-            .pch_paths(&request.key)
+            .pch_record_need(&request.key)
+            .and_then(|needs| store.pch_permit(&request.key, needs, slots))
             .map_err(|e| e.to_string())
-            .and_then(|paths| {
-                let slot = PchSlot {
-                    lock: paths.lock,
-                    temp_dir: paths.temp_dir,
-                    built_dir: paths.dir,
-                    failed_dir: paths.failed_dir,
-                    deadline: pch::PCH_BUILD_DEADLINE,
-                };
-                abicache_build::spawn_background_build(request, &slot)
-                    .map_err(|e| format!("could not start `flock` (util-linux) for it: {e}"))
+            .and_then(|permit| match permit {
+                Err(skip) => Ok(PchStart::Skipped(skip)),
+                Ok(permit) => {
+                    let slot = PchSlot {
+                        lock: permit.paths.lock.clone(),
+                        temp_dir: permit.paths.temp_dir.clone(),
+                        built_dir: permit.paths.dir.clone(),
+                        failed_dir: permit.paths.failed_dir.clone(),
+                        deadline: pch::PCH_BUILD_DEADLINE,
+                    };
+                    abicache_build::spawn_background_build(request, &slot, permit.into_files())
+                        .map(|()| PchStart::Started)
+                        .map_err(|e| format!("could not start `sh` for it: {e}"))
+                }
             });
-        if let Err(e) = started {
-            warnings.push(format!(
+        match started {
+            Ok(start) => {
+                let event = match start {
+                    PchStart::Started => Event::PchStarted,
+                    PchStart::Skipped(skip) => Event::PchSkipped(skip),
+                };
+                warnings.extend(store.count(&[event]));
+                outcomes.push((request.key.clone(), start));
+            }
+            Err(e) => warnings.push(format!(
                 "precompiled header for `{}` not built: {e}",
                 request.header
-            ));
+            )),
         }
     }
+    outcomes
 }
 
 /// Removes PCHs the compiler rejected, with a warning each.

@@ -573,13 +573,15 @@ impl Session {
             Toolchain::discover(&self.toolchain_env, &self.site_packages, requires_cuda)?;
         self.check_host_cpu_here(spec, &prepared.env)?;
         let plan = self.plan(spec, prepared, root)?;
-        let pch_plan = match pch_mode {
+        let (pch_plan, pch_slots) = match pch_mode {
             PchMode::Auto => {
+                let slots = abicache_store::MachineSlots::from_env()?;
                 let requests =
                     abicache_build::pch_requests(&plan, &toolchain, &default_umbrellas());
-                crate::pch::resolve(self.opened(), requests, warnings)
+                let plan = crate::pch::resolve(self.opened(), requests, warnings);
+                (plan, Some(slots))
             }
-            PchMode::Off => PchPlan::default(),
+            PchMode::Off => (PchPlan::default(), None),
         };
         let previous_seconds = self
             .opened()
@@ -643,12 +645,15 @@ impl Session {
             .to_string();
         let published = guard.publish(&file_name, manifest)?;
         // Only now, so the build never waited for it (see `crate::pch`).
-        crate::pch::start_missing(
-            self.opened(),
-            &pch_plan.missing,
-            &report.units_compiled,
-            warnings,
-        );
+        if let Some(slots) = &pch_slots {
+            crate::pch::start_missing(
+                self.opened(),
+                &pch_plan.missing,
+                &report.units_compiled,
+                slots,
+                warnings,
+            );
+        }
         Ok((published.hit, report, shared))
     }
 
