@@ -123,6 +123,28 @@ pub fn lex(bytes: &[u8]) -> FileFacts {
     lexer.facts
 }
 
+/// [`lex`] through the scalar reference loop: every byte classified one at a time, as the
+/// lexer did before it skipped ordinary code 16 bytes at a time. Kept for the
+/// differential tests (`tests/lexer_differential.rs`), which assert both give identical
+/// facts; not for production use.
+#[doc(hidden)]
+pub fn lex_scalar(bytes: &[u8]) -> FileFacts {
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    let (text, splices) = splice(bytes);
+    let mut lexer = Lexer {
+        s: &text,
+        lines: LineCounter {
+            splices: &splices,
+            pos: 0,
+            line: 1,
+            next_splice: 0,
+        },
+        facts: FileFacts::default(),
+    };
+    lexer.run_scalar();
+    lexer.facts
+}
+
 /// Removes backslash-newline continuations. Returns the spliced text and,
 /// for each removed continuation, the offset in the spliced text where the
 /// next physical line begins.
@@ -245,7 +267,62 @@ impl Lexer<'_> {
         self.lines.line_at(self.s, off)
     }
 
+    /// The main loop. Ordinary code is skipped 16 bytes at a time
+    /// ([`crate::lexer_skip::next_candidate`]): only a newline, `#`, `%`, `/`, a quote,
+    /// and a digit or a [`may_matter`] letter that starts a token can change the facts.
+    /// A line's leading whitespace and block comments are walked byte by byte, since a
+    /// `#` (or `%:`) after them starts a directive. Gives exactly the facts of
+    /// [`Lexer::run_scalar`] (see the module's differential tests).
     fn run(&mut self) {
+        let s = self.s;
+        let mut i = 0;
+        'line: loop {
+            // At a line start: whitespace and block comments may come before a directive.
+            loop {
+                while s.get(i).is_some_and(|&c| is_hspace(c)) {
+                    i += 1;
+                }
+                match s.get(i) {
+                    None => return,
+                    Some(b'\n') => i += 1,
+                    Some(b'#') => {
+                        i = self.directive(i, i + 1);
+                        break;
+                    }
+                    Some(b'%') if s.get(i + 1) == Some(&b':') => {
+                        i = self.directive(i, i + 2);
+                        break;
+                    }
+                    Some(b'/') if s.get(i + 1) == Some(&b'*') => i = self.skip_block_comment(i),
+                    Some(b'/') if s.get(i + 1) == Some(&b'/') => i = self.skip_line_comment(i),
+                    Some(_) => break,
+                }
+            }
+            // The rest of the line: only candidates matter.
+            loop {
+                i = crate::lexer_skip::next_candidate(s, i);
+                let Some(&c) = s.get(i) else {
+                    return;
+                };
+                match c {
+                    b'\n' => {
+                        i += 1;
+                        continue 'line;
+                    }
+                    b'/' if s.get(i + 1) == Some(&b'/') => i = self.skip_line_comment(i),
+                    b'/' if s.get(i + 1) == Some(&b'*') => i = self.skip_block_comment(i),
+                    b'"' | b'\'' => i = self.skip_quoted(i, c),
+                    b'0'..=b'9' => i = self.skip_number(i),
+                    _ if may_matter(c) => i = self.identifier(i),
+                    // `#` or `%` inside a line, a `/` that starts no comment.
+                    _ => i += 1,
+                }
+            }
+        }
+    }
+
+    /// The scalar reference of [`Lexer::run`]: one byte class lookup per byte.
+    fn run_scalar(&mut self) {
         let s = self.s;
         let mut i = 0;
         let mut line_start = true;

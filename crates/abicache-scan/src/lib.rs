@@ -39,6 +39,7 @@ mod error;
 mod join;
 pub mod key_memo;
 pub mod lexer;
+mod lexer_skip;
 pub mod macros;
 mod report;
 pub mod resolve;

@@ -1,0 +1,151 @@
+//! Finding the next byte the lexer must look at, 16 bytes at a time.
+//!
+//! In ordinary code only these bytes can change what the lexer finds (see
+//! [`crate::lexer`]): a newline, `#`, `%`, `/`, `"`, `'`, and a digit or one of the
+//! letters `P p R u U L S T` *that starts a token* (its previous byte is not an
+//! identifier character: a digit or letter inside an identifier is part of it).
+//! [`next_candidate`] classifies 16 bytes with a handful of SSE2 compares (part of every
+//! x86_64 CPU) and returns the first candidate; other targets use the same rule one byte
+//! at a time.
+
+/// Whether `c` may continue an identifier (`[A-Za-z0-9_$]` or any byte ≥ 0x80).
+fn is_ident_continue(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || c == b'_' || c == b'$' || c >= 0x80
+}
+
+/// The first position at or after `from` holding a candidate byte (see the module docs),
+/// or `s.len()` when there is none.
+pub(crate) fn next_candidate(s: &[u8], from: usize) -> usize {
+    let mut i = from;
+    let mut prev_continues = from > 0 && s.get(from - 1).is_some_and(|&c| is_ident_continue(c));
+    while i < s.len() {
+        let (candidates, continues) = match s.get(i..i + 16) {
+            Some(full) => classify(full.try_into().expect("16 bytes"), prev_continues),
+            None => {
+                let mut block = [0u8; 16];
+                block[..s.len() - i].copy_from_slice(&s[i..]);
+                classify(&block, prev_continues)
+            }
+        };
+        // Bytes past the end (zeros) are never candidates.
+        if candidates != 0 {
+            return i + candidates.trailing_zeros() as usize;
+        }
+        prev_continues = continues & (1 << 15) != 0;
+        i += 16;
+    }
+    s.len()
+}
+
+/// The candidates of `block` (bit k for byte k) and its identifier characters, given
+/// whether the byte before it continues an identifier.
+#[cfg(target_arch = "x86_64")]
+fn classify(block: &[u8; 16], prev_continues: bool) -> (u32, u32) {
+    let (punct, starters, continues) = sse2::masks(block);
+    let after_ident = (continues << 1) | u32::from(prev_continues);
+    (punct | (starters & !after_ident & 0xFFFF), continues)
+}
+
+/// The same as the SSE2 version, one byte at a time.
+#[cfg(not(target_arch = "x86_64"))]
+fn classify(block: &[u8; 16], prev_continues: bool) -> (u32, u32) {
+    let (mut punct, mut starters, mut continues) = (0u32, 0u32, 0u32);
+    for (k, &c) in block.iter().enumerate() {
+        punct |= u32::from(matches!(c, b'\n' | b'#' | b'%' | b'/' | b'"' | b'\'')) << k;
+        starters |= u32::from(
+            c.is_ascii_digit()
+                || matches!(c, b'P' | b'p' | b'R' | b'u' | b'U' | b'L' | b'S' | b'T'),
+        ) << k;
+        continues |= u32::from(is_ident_continue(c)) << k;
+    }
+    let after_ident = (continues << 1) | u32::from(prev_continues);
+    (punct | (starters & !after_ident & 0xFFFF), continues)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[allow(unsafe_code)] // the SSE2 intrinsics; see the SAFETY comment
+mod sse2 {
+    use std::arch::x86_64::*;
+
+    /// (punctuation, digits and `P p R u U L S T`, identifier characters) of `block`.
+    pub(super) fn masks(block: &[u8; 16]) -> (u32, u32, u32) {
+        // SAFETY: SSE2 is part of the x86_64 baseline (every x86_64 CPU has it, and Rust's
+        // x86_64 targets enable it), and `block` is 16 readable bytes (unaligned load).
+        unsafe { masks_sse2(block) }
+    }
+
+    #[target_feature(enable = "sse2")]
+    fn masks_sse2(block: &[u8; 16]) -> (u32, u32, u32) {
+        // SAFETY: `block` is 16 bytes; `_mm_loadu_si128` has no alignment requirement.
+        let v = unsafe { _mm_loadu_si128(block.as_ptr().cast()) };
+        let eq = |c: u8| _mm_cmpeq_epi8(v, _mm_set1_epi8(c as i8));
+        // `x <= max` for unsigned bytes: min(x, max) == x.
+        let le = |x: __m128i, max: u8| _mm_cmpeq_epi8(_mm_min_epu8(x, _mm_set1_epi8(max as i8)), x);
+        let punct = _mm_or_si128(
+            _mm_or_si128(
+                _mm_or_si128(eq(b'\n'), eq(b'#')),
+                _mm_or_si128(eq(b'%'), eq(b'/')),
+            ),
+            _mm_or_si128(eq(b'"'), eq(b'\'')),
+        );
+        let digit = le(_mm_sub_epi8(v, _mm_set1_epi8(b'0' as i8)), 9);
+        let lower = _mm_or_si128(v, _mm_set1_epi8(0x20));
+        let alpha = le(_mm_sub_epi8(lower, _mm_set1_epi8(b'a' as i8)), 25);
+        let lower_is = |c: u8| _mm_cmpeq_epi8(lower, _mm_set1_epi8(c as i8));
+        let starters = _mm_or_si128(
+            _mm_or_si128(digit, _mm_or_si128(lower_is(b'p'), lower_is(b'u'))),
+            _mm_or_si128(
+                _mm_or_si128(eq(b'R'), eq(b'L')),
+                _mm_or_si128(eq(b'S'), eq(b'T')),
+            ),
+        );
+        // Identifier characters: letters, digits, `_`, `$` and bytes >= 0x80 (the sign bit,
+        // which `movemask` reads directly).
+        let word = _mm_or_si128(_mm_or_si128(alpha, digit), _mm_or_si128(eq(b'_'), eq(b'$')));
+        let high = _mm_movemask_epi8(v) as u32;
+        (
+            _mm_movemask_epi8(punct) as u32,
+            _mm_movemask_epi8(starters) as u32,
+            _mm_movemask_epi8(word) as u32 | high,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The rule, one byte at a time, straight from the module docs.
+    fn reference(s: &[u8], from: usize) -> usize {
+        (from..s.len())
+            .find(|&k| {
+                let c = s[k];
+                let starts = k == 0 || !is_ident_continue(s[k - 1]);
+                matches!(c, b'\n' | b'#' | b'%' | b'/' | b'"' | b'\'')
+                    || starts
+                        && (c.is_ascii_digit()
+                            || matches!(c, b'P' | b'p' | b'R' | b'u' | b'U' | b'L' | b'S' | b'T'))
+            })
+            .unwrap_or(s.len())
+    }
+
+    #[test]
+    fn every_byte_value_at_every_offset_matches_the_rule() {
+        let mut text: Vec<u8> = (0..=255u8).collect();
+        text.extend_from_slice(
+            b"int x_1 = Py_2 + pPy 3.5e+1 'a' \"s\" // c\n#x %: u8R\"(r)\" LT$S\xc3\xa9T",
+        );
+        text.extend((0..=255u8).rev());
+        for from in 0..=text.len() {
+            for end in [text.len(), text.len().saturating_sub(7)] {
+                if from <= end {
+                    assert_eq!(
+                        next_candidate(&text[..end], from),
+                        reference(&text[..end], from),
+                        "from {from}, end {end}"
+                    );
+                }
+            }
+        }
+    }
+}
