@@ -194,7 +194,8 @@ def why(side: str, item: dict, root: Path, other_files: set[str]) -> str:
             return "in a macro definition body (abicache: check)"
         return f"abicache saw no marker on this line: `{text.strip()[:80]}`"
     if item["marker"].startswith("#include") and not re.search(r"[<\"]", item["marker"]):
-        return "computed include (`#include MACRO`): abicache counts it as a marker (README: "How the key is made", step 2); the reference ignores it"
+        return ("computed include (`#include MACRO`): abicache counts it as a marker "
+                "(README: \"How the key is made\", step 2); the reference ignores it")
     if '"' in text and ("//" in text or "/*" in text):
         return "the reference's comment regex took `//` or `/*` inside a literal for a comment and dropped the marker"
     return f"the reference saw no marker on this line: `{text.strip()[:80]}`"
