@@ -43,6 +43,9 @@ python3 benches/bench_gptq.py --venv "$venv" --abicache "$bin/abicache" \
   --key-time "$bin/examples/key_time" --work "$work"
 python3 benches/bench_tree.py --key-time "$bin/examples/key_time" \
   --env "$work/gptq-env.toml" --work "$work"
+# The lexer alone on the same tree: 16-bytes-at-a-time vs the scalar reference vs BLAKE3.
+echo "bench: lexer throughput on the generated tree (lex_time)" >&2
+cargo run --release --quiet -p abicache-scan --example lex_time -- "$work/tree"
 # The cold keys of machete and of the tree against the previous scanner
 # (commit 91db52b), whose key_time is built once per machine (~12 minutes
 # the first time).
