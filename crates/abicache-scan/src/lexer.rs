@@ -268,7 +268,7 @@ impl Lexer<'_> {
     }
 
     /// The main loop. Ordinary code is skipped 16 bytes at a time
-    /// ([`crate::lexer_skip::next_candidate`]): only a newline, `#`, `%`, `/`, a quote,
+    /// ([`crate::lexer_skip::Candidates`]): only a newline, `#`, `%`, `/`, a quote,
     /// and a digit or a [`may_matter`] letter that starts a token can change the facts.
     /// A line's leading whitespace and block comments are walked byte by byte, since a
     /// `#` (or `%:`) after them starts a directive. Gives exactly the facts of
@@ -276,6 +276,7 @@ impl Lexer<'_> {
     fn run(&mut self) {
         let s = self.s;
         let mut i = 0;
+        let mut candidates = crate::lexer_skip::Candidates::default();
         'line: loop {
             // At a line start: whitespace and block comments may come before a directive.
             loop {
@@ -300,7 +301,7 @@ impl Lexer<'_> {
             }
             // The rest of the line: only candidates matter.
             loop {
-                i = crate::lexer_skip::next_candidate(s, i);
+                i = candidates.next(s, i);
                 let Some(&c) = s.get(i) else {
                     return;
                 };

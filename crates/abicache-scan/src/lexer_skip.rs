@@ -13,28 +13,58 @@ fn is_ident_continue(c: u8) -> bool {
     c.is_ascii_alphanumeric() || c == b'_' || c == b'$' || c >= 0x80
 }
 
-/// The first position at or after `from` holding a candidate byte (see the module docs),
-/// or `s.len()` when there is none.
-pub(crate) fn next_candidate(s: &[u8], from: usize) -> usize {
-    let mut i = from;
-    let mut prev_continues = from > 0 && s.get(from - 1).is_some_and(|&c| is_ident_continue(c));
-    while i < s.len() {
-        let (candidates, continues) = match s.get(i..i + 16) {
-            Some(full) => classify(full.try_into().expect("16 bytes"), prev_continues),
-            None => {
-                let mut block = [0u8; 16];
-                block[..s.len() - i].copy_from_slice(&s[i..]);
-                classify(&block, prev_continues)
+/// Finds candidates (see the module docs) at increasing positions, classifying each
+/// 16-byte block once: a block's candidates depend only on its bytes and the byte before
+/// it, so the last block's masks answer every later position inside it.
+#[derive(Debug, Default)]
+pub(crate) struct Candidates {
+    /// Start of the last classified block, its candidates and identifier characters.
+    block: Option<(usize, u32, u32)>,
+}
+
+impl Candidates {
+    /// The first position at or after `from` holding a candidate byte, or `s.len()` when
+    /// there is none. `s` must be the same text on every call.
+    pub(crate) fn next(&mut self, s: &[u8], from: usize) -> usize {
+        let mut i = from;
+        let mut prev_continues = None;
+        if let Some((at, candidates, continues)) = self.block {
+            if (at..at + 16).contains(&from) {
+                let left = candidates & (u32::MAX << (from - at));
+                if left != 0 {
+                    return at + left.trailing_zeros() as usize;
+                }
+                i = at + 16;
+                prev_continues = Some(continues & (1 << 15) != 0);
             }
-        };
-        // Bytes past the end (zeros) are never candidates.
-        if candidates != 0 {
-            return i + candidates.trailing_zeros() as usize;
         }
-        prev_continues = continues & (1 << 15) != 0;
-        i += 16;
+        let mut prev_continues = prev_continues
+            .unwrap_or_else(|| i > 0 && s.get(i - 1).is_some_and(|&c| is_ident_continue(c)));
+        while i < s.len() {
+            let (candidates, continues) = match s.get(i..i + 16) {
+                Some(full) => classify(full.try_into().expect("16 bytes"), prev_continues),
+                None => {
+                    let mut block = [0u8; 16];
+                    block[..s.len() - i].copy_from_slice(&s[i..]);
+                    classify(&block, prev_continues)
+                }
+            };
+            // Bytes past the end (zeros) are never candidates.
+            if candidates != 0 {
+                self.block = Some((i, candidates, continues));
+                return i + candidates.trailing_zeros() as usize;
+            }
+            prev_continues = continues & (1 << 15) != 0;
+            i += 16;
+        }
+        s.len()
     }
-    s.len()
+}
+
+/// The first position at or after `from` holding a candidate byte, or `s.len()`.
+#[cfg(test)]
+fn next_candidate(s: &[u8], from: usize) -> usize {
+    Candidates::default().next(s, from)
 }
 
 /// The candidates of `block` (bit k for byte k) and its identifier characters, given
@@ -127,6 +157,24 @@ mod tests {
                             || matches!(c, b'P' | b'p' | b'R' | b'u' | b'U' | b'L' | b'S' | b'T'))
             })
             .unwrap_or(s.len())
+    }
+
+    #[test]
+    fn walking_every_candidate_through_the_cache_matches_the_rule() {
+        let mut text: Vec<u8> = Vec::new();
+        for k in 0..40u8 {
+            text.extend_from_slice(b"ab1 P2 xPy .5 'q' /x/ #y\n");
+            text.extend((0..k).map(|n| b"aZ_$9%u\xc3"[usize::from(n) % 8]));
+        }
+        for step in 1..4 {
+            let mut walker = Candidates::default();
+            let mut at = 0;
+            while at < text.len() {
+                let want = reference(&text, at);
+                assert_eq!(walker.next(&text, at), want, "from {at}");
+                at = (want + step).min(text.len());
+            }
+        }
     }
 
     #[test]
