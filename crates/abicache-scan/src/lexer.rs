@@ -460,11 +460,12 @@ impl Lexer<'_> {
         };
         let delim = &s[q + 1..q + 1 + k];
         let body = q + 1 + k + 1;
-        let mut closing = Vec::with_capacity(delim.len() + 2);
-        closing.push(b')');
-        closing.extend_from_slice(delim);
-        closing.push(b'"');
-        find_after(s, body, &closing).unwrap_or(s.len())
+        // `)delim"` on the stack: a delimiter has at most 16 characters.
+        let mut closing = [0u8; 18];
+        closing[0] = b')';
+        closing[1..1 + delim.len()].copy_from_slice(delim);
+        closing[1 + delim.len()] = b'"';
+        find_after(s, body, &closing[..delim.len() + 2]).unwrap_or(s.len())
     }
 
     /// A pp-number: digits, identifier characters, `.`, `'` separators and
