@@ -68,6 +68,13 @@ pub enum Event {
     },
     /// A unit was compiled against a cached precompiled header.
     PchHit,
+    /// A read-only cache layer supplied a verified entry (counted in the
+    /// local cache, since layers are never written), saving its manifest's
+    /// `compile_seconds`.
+    LayerHit {
+        /// The build time the hit saved.
+        compile_seconds: f64,
+    },
 }
 
 /// The persistent counters, as stored in `stats.json`.
@@ -108,6 +115,8 @@ pub struct Counters {
     pub remote_object_uploads: u64,
     /// Units compiled against a cached precompiled header.
     pub pch_hits: u64,
+    /// Entries served by a read-only cache layer (also counted in `hits`).
+    pub layer_hits: u64,
 }
 
 impl Counters {
@@ -148,6 +157,11 @@ impl Counters {
                 self.remote_bytes_up += bytes;
             }
             Event::PchHit => self.pch_hits += 1,
+            Event::LayerHit { compile_seconds } => {
+                self.hits += 1;
+                self.layer_hits += 1;
+                self.saved_seconds += compile_seconds;
+            }
         }
     }
 }

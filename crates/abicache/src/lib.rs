@@ -39,6 +39,7 @@ mod error;
 mod explain;
 pub mod fleet;
 mod gpu;
+pub mod layers;
 pub mod matrix;
 mod pch;
 mod probe;
