@@ -640,9 +640,11 @@ impl Session {
             .find_by_name(&spec.name)
             .ok()
             .and_then(|entries| entries.first().map(|e| e.manifest.compile_seconds));
+        // With a launcher the units may run elsewhere (a distcc farm):
+        // `ABICACHE_JOBS` may ask for more jobs than local cores.
         let jobs = match self.options.jobs {
             Some(jobs) => Some(jobs),
-            None => BuildOptions::from_env()?.jobs,
+            None => abicache_build::jobs_from_env(toolchain.launcher.is_some())?,
         };
         let options = BuildOptions {
             jobs,
