@@ -17,7 +17,7 @@ import sys
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
-from . import _env, _native
+from . import _env, _layers, _native
 
 if TYPE_CHECKING:
     from . import TorchOpsExtension
@@ -80,6 +80,7 @@ def load(ext: TorchOpsExtension, warm_name: str, rebuild: bool) -> Tuple[str, Op
             progress=ext.progress,
             warm_record=warm_name,
             warm_files=[_native.__file__],
+            layers=_layers.wheel_layers(),
         )
         key, path = outcome["key"], outcome["path"]
         ext._loaded_key = key
