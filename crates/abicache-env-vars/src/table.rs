@@ -177,7 +177,7 @@ pub const ENV_VARS: &[EnvVar] = &[
     EnvVar::new(ABICACHE_ISA_CHECK, "`1`", ValueFormat::Choice(&["1", "0"]))
         .meaning("`0` turns the instruction-set guard off: a library whose compile flags require extensions this CPU lacks (`-mavx512bf16`, `-march=native` from another machine) is then loaded anyway instead of refused with `abicache.AbiError` (see \"How the key is made\")."),
     EnvVar::new(ABICACHE_JOBS, "`MAX_JOBS`", ValueFormat::Count)
-        .meaning("Parallel compile jobs when `ABICACHE_COMPILER_LAUNCHER` is set; may exceed the local cores (a distcc farm). Without a launcher, `MAX_JOBS` applies."),
+        .meaning("Parallel compile jobs when `ABICACHE_COMPILER_LAUNCHER` is set; may exceed the local cores (a distcc farm). Without a launcher, and for a CUDA extension whose launcher cannot run nvcc (distcc, icecc), `MAX_JOBS` applies (see \"Distributed compiles\")."),
     EnvVar::new(MAX_JOBS, "number of cores", ValueFormat::Count)
         .meaning("Translation units compiled in parallel."),
     EnvVar::new(CXX, "`c++` on `PATH`", ValueFormat::Program)

@@ -640,11 +640,16 @@ impl Session {
             .find_by_name(&spec.name)
             .ok()
             .and_then(|entries| entries.first().map(|e| e.manifest.compile_seconds));
-        // With a launcher the units may run elsewhere (a distcc farm):
-        // `ABICACHE_JOBS` may ask for more jobs than local cores.
+        // With a launcher every unit may run elsewhere (a distcc farm):
+        // `ABICACHE_JOBS` may ask for more jobs than local cores. Not when
+        // nvcc units stay here (distcc cannot take them).
+        let distributed = toolchain
+            .launcher
+            .as_deref()
+            .is_some_and(|l| !requires_cuda || abicache_build::launcher_compiles_cuda(l));
         let jobs = match self.options.jobs {
             Some(jobs) => Some(jobs),
-            None => abicache_build::jobs_from_env(toolchain.launcher.is_some())?,
+            None => abicache_build::jobs_from_env(distributed)?,
         };
         let options = BuildOptions {
             jobs,
