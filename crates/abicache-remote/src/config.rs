@@ -353,6 +353,30 @@ mod tests {
     }
 
     #[test]
+    fn readonly_dirs_come_from_the_variable_else_the_config_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("config.toml");
+        std::fs::write(&file, "readonly_dirs = [\"/mnt/a\", \"/mnt/b\"]\n").unwrap();
+        let file = file.to_str().unwrap().to_owned();
+        let with = |pairs: Vec<(&'static str, String)>| {
+            let vars: HashMap<&str, String> = pairs.into_iter().collect();
+            readonly_dirs_with(&|name| vars.get(name).cloned()).unwrap()
+        };
+        let from_file = with(vec![("ABICACHE_CONFIG", file.clone())]);
+        assert_eq!(
+            from_file,
+            [PathBuf::from("/mnt/a"), PathBuf::from("/mnt/b")]
+        );
+        let from_env = with(vec![
+            ("ABICACHE_CONFIG", file.clone()),
+            ("ABICACHE_READONLY_DIRS", "/nfs/x::/img/y".into()),
+        ]);
+        assert_eq!(from_env, [PathBuf::from("/nfs/x"), PathBuf::from("/img/y")]);
+        let settings = config_file_settings(Path::new(&file)).unwrap();
+        assert!(settings.contains(&("ABICACHE_READONLY_DIRS", "/mnt/a:/mnt/b".to_owned())));
+    }
+
+    #[test]
     fn nothing_configured_means_no_remote() {
         assert!(
             resolve(None, &[("ABICACHE_CONFIG", "/nonexistent/config.toml")])
