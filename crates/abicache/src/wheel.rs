@@ -21,7 +21,8 @@ use std::path::{Path, PathBuf};
 
 use abicache_remote::SecretKey;
 use abicache_store::{
-    write_bundle, EntryInfo, Hit, Store, LAYER_INDEX_FILE, LAYER_SIGNATURE_FILE, MANIFEST_FILE,
+    BundleEntry, BundleFile, BundleIndex, EntryInfo, Hit, Store, BUNDLE_FORMAT, LAYER_INDEX_FILE,
+    LAYER_SIGNATURE_FILE, MANIFEST_FILE,
 };
 use serde::Serialize;
 use sha2::Digest as _;
@@ -126,20 +127,48 @@ pub fn export_wheel(
             }
         }
     }
-    // The bundle's index (and signature) without its archive: the files
-    // lie unpacked in the wheel.
-    let signature = std::cell::RefCell::new(None);
-    let index = write_bundle(std::io::sink(), &hits, &|index_bytes: &[u8]| {
-        let sig = signing.map(|secret| {
-            let s = secret.sign(&crate::bundle::signature_message(index_bytes));
-            serde_json::to_vec(&s).expect("a signature always serializes")
+    // A bundle's index (and signature) without its archive: the files lie
+    // unpacked in the wheel. Each library is hashed again here, so a file
+    // that changed since its lookup is never shipped under the old hash.
+    let mut index = BundleIndex {
+        format: BUNDLE_FORMAT,
+        entries: Vec::with_capacity(hits.len()),
+    };
+    let mut libraries = Vec::with_capacity(hits.len());
+    for hit in &hits {
+        let bytes = std::fs::read(&hit.library)?;
+        if bytes.len() as u64 != hit.manifest.size
+            || abicache_fs::blake3_hex(&bytes) != hit.manifest.library_blake3
+        {
+            return Err(Error::Input(format!(
+                "the library `{}` changed while exporting; rebuild it and export again",
+                hit.library.display()
+            )));
+        }
+        let manifest = hit.manifest.to_json();
+        index.entries.push(BundleEntry {
+            key: hit.manifest.key.clone(),
+            name: hit.manifest.name.clone(),
+            files: vec![
+                BundleFile {
+                    name: MANIFEST_FILE.to_owned(),
+                    size: manifest.len() as u64,
+                    blake3: abicache_fs::blake3_hex(&manifest),
+                },
+                BundleFile {
+                    name: hit.manifest.library.clone(),
+                    size: hit.manifest.size,
+                    blake3: hit.manifest.library_blake3.clone(),
+                },
+            ],
         });
-        *signature.borrow_mut() = Some((index_bytes.to_vec(), sig.clone()));
-        sig
-    })?;
-    let (index_bytes, signature) = signature
-        .into_inner()
-        .expect("write_bundle hands its index to the signer");
+        libraries.push((manifest, bytes));
+    }
+    let index_bytes = serde_json::to_vec_pretty(&index).expect("an index always serializes");
+    let signature = signing.map(|secret| {
+        let s = secret.sign(&crate::bundle::signature_message(&index_bytes));
+        serde_json::to_vec(&s).expect("a signature always serializes")
+    });
 
     let package = format!("_abicache_cache_{}", dist.name);
     let cache = format!("{package}/cache");
@@ -158,18 +187,10 @@ pub fn export_wheel(
         files.push((format!("{cache}/{LAYER_SIGNATURE_FILE}"), sig));
     }
     let mut glibc = (2u32, 17u32);
-    for (hit, entry) in hits.iter().zip(&index.entries) {
+    for ((hit, entry), (manifest, bytes)) in hits.iter().zip(&index.entries).zip(libraries) {
         let dir = format!("{cache}/v1/entries/{}", entry.key);
-        files.push((format!("{dir}/{MANIFEST_FILE}"), hit.manifest.to_json()));
-        let bytes = std::fs::read(&hit.library)?;
+        files.push((format!("{dir}/{MANIFEST_FILE}"), manifest));
         glibc = glibc.max(needed_glibc(&bytes));
-        let listed = &entry.files[1];
-        if bytes.len() as u64 != listed.size || abicache_fs::blake3_hex(&bytes) != listed.blake3 {
-            return Err(Error::Input(format!(
-                "the library `{}` changed while exporting; export again",
-                hit.library.display()
-            )));
-        }
         files.push((format!("{dir}/{}", hit.manifest.library), bytes));
     }
     let tag = format!(
