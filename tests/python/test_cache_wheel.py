@@ -7,7 +7,9 @@ warning and the entry is built; uninstalled, the extensions build.
 
 The fresh venvs see torch through a ``.pth`` line naming the base venv's
 site-packages (nothing is downloaded); their own site-packages, where pip
-installs abicache and the cache wheel, comes first on ``sys.path``.
+installs abicache and the cache wheel, comes first on ``sys.path``; pip runs
+with ``--ignore-installed`` so it neither skips abicache (the base venv has
+it) nor touches the base venv.
 """
 
 from __future__ import annotations
@@ -126,7 +128,7 @@ def test_an_installed_cache_wheel_loads_both_examples_with_no_compile_and_no_com
     cache_wheel: Path, base: Path, tmp_path: Path
 ) -> None:
     python = fresh_venv(base, tmp_path / "fresh")
-    pip(base, python, "install", "--no-deps", "--no-index", str(abicache_wheel()), str(cache_wheel))
+    pip(base, python, "install", "--no-deps", "--no-index", "--ignore-installed", str(abicache_wheel()), str(cache_wheel))
     layer = Path(site_packages(python), PACKAGE, "cache")
     assert layer.is_dir()
     assert shutil.which("c++", path=str(python.parent)) is None
@@ -142,7 +144,7 @@ def test_a_tampered_cache_wheel_is_refused_with_one_warning_and_uninstalled_the_
 ) -> None:
     base = Path(sys.executable)
     python = fresh_venv(base, tmp_path / "fresh")
-    pip(base, python, "install", "--no-deps", "--no-index", str(abicache_wheel()), str(cache_wheel))
+    pip(base, python, "install", "--no-deps", "--no-index", "--ignore-installed", str(abicache_wheel()), str(cache_wheel))
     layer = Path(site_packages(python), PACKAGE, "cache")
     path_with_compiler = f"{python.parent}{os.pathsep}{os.environ['PATH']}"
     first = load_both(python, tmp_path / "first", str(python.parent))
