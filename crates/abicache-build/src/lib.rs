@@ -46,7 +46,10 @@ mod target;
 mod toolchain;
 mod unit_objects;
 
-pub use compile::{build, parse_max_jobs, BuildOptions, BuildReport, ReadyPch, OBJECT_KEY_FORMAT};
+pub use compile::{
+    build, jobs_from, jobs_from_env, parse_max_jobs, BuildOptions, BuildReport, ReadyPch,
+    OBJECT_KEY_FORMAT,
+};
 pub use error::BuildError;
 pub use flags::{BuildPlan, CompileCommand, Unit, UnitKind};
 pub use pch::{pch_requests, spawn_background_build, PchRequest, PchSlot};
@@ -55,6 +58,7 @@ pub use quote::{shell_join, shell_quote};
 pub use run::Cancel;
 pub use target::{isa_requirements, parse_resolved_target, resolve_host_cpu};
 pub use toolchain::{
-    find_cxx, find_nvcc, parse_nvcc_release, which, Nvcc, Tool, Toolchain, ToolchainEnv,
+    find_cxx, find_nvcc, launcher_compiles_cuda, parse_nvcc_release, which, Nvcc, Tool, Toolchain,
+    ToolchainEnv,
 };
 pub use unit_objects::{unit_objects, UnitObject};

@@ -391,9 +391,58 @@ pub(crate) fn run_probe(program: &Path, args: &[String], fix: &str) -> Result<St
     Ok(text)
 }
 
+/// Launchers that only understand gcc/clang command lines (distcc, icecream,
+/// distcc's pump): nvcc units are compiled without them, locally.
+const HOST_ONLY_LAUNCHERS: &[&str] = &["distcc", "pump", "icecc", "icerun"];
+
+/// Whether `launcher` may be put before nvcc: every launcher but those that
+/// only distribute gcc/clang command lines ([`HOST_ONLY_LAUNCHERS`]: nvcc
+/// through distcc would fail or run locally anyway). ccache and sccache
+/// handle nvcc.
+pub fn launcher_compiles_cuda(launcher: &Path) -> bool {
+    let name = launcher
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
+    !HOST_ONLY_LAUNCHERS.contains(&name)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn distcc_and_icecream_are_not_put_before_nvcc() {
+        for host_only in ["distcc", "/usr/bin/distcc", "icecc", "pump"] {
+            assert!(!launcher_compiles_cuda(Path::new(host_only)), "{host_only}");
+        }
+        for any in ["ccache", "/opt/bin/sccache"] {
+            assert!(launcher_compiles_cuda(Path::new(any)), "{any}");
+        }
+    }
+
+    #[test]
+    fn abicache_jobs_wins_with_a_launcher_and_may_exceed_the_cores() {
+        use crate::compile::jobs_from;
+        let vars = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == name)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        let both = vars(&[("ABICACHE_JOBS", "64"), ("MAX_JOBS", "3")]);
+        assert_eq!(jobs_from(true, &both).unwrap(), Some(64));
+        assert_eq!(jobs_from(false, &both).unwrap(), Some(3));
+        let max_only = vars(&[("MAX_JOBS", "300")]);
+        assert_eq!(jobs_from(true, &max_only).unwrap(), Some(300));
+        assert_eq!(jobs_from(true, &vars(&[])).unwrap(), None);
+        let bad = vars(&[("ABICACHE_JOBS", "0")]);
+        let error = jobs_from(true, &bad).unwrap_err().to_string();
+        assert!(error.contains("`ABICACHE_JOBS=0`"), "{error}");
+        assert_eq!(jobs_from(false, &bad).unwrap(), None);
+    }
 
     #[test]
     fn a_version_probe_runs_once_per_unchanged_program() {

@@ -57,8 +57,26 @@ pub struct PrebuildArgs {
 #[derive(Debug, Args)]
 pub struct ExportArgs {
     /// The bundle to write (`-` for stdout); written beside it and renamed into place.
-    #[arg(short = 'o', long = "output", value_name = "BUNDLE")]
-    pub output: PathBuf,
+    #[arg(
+        short = 'o',
+        long = "output",
+        value_name = "BUNDLE",
+        required_unless_present = "wheel",
+        conflicts_with = "wheel"
+    )]
+    pub output: Option<PathBuf>,
+    /// Write a pip-installable cache wheel of distribution `NAME==VERSION`
+    /// instead of a bundle (see "Shipping prebuilt kernels in a wheel").
+    #[arg(long, value_name = "NAME==VERSION")]
+    pub wheel: Option<String>,
+    /// The directory the wheel is written to.
+    #[arg(
+        long = "out",
+        value_name = "DIR",
+        default_value = ".",
+        requires = "wheel"
+    )]
+    pub out_dir: PathBuf,
     /// Extension names, keys or key prefixes (at least 8 characters) [default: every local entry].
     #[arg(value_name = "NAME|KEY")]
     pub targets: Vec<String>,
@@ -162,7 +180,35 @@ pub fn prebuild(store: Store, args: PrebuildArgs) -> Result<()> {
 pub fn export(store: Store, args: ExportArgs) -> Result<()> {
     let keys = Keys::resolve()?;
     let entries = bundle::select_entries(&store, &args.targets)?;
-    let to_stdout = args.output.as_os_str() == "-";
+    if let Some(dist) = &args.wheel {
+        let dist: abicache::wheel::Dist = dist.parse()?;
+        let wheel = abicache::wheel::export_wheel(
+            &store,
+            &entries,
+            keys.signing.as_ref(),
+            &dist,
+            &args.out_dir,
+        )?;
+        if args.json {
+            return print_json(&wheel);
+        }
+        let mut text = String::new();
+        for (name, key) in &wheel.entries {
+            text.push_str(&format!("exported  {name} {key}\n"));
+        }
+        text.push_str(&match &wheel.signed_by {
+            Some(public) => format!("signed by {public}\n"),
+            None => "unsigned (set `ABICACHE_SIGNING_KEY` to sign the index)\n".to_owned(),
+        });
+        return emit(&format!(
+            "{text}wheel written to {} ({}, {})\n",
+            wheel.path.display(),
+            wheel.tag,
+            human_size(wheel.size)
+        ));
+    }
+    let output = args.output.expect("clap requires `-o` without `--wheel`");
+    let to_stdout = output.as_os_str() == "-";
     if to_stdout && std::io::stdout().is_terminal() {
         bail!("refusing to write a bundle to a terminal; pass `-o FILE` or redirect stdout");
     }
@@ -170,7 +216,7 @@ pub fn export(store: Store, args: ExportArgs) -> Result<()> {
         let stdout = std::io::stdout().lock();
         bundle::export(&store, &entries, keys.signing.as_ref(), stdout)?
     } else {
-        bundle::export_to_file(&store, &entries, keys.signing.as_ref(), &args.output)?
+        bundle::export_to_file(&store, &entries, keys.signing.as_ref(), &output)?
     };
     let mut text = String::new();
     for entry in &exported.entries {
@@ -193,10 +239,7 @@ pub fn export(store: Store, args: ExportArgs) -> Result<()> {
     if args.json {
         return print_json(&exported);
     }
-    emit(&format!(
-        "{text}bundle written to {}\n",
-        args.output.display()
-    ))
+    emit(&format!("{text}bundle written to {}\n", output.display()))
 }
 
 /// `abicache import [BUNDLE|-]`.

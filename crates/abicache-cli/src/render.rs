@@ -189,8 +189,17 @@ pub fn stats_human(stats: &Stats, root: &Path) -> String {
         s.saved_seconds,
         stats.entries,
         human_size(stats.bytes)
-    ) + &pch_stats_human(stats)
+    ) + &layer_stats_human(s)
+        + &pch_stats_human(stats)
         + &remote_stats_human(s)
+}
+
+/// The read-only-layer line of `abicache stats`, shown once a layer served a hit.
+fn layer_stats_human(s: &Counters) -> String {
+    if s.layer_hits == 0 {
+        return String::new();
+    }
+    format!("hits from layers     {}\n", s.layer_hits)
 }
 
 /// The precompiled-header lines of `abicache stats`, shown once one was built or used.

@@ -6,6 +6,10 @@ pub const ABICACHE_DIR: &str = "ABICACHE_DIR";
 pub const XDG_CACHE_HOME: &str = "XDG_CACHE_HOME";
 /// Home directory: base of the default cache root and config file.
 pub const HOME: &str = "HOME";
+/// Read-only cache roots consulted after the local cache, never written.
+pub const ABICACHE_READONLY_DIRS: &str = "ABICACHE_READONLY_DIRS";
+/// Parallel compile jobs when a compiler launcher is set (before `MAX_JOBS`).
+pub const ABICACHE_JOBS: &str = "ABICACHE_JOBS";
 /// Seconds to wait for a key's lock.
 pub const ABICACHE_LOCK_TIMEOUT: &str = "ABICACHE_LOCK_TIMEOUT";
 /// Size bound applied by an automatic gc after each publish.

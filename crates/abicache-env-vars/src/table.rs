@@ -153,6 +153,9 @@ pub const ENV_VARS: &[EnvVar] = &[
         .meaning("Base of the default cache root when `ABICACHE_DIR` is unset (used only when absolute)."),
     EnvVar::new(HOME, "none", ValueFormat::Path)
         .meaning("Home directory: base of the default cache root and config file."),
+    EnvVar::new(ABICACHE_READONLY_DIRS, "unset (no layers)", ValueFormat::PathList)
+        .config_key("readonly_dirs")
+        .meaning("Read-only cache roots (populated by CI, on NFS or in an image layer) consulted in order after the local cache and never written; installed cache wheels are added after them (see \"Sharing a read-only cache\")."),
     EnvVar::new(ABICACHE_LOCK_TIMEOUT, "`600`", ValueFormat::Seconds)
         .meaning("Seconds to wait for another process building the same key before giving up with an error naming its pid."),
     EnvVar::new(ABICACHE_MAX_SIZE, "unset (no bound)", ValueFormat::Size)
@@ -160,7 +163,7 @@ pub const ENV_VARS: &[EnvVar] = &[
     EnvVar::new(ABICACHE_GC_GRACE, "`60`", ValueFormat::Seconds)
         .meaning("Seconds after its last use during which `gc` never evicts an entry or a compiled object, so a path a hit returned stays loadable and a starting build keeps the objects it counted."),
     EnvVar::new(ABICACHE_COMPILER_LAUNCHER, "unset", ValueFormat::Program)
-        .meaning("Compiler launcher (`ccache`, `sccache`) put in front of every compile command."),
+        .meaning("Compiler launcher (`ccache`, `sccache`, `distcc`) put in front of every compile command (not the link); see \"Distributed compiles\"."),
     EnvVar::new(ABICACHE_REBUILD, "unset", ValueFormat::Flag)
         .meaning("`1` makes the Python package rebuild instead of using a cached entry."),
     EnvVar::new(ABICACHE_PCH, "`auto`", ValueFormat::Choice(&["auto", "0"]))
@@ -177,6 +180,8 @@ pub const ENV_VARS: &[EnvVar] = &[
         .meaning("Seconds probing an interpreter (`--python`) may take before it is stopped and refused; its output is capped at 4 MiB."),
     EnvVar::new(ABICACHE_ISA_CHECK, "`1`", ValueFormat::Choice(&["1", "0"]))
         .meaning("`0` turns the instruction-set guard off: a library whose compile flags require extensions this CPU lacks (`-mavx512bf16`, `-march=native` from another machine) is then loaded anyway instead of refused with `abicache.AbiError` (see \"How the key is made\")."),
+    EnvVar::new(ABICACHE_JOBS, "`MAX_JOBS`", ValueFormat::Count)
+        .meaning("Parallel compile jobs when `ABICACHE_COMPILER_LAUNCHER` is set; may exceed the local cores (a distcc farm). Without a launcher, and for a CUDA extension whose launcher cannot run nvcc (distcc, icecc), `MAX_JOBS` applies (see \"Distributed compiles\")."),
     EnvVar::new(MAX_JOBS, "number of cores", ValueFormat::Count)
         .meaning("Translation units compiled in parallel."),
     EnvVar::new(CXX, "`c++` on `PATH`", ValueFormat::Program)

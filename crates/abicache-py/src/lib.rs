@@ -113,11 +113,13 @@ fn key(
 /// `ABICACHE_ISA_CHECK=0`) and writes no warm-load record.
 ///
 /// `warm_record` names the warm-load record to write afterwards (see
-/// `Session::remember_warm_load`; `warm_files` are files it requires
+/// `Session::remember_warm_load`; `layers` are read-only cache roots
+/// (installed cache wheels) consulted after the local cache and
+/// `ABICACHE_READONLY_DIRS`; `warm_files` are files it requires
 /// unchanged too, e.g. this module); the dict's `warm_record` says whether
 /// one was written.
 #[pyfunction]
-#[pyo3(signature = (spec, env, root, cache_dir=None, *, rebuild=false, site_packages=Vec::new(), progress=None, quiet=false, warm_record=None, warm_files=Vec::new()))]
+#[pyo3(signature = (spec, env, root, cache_dir=None, *, rebuild=false, site_packages=Vec::new(), progress=None, quiet=false, warm_record=None, warm_files=Vec::new(), layers=Vec::new()))]
 #[allow(clippy::too_many_arguments)]
 fn build<'py>(
     py: Python<'py>,
@@ -131,11 +133,14 @@ fn build<'py>(
     quiet: bool,
     warm_record: Option<String>,
     warm_files: Vec<PathBuf>,
+    layers: Vec<PathBuf>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let (spec, env) = (spec_from_json(spec)?, env_from_json(env)?);
     let cancel = Cancel::new();
     let build = || {
-        let mut session = session(env, cache_dir, rebuild).with_cancel(cancel.clone());
+        let mut session = session(env, cache_dir, rebuild)
+            .with_cancel(cancel.clone())
+            .with_layers(layers);
         if !site_packages.is_empty() {
             session = session.with_site_packages(site_packages);
         }

@@ -56,6 +56,9 @@ struct ConfigFile {
     #[serde(default)]
     trusted_keys: Vec<String>,
     signing_key: Option<String>,
+    /// Read-only cache layers (`ABICACHE_READONLY_DIRS`).
+    #[serde(default)]
+    readonly_dirs: Vec<PathBuf>,
 }
 
 /// The config file: `ABICACHE_CONFIG`, else `$XDG_CONFIG_HOME/abicache/config.toml`,
@@ -214,11 +217,48 @@ pub fn config_file_settings(path: &Path) -> Result<Vec<(&'static str, String)>> 
             Some(file.trusted_keys.join(", ")).filter(|k| !k.is_empty()),
         ),
         (ABICACHE_SIGNING_KEY, file.signing_key),
+        (
+            abicache_env_vars::ABICACHE_READONLY_DIRS,
+            Some(join_paths(&file.readonly_dirs)).filter(|d| !d.is_empty()),
+        ),
     ];
     Ok(settings
         .into_iter()
         .filter_map(|(name, value)| Some((name, value?)))
         .collect())
+}
+
+/// The read-only cache layers of this process: `ABICACHE_READONLY_DIRS`
+/// (directories separated by `:`; empty items are skipped), else
+/// `readonly_dirs` in the config file (a list of paths); empty when neither
+/// is set. Relative paths are kept as given.
+pub fn readonly_dirs() -> Result<Vec<PathBuf>> {
+    readonly_dirs_with(&abicache_env_vars::var)
+}
+
+/// [`readonly_dirs`] with variables read through `var` (for tests).
+pub fn readonly_dirs_with(var: &dyn Fn(&str) -> Option<String>) -> Result<Vec<PathBuf>> {
+    if let Some(value) = var(abicache_env_vars::ABICACHE_READONLY_DIRS) {
+        if !value.trim().is_empty() {
+            return Ok(value
+                .split(':')
+                .filter(|d| !d.trim().is_empty())
+                .map(PathBuf::from)
+                .collect());
+        }
+    }
+    Ok(match config_path_with(var) {
+        Some(path) => read_config(&path)?.readonly_dirs,
+        None => Vec::new(),
+    })
+}
+
+fn join_paths(paths: &[PathBuf]) -> String {
+    paths
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(":")
 }
 
 /// The largest config file read.
@@ -310,6 +350,30 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         RemoteConfig::resolve_with(override_url, &|name| vars.get(name).cloned())
+    }
+
+    #[test]
+    fn readonly_dirs_come_from_the_variable_else_the_config_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("config.toml");
+        std::fs::write(&file, "readonly_dirs = [\"/mnt/a\", \"/mnt/b\"]\n").unwrap();
+        let file = file.to_str().unwrap().to_owned();
+        let with = |pairs: Vec<(&'static str, String)>| {
+            let vars: HashMap<&str, String> = pairs.into_iter().collect();
+            readonly_dirs_with(&|name| vars.get(name).cloned()).unwrap()
+        };
+        let from_file = with(vec![("ABICACHE_CONFIG", file.clone())]);
+        assert_eq!(
+            from_file,
+            [PathBuf::from("/mnt/a"), PathBuf::from("/mnt/b")]
+        );
+        let from_env = with(vec![
+            ("ABICACHE_CONFIG", file.clone()),
+            ("ABICACHE_READONLY_DIRS", "/nfs/x::/img/y".into()),
+        ]);
+        assert_eq!(from_env, [PathBuf::from("/nfs/x"), PathBuf::from("/img/y")]);
+        let settings = config_file_settings(Path::new(&file)).unwrap();
+        assert!(settings.contains(&("ABICACHE_READONLY_DIRS", "/mnt/a:/mnt/b".to_owned())));
     }
 
     #[test]

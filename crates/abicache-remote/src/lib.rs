@@ -55,7 +55,10 @@ mod verify;
 /// What [`verify_entry`] compares a downloaded library against its manifest with.
 pub use abicache_fs::Digest;
 pub use client::{Fetched, Remote, Upload, OBJECT_DIR};
-pub use config::{config_file_settings, config_path, Keys, Mode, RemoteConfig, DEFAULT_MAX_SIZE};
+pub use config::{
+    config_file_settings, config_path, readonly_dirs, readonly_dirs_with, Keys, Mode, RemoteConfig,
+    DEFAULT_MAX_SIZE,
+};
 pub use error::{RemoteError, Result};
 pub use object_transfer::FetchedObject;
 pub use sign::{signature_message, KeyPair, PublicKey, SecretKey, Signature};

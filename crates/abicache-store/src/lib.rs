@@ -34,6 +34,11 @@
 //! - **Best-effort counters** ([`Store::count`], [`Store::stats`]): one
 //!   append to `v1/stats.log` per counted call, folded into `v1/stats.json`
 //!   now and then; a read-only or full cache skips them with one warning.
+//! - **Read-only layers** ([`ReadOnlyLayer`]): other caches consulted after
+//!   this one and never written (no counters, `last-used`, locks or stamps);
+//!   an entry is served in place only when owned by root or the user, not
+//!   writable by others, and its manifest, size and BLAKE3 verify (hashed
+//!   once per process, then remembered by stat stamp in memory).
 //! - **Generated sources** (`load_inline`) stored by content under
 //!   `v1/sources/<digest>/` ([`Store::store_generated_sources`]): written
 //!   atomically, never rewritten when intact, replaced when corrupt.
@@ -73,6 +78,7 @@ mod pch_budget;
 mod private_file;
 mod provenance;
 mod publish;
+mod readonly;
 mod size;
 mod sources;
 mod sources_gc;
@@ -105,6 +111,9 @@ pub use pch_budget::{
 };
 pub use provenance::{Provenance, PROVENANCE_FILE};
 pub use publish::{BuildGuard, Published};
+pub use readonly::{
+    LayerLookup, LayerWarning, ReadOnlyLayer, LAYER_INDEX_FILE, LAYER_SIGNATURE_FILE,
+};
 pub use size::{max_size_from_env, parse_size, pch_max_size_from_env};
 pub use sources::{sources_dir_for, GeneratedFile, SOURCES_DIR};
 pub use stats::{Counters, Event, Stats};

@@ -76,6 +76,13 @@ pub enum Event {
     PchSkipped(crate::PchSkip),
     /// Precompiled headers were removed to keep their total under the cap.
     PchEvicted(u64),
+    /// A read-only cache layer supplied a verified entry (counted in the
+    /// local cache, since layers are never written), saving its manifest's
+    /// `compile_seconds`.
+    LayerHit {
+        /// The build time the hit saved.
+        compile_seconds: f64,
+    },
 }
 
 /// The persistent counters, as stored in `stats.json`.
@@ -130,6 +137,8 @@ pub struct Counters {
     pub pch_skipped_over_cap: u64,
     /// Precompiled headers removed to keep their total under the cap.
     pub pch_evicted: u64,
+    /// Entries served by a read-only cache layer (also counted in `hits`).
+    pub layer_hits: u64,
 }
 
 impl Counters {
@@ -179,6 +188,11 @@ impl Counters {
                 crate::PchSkip::OverCap => self.pch_skipped_over_cap += 1,
             },
             Event::PchEvicted(n) => self.pch_evicted += n,
+            Event::LayerHit { compile_seconds } => {
+                self.hits += 1;
+                self.layer_hits += 1;
+                self.saved_seconds += compile_seconds;
+            }
         }
     }
 }

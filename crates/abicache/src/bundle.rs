@@ -276,7 +276,7 @@ pub fn signature_message(index: &[u8]) -> Vec<u8> {
 /// The signer of a valid signature and whether it is trusted; an error
 /// when trusted keys are configured and the bundle is unsigned, signed by
 /// another key, or signed wrongly, and whenever a signature present is invalid.
-fn check_signature(
+pub(crate) fn check_signature(
     index_bytes: &[u8],
     signature: Option<&[u8]>,
     trusted: &[PublicKey],
@@ -324,7 +324,7 @@ fn untrusted(reason: String) -> Error {
 }
 
 /// What a payload claims about the library's ABI, as the audit reads it.
-fn claims(name: &str, payload: Payload) -> Keyed {
+pub(crate) fn claims(name: &str, payload: Payload) -> Keyed {
     let python_abi = payload.python_abi().unwrap_or_default().to_owned();
     let torch_abi = payload.torch_abi().unwrap_or_default().to_owned();
     Keyed {
@@ -343,7 +343,7 @@ fn claims(name: &str, payload: Payload) -> Keyed {
 
 /// No scan: an imported library's sources are not at hand (only the
 /// refusal's "likely cause" line uses it).
-fn no_scan() -> ScanReport {
+pub(crate) fn no_scan() -> ScanReport {
     ScanReport {
         sources: Vec::new(),
         python_markers: Vec::new(),

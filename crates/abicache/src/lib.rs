@@ -11,7 +11,8 @@
 //! For fleets: [`prebuild`] keys a matrix of extensions × environments and
 //! builds each distinct key once ([`matrix`] creates the
 //! environments of a `python=… torch=…` matrix with `uv`); [`bundle`] exports entries as one signed
-//! file and imports one only after verifying all of it.
+//! file and imports one only after verifying all of it; [`wheel`] ships
+//! entries as a pip-installable cache wheel, used as a read-only [`layers`] layer.
 //!
 //! ```
 //! use abicache::key::{Environment, ExtensionSpec, StableTarget};
@@ -39,6 +40,7 @@ mod error;
 mod explain;
 pub mod fleet;
 mod gpu;
+pub mod layers;
 pub mod matrix;
 pub mod pch;
 mod probe;
@@ -46,6 +48,7 @@ mod probe_run;
 mod remote;
 mod remote_objects;
 mod session;
+pub mod wheel;
 
 pub use audit::{audit_against_key, check as check_audit, AuditVerdict};
 pub use error::{os_errno, Error, ErrorKind, Result, TorchDirProblem};

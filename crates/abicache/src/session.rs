@@ -65,6 +65,12 @@ pub struct Session {
     cancel: Cancel,
     /// Cache writes left to a thread of their own ([`Session::settle`]).
     writes: write_behind::WriteBehind,
+    /// Read-only layer roots added by the caller (installed cache wheels),
+    /// consulted after `ABICACHE_READONLY_DIRS`'.
+    extra_layers: Vec<PathBuf>,
+    /// The read-only layers, resolved on first use (a config file that
+    /// cannot be read is the warning kept beside them).
+    layers: OnceLock<(Vec<abicache_store::ReadOnlyLayer>, Option<String>)>,
 }
 
 /// A spec resolved against the session's environment: its scan and key.
@@ -118,6 +124,8 @@ pub struct Outcome {
 /// the remote cache to try first.
 enum Claimed<'a> {
     Hit(Hit),
+    /// A verified entry of a read-only layer (already counted).
+    LayerHit(Hit),
     Build(abicache_store::BuildGuard, Option<&'a RemoteCache>),
 }
 
@@ -200,7 +208,42 @@ impl Session {
             remote: OnceLock::new(),
             cancel: Cancel::new(),
             writes: write_behind::WriteBehind::default(),
+            extra_layers: Vec::new(),
+            layers: OnceLock::new(),
         }
+    }
+
+    /// Adds read-only cache layers (cache roots never written), consulted
+    /// in order after the local cache and after `ABICACHE_READONLY_DIRS`
+    /// (see [`crate::layers`]).
+    pub fn with_layers(mut self, roots: Vec<PathBuf>) -> Self {
+        self.extra_layers = roots;
+        self.layers = OnceLock::new();
+        self
+    }
+
+    /// A verified entry for `key` from a read-only layer, counted as a
+    /// layer hit in the local cache; `None` when no layer serves it.
+    /// Warnings about skipped layer entries go to `warnings`.
+    fn layer_hit(&self, key: &str, warnings: &mut Vec<String>) -> Option<Hit> {
+        let (layers, problem) = self
+            .layers
+            .get_or_init(|| crate::layers::resolve(&self.extra_layers));
+        if layers.is_empty() {
+            warnings.extend(problem.clone());
+            return None;
+        }
+        let (hit, found) = crate::layers::lookup(layers, key);
+        warnings.extend(found);
+        warnings.extend(problem.clone());
+        let hit = hit?;
+        self.count(
+            &[Event::LayerHit {
+                compile_seconds: hit.manifest.compile_seconds,
+            }],
+            warnings,
+        );
+        Some(hit)
     }
 
     /// Replaces the directories searched for NVIDIA's pip wheels.
@@ -374,6 +417,10 @@ impl Session {
         let prepared = self.prepare(spec, root)?;
         let (guard, remote) = match self.claim(&prepared.keyed.key, &mut warnings)? {
             Claimed::Hit(hit) => return self.finish_hit(hit, &prepared, started, warnings),
+            Claimed::LayerHit(hit) => {
+                let key = prepared.keyed.key.clone();
+                return Ok(Outcome::cached(hit, key, started, warnings));
+            }
             Claimed::Build(guard, remote) => (guard, remote),
         };
         // One miss per build, counted by the process that builds.
@@ -452,6 +499,9 @@ impl Session {
             if let Some(hit) = lookup.hit {
                 return Ok(Claimed::Hit(hit));
             }
+            if let Some(hit) = self.layer_hit(key, warnings) {
+                return Ok(Claimed::LayerHit(hit));
+            }
         }
         let remote = self.remote().unwrap_or_else(|warning| {
             warnings.push(warning);
@@ -512,7 +562,11 @@ impl Session {
                 let warnings = std::mem::take(warnings);
                 Ok(Some(self.hit_outcome(hit, key, started, warnings)))
             }
-            _ => Ok(None),
+            Some(_) => Ok(None),
+            None => Ok(self.layer_hit(&key, warnings).map(|hit| {
+                let warnings = std::mem::take(warnings);
+                Outcome::cached(hit, key, started, warnings)
+            })),
         }
     }
 
@@ -588,9 +642,16 @@ impl Session {
             .find_by_name(&spec.name)
             .ok()
             .and_then(|entries| entries.first().map(|e| e.manifest.compile_seconds));
+        // With a launcher every unit may run elsewhere (a distcc farm):
+        // `ABICACHE_JOBS` may ask for more jobs than local cores. Not when
+        // nvcc units stay here (distcc cannot take them).
+        let distributed = toolchain
+            .launcher
+            .as_deref()
+            .is_some_and(|l| !requires_cuda || abicache_build::launcher_compiles_cuda(l));
         let jobs = match self.options.jobs {
             Some(jobs) => Some(jobs),
-            None => BuildOptions::from_env()?.jobs,
+            None => abicache_build::jobs_from_env(distributed)?,
         };
         let options = BuildOptions {
             jobs,
