@@ -48,9 +48,12 @@ mod remote_objects;
 mod session;
 
 pub use audit::{audit_against_key, check as check_audit, AuditVerdict};
-pub use error::{os_errno, Error, ErrorKind, Result, TorchDirProblem};
+pub use error::{os_errno, BundleRefusal, Error, ErrorKind, Result, TorchDirProblem};
 pub use explain::{explain, render_explanation, ClosestEntry, Explanation};
-pub use fleet::{prebuild, render_coverage, Coverage, FleetEnvironment, FleetExtension};
+pub use fleet::{
+    prebuild, prebuild_fleet, render_coverage, Coverage, FleetEnvironment, FleetExtension,
+    PrebuildRequest,
+};
 pub use gpu::{default_cuda_archs, visible_gpu_archs};
 pub use matrix::{Matrix, MatrixEnvironments, MatrixOptions};
 pub use pch::PchMode;

@@ -27,10 +27,12 @@ pub(crate) fn enabled() -> Result<bool> {
     match value.trim() {
         "" | "1" => Ok(true),
         "0" => Ok(false),
-        other => Err(Error::Input(format!(
-            "`{ABICACHE_REMOTE_OBJECTS}={other}` is not understood: use `0` to keep compiled \
-             objects out of the remote cache, or `1` (the default)"
-        ))),
+        other => Err(Error::InvalidVariable {
+            name: ABICACHE_REMOTE_OBJECTS,
+            value: other.to_owned(),
+            problem: "is not understood: use `0` to keep compiled objects out of the remote \
+                      cache, or `1` (the default)",
+        }),
     }
 }
 
