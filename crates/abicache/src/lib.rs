@@ -42,7 +42,6 @@ mod gpu;
 pub mod matrix;
 mod pch;
 mod probe;
-mod probe_run;
 mod remote;
 mod remote_objects;
 mod session;
