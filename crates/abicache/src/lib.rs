@@ -45,6 +45,7 @@ mod probe;
 mod remote;
 mod remote_objects;
 mod session;
+mod warning;
 
 pub use audit::{audit_against_key, check as check_audit, AuditVerdict};
 pub use error::{os_errno, BundleRefusal, Error, ErrorKind, Result, TorchDirProblem};
@@ -63,6 +64,7 @@ pub use remote::{trusted_signers, Pulled, RemoteCache};
 pub use session::{
     key_memos, Outcome, Prepared, RememberedKey, Session, SessionOptions, WARM_RECORD_FORMAT,
 };
+pub use warning::Warning;
 
 pub use abicache_audit as audit_crate;
 pub use abicache_build as build;

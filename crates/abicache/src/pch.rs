@@ -11,11 +11,14 @@
 //!   warning) and rebuilt in the background the same way;
 //! - `ABICACHE_PCH=0` turns all of it off.
 
+use std::sync::Arc;
+
 use abicache_build::{pch, PchRequest, PchSlot, ReadyPch};
 use abicache_store::{PchLookup, Store};
 
 use crate::env_vars::ABICACHE_PCH;
 use crate::error::{Error, Result};
+use crate::warning::Warning;
 
 /// Whether PCHs are used and built.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,7 +61,7 @@ pub(crate) struct PchPlan {
 pub(crate) fn resolve(
     store: &Store,
     requests: Vec<PchRequest>,
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<Warning>,
 ) -> PchPlan {
     let mut plan = PchPlan::default();
     for request in requests {
@@ -78,11 +81,11 @@ pub(crate) fn resolve(
             }),
             Ok(PchLookup::Missing) => plan.missing.push(request),
             Ok(PchLookup::Removed(warning)) => {
-                warnings.push(warning);
+                warnings.push(Warning::PchRemoved(warning));
                 plan.missing.push(request);
             }
             Ok(PchLookup::Busy | PchLookup::Failed(_) | PchLookup::Unadopted(_)) => {}
-            Err(e) => warnings.push(format!("precompiled header skipped: {e}")),
+            Err(e) => warnings.push(Warning::PchSkipped(Arc::new(e))),
         }
     }
     plan
@@ -94,7 +97,7 @@ pub(crate) fn start_missing(
     store: &Store,
     missing: &[PchRequest],
     compiled: &[String],
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<Warning>,
 ) {
     for request in missing {
         if !request.units.iter().any(|u| compiled.contains(u)) {
@@ -115,23 +118,21 @@ pub(crate) fn start_missing(
                     .map_err(|e| format!("could not start `flock` (util-linux) for it: {e}"))
             });
         if let Err(e) = started {
-            warnings.push(format!(
-                "precompiled header for `{}` not built: {e}",
-                request.header
-            ));
+            warnings.push(Warning::PchNotStarted {
+                header: request.header.clone(),
+                reason: e,
+            });
         }
     }
 }
 
 /// Removes PCHs the compiler rejected, with a warning each.
-pub(crate) fn drop_rejected(store: &Store, rejected: &[String], warnings: &mut Vec<String>) {
+pub(crate) fn drop_rejected(store: &Store, rejected: &[String], warnings: &mut Vec<Warning>) {
     for key in rejected {
         let _ = store.pch_remove(key);
-        warnings.push(format!(
-            "precompiled header `{}` was rejected by the compiler and removed; the units \
-             were compiled without it",
-            store.pch_root().join(key).display()
-        ));
+        warnings.push(Warning::PchRejected {
+            dir: store.pch_root().join(key),
+        });
     }
 }
 
