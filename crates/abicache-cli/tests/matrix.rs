@@ -388,31 +388,15 @@ fn venv_matrix() -> (String, PathBuf) {
     )
 }
 
-/// A run against [`fake_uv`]: a fresh cache, a temporary directory holding
-/// the stand-in `uv` and its log, and [`venv_matrix`].
-struct FakeUvRun {
-    cache: Cache,
-    t: tempfile::TempDir,
-    matrix: String,
-    spec: PathBuf,
-    log: PathBuf,
-    uv: PathBuf,
-}
-
-/// [`FakeUvRun`] whose `uv venv` runs `venv_body`.
-fn fake_uv_run(venv_body: &str) -> FakeUvRun {
+/// A run against [`fake_uv`] whose `uv venv` runs `venv_body`: a fresh
+/// cache, a temporary directory holding the stand-in `uv` and its log, and
+/// [`venv_matrix`], as (cache, dir, matrix, spec, log, uv).
+fn fake_uv_run(venv_body: &str) -> (Cache, tempfile::TempDir, String, PathBuf, PathBuf, PathBuf) {
     let t = tempfile::tempdir().unwrap();
     let (matrix, spec) = venv_matrix();
     let log = t.path().join("uv.log");
     let uv = fake_uv(t.path(), &log, venv_body);
-    FakeUvRun {
-        cache: Cache::new(),
-        t,
-        matrix,
-        spec,
-        log,
-        uv,
-    }
+    (Cache::new(), t, matrix, spec, log, uv)
 }
 
 /// A co-tenant could plant `/tmp/envs/<cell>/bin/python` in a `--keep-envs`
@@ -420,14 +404,7 @@ fn fake_uv_run(venv_body: &str) -> FakeUvRun {
 #[test]
 fn a_keep_envs_directory_others_can_write_is_refused_before_anything_runs() {
     use std::os::unix::fs::PermissionsExt;
-    let FakeUvRun {
-        cache,
-        t,
-        matrix,
-        spec,
-        log,
-        uv,
-    } = fake_uv_run("exit 1");
+    let (cache, t, matrix, spec, log, uv) = fake_uv_run("exit 1");
     let shared = t.path().join("envs");
     std::fs::create_dir(&shared).unwrap();
     std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap();
@@ -479,14 +456,7 @@ fn a_keep_envs_directory_others_can_write_is_refused_before_anything_runs() {
 /// planted `uv.toml` could redirect the package index.
 #[test]
 fn uv_runs_with_no_config_in_private_directories() {
-    let FakeUvRun {
-        cache,
-        t,
-        matrix,
-        spec,
-        log,
-        uv,
-    } = fake_uv_run("exit 1");
+    let (cache, t, matrix, spec, log, uv) = fake_uv_run("exit 1");
     let keep = t.path().join("keep");
     let out = cache.run(matrix_prebuild(
         &[&spec],
@@ -518,14 +488,7 @@ fn uv_runs_with_no_config_in_private_directories() {
 /// Two runs on one `--keep-envs` directory deleted each other's venvs.
 #[test]
 fn a_second_run_on_one_keep_envs_directory_waits_for_the_cells_lock() {
-    let FakeUvRun {
-        cache,
-        t,
-        matrix,
-        spec,
-        log,
-        uv,
-    } = fake_uv_run("exit 1");
+    let (cache, t, matrix, spec, log, uv) = fake_uv_run("exit 1");
     let keep = t.path().join("keep");
     std::fs::create_dir(&keep).unwrap();
     let cell = format!("py{}-torch2.15", venv_python_release());
@@ -565,14 +528,7 @@ fn a_second_run_on_one_keep_envs_directory_waits_for_the_cells_lock() {
 #[test]
 fn an_interrupted_matrix_run_leaves_no_environment_behind() {
     // `uv venv` fills the environment a little, then hangs until interrupted.
-    let FakeUvRun {
-        cache,
-        t: _dir,
-        matrix,
-        spec,
-        log,
-        uv,
-    } = fake_uv_run(
+    let (cache, _dir, matrix, spec, log, uv) = fake_uv_run(
         "mkdir -p \"$6/lib\" && head -c 1000000 /dev/zero > \"$6/lib/big\" && exec sleep 60",
     );
     let mut child = cache
