@@ -115,7 +115,7 @@ fn spec_file_errors_name_the_file_and_the_field() {
     ];
     let mut out = Vec::new();
     for (name, text) in cases {
-        let p = write(&d.path().join(&format!("{name}.toml")), text);
+        let p = write(&d.path().join(format!("{name}.toml")), text);
         let e = SpecFile::load(&p).expect_err(name);
         out.push(format!("{name}: {}", msg(e, d.path())));
     }
@@ -186,7 +186,7 @@ fn environment_file_errors_name_the_file_and_the_field() {
     ];
     let mut out = Vec::new();
     for (name, text) in cases {
-        let p = write(&d.path().join(&format!("{name}.toml")), &text);
+        let p = write(&d.path().join(format!("{name}.toml")), &text);
         out.push(format!(
             "{name}: {}",
             msg(Environment::load(&p).unwrap_err(), d.path())

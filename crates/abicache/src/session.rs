@@ -233,14 +233,14 @@ impl Session {
     }
 
     /// The remote cache, resolved from the environment on first use; a
-    /// configuration error is returned as the warning to show.
-    fn remote(&self) -> std::result::Result<Option<&RemoteCache>, Warning> {
+    /// configuration error is returned for the caller's warning.
+    fn remote(&self) -> std::result::Result<Option<&RemoteCache>, Arc<RemoteError>> {
         match self
             .remote
             .get_or_init(|| RemoteCache::from_env(None).map_err(Arc::new))
         {
             Ok(remote) => Ok(remote.as_ref()),
-            Err(e) => Err(Warning::RemoteDisabled(Arc::clone(e))),
+            Err(e) => Err(Arc::clone(e)),
         }
     }
 
@@ -463,8 +463,8 @@ impl Session {
                 return Ok(Claimed::Hit(hit));
             }
         }
-        let remote = self.remote().unwrap_or_else(|warning| {
-            warnings.push(warning);
+        let remote = self.remote().unwrap_or_else(|e| {
+            warnings.push(Warning::RemoteDisabled(e));
             None
         });
         if self.options.rebuild {
