@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use abicache::build::{progress_reporter, ProgressMode};
 use abicache::bundle::{self, ImportReport};
+use abicache::matrix::MatrixError;
 use abicache::remote_crate::Keys;
 use abicache::store::Store;
 use abicache::{MatrixOptions, PrebuildRequest, SessionOptions};
@@ -126,6 +127,7 @@ pub(crate) fn flag_hint(error: &abicache::Error) -> Option<String> {
         abicache::Error::UnknownExtension { name, .. } => {
             Some(format!("fix or drop `--extension {name}`"))
         }
+        abicache::Error::Matrix(e) => matrix_flag_hint(e),
         abicache::Error::NoFleetEnvironment => Some(
             "pass `--python PATH` or `--env FILE` (repeatable), or \
              `--matrix 'python=3.10,3.12 torch=2.12,2.15'`"
@@ -133,6 +135,24 @@ pub(crate) fn flag_hint(error: &abicache::Error) -> Option<String> {
         ),
         _ => None,
     }
+}
+
+fn matrix_flag_hint(error: &MatrixError) -> Option<String> {
+    Some(match error {
+        MatrixError::Parse { example, .. } => {
+            format!("fix `--matrix`, e.g. `--matrix '{example}'`")
+        }
+        MatrixError::NoUv => "or pass `--uv PATH`".to_owned(),
+        MatrixError::UvMissing { path } => format!("fix or drop `--uv {}`", path.display()),
+        MatrixError::UvRun { .. } => "check `--uv`".to_owned(),
+        MatrixError::UvFailed { .. } => {
+            "the matrix is `--matrix`; existing environments are passed with `--python`".to_owned()
+        }
+        MatrixError::KeepEnvsNotPrivate { path, .. } => {
+            format!("fix `--keep-envs {}`", path.display())
+        }
+        MatrixError::NoInterpreter { .. } | MatrixError::Io(_) => return None,
+    })
 }
 
 /// `abicache export -o BUNDLE [NAME|KEY]...`.

@@ -330,7 +330,13 @@ fn an_unknown_torch_release_or_no_network_surfaces_uvs_error() {
     assert_exit(&out, 2);
     let err = stderr(&out);
     assert!(err.contains("torch==2.99.*"), "{err}");
-    assert!(err.contains("fix `torch=` in `--matrix`"), "{err}");
+    assert!(err.contains("fix the matrix's `torch=`"), "{err}");
+    assert!(
+        err.ends_with(
+            "the matrix is `--matrix`; existing environments are passed with `--python`\n"
+        ),
+        "{err}"
+    );
     // No network (uv offline with an empty cache): the hint says what to do.
     let empty_cache = tempfile::tempdir().unwrap();
     let out = cache
