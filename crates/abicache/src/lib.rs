@@ -41,6 +41,7 @@ pub mod fleet;
 mod gpu;
 pub mod matrix;
 mod pch;
+mod prebuild;
 mod probe;
 mod remote;
 mod remote_objects;
@@ -50,13 +51,11 @@ mod warning;
 pub use audit::{audit_against_key, check as check_audit, AuditVerdict};
 pub use error::{os_errno, BundleRefusal, Error, ErrorKind, Result, TorchDirProblem};
 pub use explain::{explain, render_explanation, ClosestEntry, Explanation};
-pub use fleet::{
-    prebuild, prebuild_fleet, render_coverage, Coverage, FleetEnvironment, FleetExtension,
-    PrebuildRequest,
-};
+pub use fleet::{prebuild, render_coverage, Coverage, FleetEnvironment, FleetExtension};
 pub use gpu::{default_cuda_archs, visible_gpu_archs};
 pub use matrix::{Matrix, MatrixEnvironments, MatrixOptions};
 pub use pch::PchMode;
+pub use prebuild::{prebuild_fleet, PrebuildRequest};
 pub use probe::{
     probe_interpreter, probe_timeout_from_env, ProbedInterpreter, DEFAULT_PROBE_TIMEOUT,
 };
