@@ -61,3 +61,13 @@ def test_a_failed_prebuild_returns_1_to_the_calling_interpreter_instead_of_endin
     run = _run([sys.executable, "-c", code], tmp_path / "cache")
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip().endswith("still running, exit code 1"), run.stdout + run.stderr
+
+
+def test_a_bundle_that_cannot_be_written_is_an_io_error_naming_the_directory(tmp_path: Path) -> None:
+    # An I/O failure, not bad input: the message names the directory and the OS error.
+    missing = tmp_path / "no" / "such"
+    out = _run([sys.executable, "-m", "abicache", "export", "-o", str(missing / "out.bundle")], tmp_path / "cache")
+    assert out.returncode == 2, out.stderr
+    assert f"cannot create a file for the bundle in `{missing}`" in out.stderr, out.stderr
+    assert "No such file or directory" in out.stderr, out.stderr
+    assert not missing.exists()

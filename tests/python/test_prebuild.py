@@ -53,5 +53,17 @@ def test_prebuild_matrix_cells_covered_by_the_given_interpreter_need_no_uv(tmp_p
     with pytest.raises(abicache.Error, match=r"`latest` in `torch=` is not a release like `2\.15`"):
         abicache.prebuild(spec, matrix="python=3.12 torch=latest", cache_dir=cache)
     # A missing cell needs uv: the `uv` given does not exist.
-    with pytest.raises(abicache.Error, match=r"`--uv /nonexistent/uv` does not exist"):
+    with pytest.raises(abicache.Error, match=r"the `uv` program `/nonexistent/uv` does not exist"):
         abicache.prebuild(spec, pythons=[sys.executable], matrix="python=3.99 torch=2.15", uv="/nonexistent/uv", cache_dir=cache)
+
+
+def test_prebuild_errors_name_what_is_wrong_not_a_command_line_flag(tmp_path: Path) -> None:
+    spec = EXAMPLES / "stable_scale" / "abicache.toml"
+    no_torch = tmp_path / "no-torch.toml"
+    no_torch.write_text('python_version = "3.13.1"\ntorch_version = "2.15.0+cpu"\ncxx11_abi = true\n')
+    with pytest.raises(abicache.Error, match=r"no extension named `nope` in the given spec files") as raised:
+        abicache.prebuild(spec, envs=[no_torch], extensions=["nope"], cache_dir=tmp_path / "cache")
+    assert "--extension" not in str(raised.value)
+    with pytest.raises(abicache.Error, match=r"invalid matrix `python=3.12 torch=latest`") as raised:
+        abicache.prebuild(spec, matrix="python=3.12 torch=latest", cache_dir=tmp_path / "cache")
+    assert "--matrix" not in str(raised.value)

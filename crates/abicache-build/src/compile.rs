@@ -453,12 +453,9 @@ pub(crate) fn object_key(
     unit: &crate::Unit,
     command: &CompileCommand,
 ) -> String {
-    let mut h = blake3::Hasher::new();
+    let mut h = abicache_fs::FieldHasher::new();
     let mut field = |name: &str, value: &str| {
-        for part in [name, value] {
-            h.update(&(part.len() as u64).to_le_bytes());
-            h.update(part.as_bytes());
-        }
+        h.named(name, value);
     };
     field("format", &OBJECT_KEY_FORMAT.to_string());
     field("cxx", &toolchain.cxx.path.display().to_string());

@@ -308,12 +308,9 @@ fn skip_blank_in_line(mut s: &str) -> &str {
 
 /// BLAKE3 over the compiler identity, the PCH flags, the header and the ABI fields.
 fn pch_key(plan: &BuildPlan, toolchain: &Toolchain, header: &str, flags: &[String]) -> String {
-    let mut h = blake3::Hasher::new();
+    let mut h = abicache_fs::FieldHasher::new();
     let mut field = |name: &str, value: &str| {
-        for part in [name, value] {
-            h.update(&(part.len() as u64).to_le_bytes());
-            h.update(part.as_bytes());
-        }
+        h.named(name, value);
     };
     field("format", &PCH_KEY_FORMAT.to_string());
     field("cxx", &toolchain.cxx.path.display().to_string());

@@ -1,11 +1,13 @@
-//! Running a compiler or linker so that a build can be cancelled: the tool
-//! and every process it started are stopped, and nothing is waited for.
+//! Running a program and capturing its output, the one runner of abicache
+//! (compilers, linkers, interpreter probes): a cancelled build, a time
+//! limit or an output cap stops the program and every process it started,
+//! and nothing is waited for.
 
 use std::io::Read;
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use crate::error::BuildError;
@@ -54,46 +56,142 @@ pub(crate) fn run(argv: &[String], dir: &Path, cancel: &Cancel) -> Result<Output
     if cancel.is_cancelled() {
         return Err(BuildError::Cancelled);
     }
-    let mut child = Command::new(&argv[0])
-        .args(&argv[1..])
-        .current_dir(dir)
+    let mut command = Command::new(&argv[0]);
+    command.args(&argv[1..]).current_dir(dir);
+    let limits = RunLimits {
+        cancel: Some(cancel),
+        ..RunLimits::default()
+    };
+    match run_captured(&mut command, limits) {
+        Ok(out) => Ok(Output {
+            status: out.status,
+            stdout: out.stdout,
+            stderr: out.stderr,
+        }),
+        Err(RunFailure::Spawn(error)) => Err(BuildError::Spawn {
+            program: argv[0].clone(),
+            command: shell_join(argv),
+            error,
+        }),
+        Err(RunFailure::Cancelled) => Err(BuildError::Cancelled),
+        Err(RunFailure::Wait(e)) => Err(e.into()),
+        Err(failure @ (RunFailure::TimedOut | RunFailure::Flooded { .. })) => {
+            unreachable!("a run without a time limit or an output cap ended with {failure:?}")
+        }
+    }
+}
+
+/// What a run printed, and how it ended.
+#[derive(Debug)]
+pub struct Captured {
+    /// How it exited.
+    pub status: ExitStatus,
+    /// Its standard output.
+    pub stdout: Vec<u8>,
+    /// Its standard error.
+    pub stderr: Vec<u8>,
+}
+
+/// Why [`run_captured`] gave no answer. In every case but `Spawn` the
+/// program and its descendants were stopped and the program reaped before
+/// it returned.
+#[derive(Debug)]
+pub enum RunFailure {
+    /// The program could not be started.
+    Spawn(std::io::Error),
+    /// Waiting for the program failed.
+    Wait(std::io::Error),
+    /// [`RunLimits::cancel`] was set.
+    Cancelled,
+    /// It ran longer than [`RunLimits::timeout`].
+    TimedOut,
+    /// It printed more than [`RunLimits::cap`] bytes on `stream`.
+    Flooded {
+        /// `"stdout"` or `"stderr"`.
+        stream: &'static str,
+    },
+}
+
+/// The limits of one [`run_captured`]; the default has none.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RunLimits<'a> {
+    /// Stop the program when this flag is set.
+    pub cancel: Option<&'a Cancel>,
+    /// Stop the program when it runs longer than this.
+    pub timeout: Option<Duration>,
+    /// Stop the program when it prints more than this many bytes on
+    /// stdout or on stderr.
+    pub cap: Option<u64>,
+}
+
+/// The one way abicache runs a program and captures its output (compilers,
+/// linkers, interpreter probes): `command` runs with stdin closed and
+/// stdout and stderr captured, until it exits and both streams are closed,
+/// or one of `limits` is hit; then it and every process it started get
+/// `SIGINT`, `SIGKILL` after [`GRACE`], and it is reaped before this returns.
+pub fn run_captured(command: &mut Command, limits: RunLimits<'_>) -> Result<Captured, RunFailure> {
+    let deadline = limits.timeout.map(|t| Instant::now() + t);
+    let mut child = command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|error| BuildError::Spawn {
-            program: argv[0].clone(),
-            command: shell_join(argv),
-            error,
-        })?;
-    let stdout = child.stdout.take().map(read_all);
-    let stderr = child.stderr.take().map(read_all);
-    let status = loop {
-        if let Some(status) = child.try_wait()? {
-            break status;
+        .map_err(RunFailure::Spawn)?;
+    let (tx, rx) = mpsc::channel();
+    let pipes: [(&'static str, Option<Box<dyn Read + Send>>); 2] = [
+        ("stdout", child.stdout.take().map(|p| Box::new(p) as _)),
+        ("stderr", child.stderr.take().map(|p| Box::new(p) as _)),
+    ];
+    let limit = limits.cap.map_or(u64::MAX, |cap| cap.saturating_add(1));
+    for (stream, pipe) in pipes {
+        let tx = tx.clone();
+        // Not joined on failure: a reader ends when the stopped child's pipe closes.
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(pipe) = pipe {
+                let _ = pipe.take(limit).read_to_end(&mut bytes);
+            }
+            let _ = tx.send((stream, bytes));
+        });
+    }
+    drop(tx);
+    let (mut stdout, mut stderr, mut status) = (None, None, None);
+    let failure = 'run: loop {
+        while let Ok((stream, bytes)) = rx.try_recv() {
+            if limits.cap.is_some_and(|cap| bytes.len() as u64 > cap) {
+                break 'run RunFailure::Flooded { stream };
+            }
+            match stream {
+                "stdout" => stdout = Some(bytes),
+                _ => stderr = Some(bytes),
+            }
         }
-        if cancel.is_cancelled() {
-            stop(&mut child);
-            return Err(BuildError::Cancelled);
+        if status.is_none() {
+            status = match child.try_wait() {
+                Ok(status) => status,
+                Err(e) => break RunFailure::Wait(e),
+            };
+        }
+        if let (Some(status), Some(_), Some(_)) = (status, &stdout, &stderr) {
+            return Ok(Captured {
+                status,
+                stdout: stdout.unwrap_or_default(),
+                stderr: stderr.unwrap_or_default(),
+            });
+        }
+        if limits.cancel.is_some_and(Cancel::is_cancelled) {
+            break RunFailure::Cancelled;
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            break RunFailure::TimedOut;
         }
         std::thread::sleep(POLL);
     };
-    let collect = |reader: Option<std::thread::JoinHandle<Vec<u8>>>| {
-        reader.and_then(|r| r.join().ok()).unwrap_or_default()
-    };
-    Ok(Output {
-        status,
-        stdout: collect(stdout),
-        stderr: collect(stderr),
-    })
-}
-
-fn read_all(mut pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<Vec<u8>> {
-    std::thread::spawn(move || {
-        let mut bytes = Vec::new();
-        let _ = pipe.read_to_end(&mut bytes);
-        bytes
-    })
+    // A program already reaped is not signalled: its pid may be reused.
+    if status.is_none() {
+        stop(&mut child);
+    }
+    Err(failure)
 }
 
 /// `SIGINT` to `child` and its descendants, `SIGKILL` to whatever is left
@@ -226,6 +324,38 @@ mod tests {
             let pid = Pid::from_raw(pid.parse().unwrap()).unwrap();
             assert!(!alive(pid), "process {pid:?} survived the cancel");
         }
+    }
+
+    #[test]
+    fn a_run_past_its_time_limit_or_over_its_output_cap_is_stopped_and_says_which() {
+        let mut sleeper = Command::new("sh");
+        sleeper.args(["-c", "echo started; exec sleep 60"]);
+        let limits = RunLimits {
+            timeout: Some(Duration::from_millis(200)),
+            ..RunLimits::default()
+        };
+        let result = run_captured(&mut sleeper, limits);
+        assert!(matches!(result, Err(RunFailure::TimedOut)), "{result:?}");
+
+        let mut flood = Command::new("sh");
+        flood.args(["-c", "while :; do echo flood >&2; done"]);
+        let limits = RunLimits {
+            cap: Some(4096),
+            ..RunLimits::default()
+        };
+        let result = run_captured(&mut flood, limits);
+        assert!(
+            matches!(result, Err(RunFailure::Flooded { stream: "stderr" })),
+            "{result:?}"
+        );
+
+        let mut fine = Command::new("sh");
+        fine.args(["-c", "echo out; echo err >&2; exit 3"]);
+        let out = run_captured(&mut fine, RunLimits::default()).unwrap();
+        assert_eq!(
+            (out.status.code(), &out.stdout[..], &out.stderr[..]),
+            (Some(3), &b"out\n"[..], &b"err\n"[..])
+        );
     }
 
     #[test]

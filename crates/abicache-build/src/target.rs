@@ -98,10 +98,9 @@ pub fn resolve_host_cpu(
 
 /// The name of a remembered answer: a BLAKE3 of everything it depends on.
 fn answer_digest(compiler: &Path, stamp: FileStamp, cpu: &str, flags: &[String]) -> String {
-    let mut h = blake3::Hasher::new();
+    let mut h = abicache_fs::FieldHasher::new();
     let mut field = |bytes: &[u8]| {
-        h.update(&(bytes.len() as u64).to_le_bytes());
-        h.update(bytes);
+        h.field(bytes);
     };
     field(HOST_CPU_FORMAT.as_bytes());
     field(compiler.as_os_str().as_encoded_bytes());

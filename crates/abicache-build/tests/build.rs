@@ -22,11 +22,7 @@ fn site_packages() -> Option<PathBuf> {
     dirs.pop().map(|p| p.canonicalize().unwrap())
 }
 
-fn venv_python() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python")
-}
-
-use abicache_test_support::skip;
+use abicache_test_support::{skip, venv_python};
 
 fn host_toolchain() -> Toolchain {
     Toolchain::discover(&ToolchainEnv::from_process(), &[], false).expect("a host C++ compiler")
@@ -161,7 +157,7 @@ fn cpu_extension_builds_then_reuses_objects_per_unit() {
     }
 
     // The library really registers its ops with torch.
-    let check = Command::new(venv_python())
+    let check = Command::new(venv_python(".venv"))
         .args(["-c", "import sys, torch; torch.ops.load_library(sys.argv[1]); \
                       print(torch.ops.abicache_build_t.twice(21), torch.ops.abicache_build_t.add_one(1))"])
         .arg(&r.library)

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use abicache_build::pch::{PCH_BUILD_DEADLINE, PCH_FILE, PCH_HEADER, PCH_LOG, PCH_STUB};
 use abicache_build::{
-    build, pch_requests, spawn_background_build, BuildOptions, BuildPlan, PchSlot, Progress,
-    ReadyPch, Toolchain, ToolchainEnv, Unit,
+    build, pch_requests, spawn_background_build, BuildOptions, BuildPlan, BuildReport, PchSlot,
+    Progress, ReadyPch, Toolchain, ToolchainEnv, Unit,
 };
 
 /// torch's package dir in `<workspace>/.venv`, if it exists (the link needs its libraries).
@@ -95,16 +95,49 @@ fn toolchain() -> Toolchain {
     Toolchain::discover(&ToolchainEnv::from_process(), &[], false).expect("a host C++ compiler")
 }
 
-fn quiet() -> impl Fn(Progress) {
-    |_| {}
+/// One checkout of the two-unit project (`UNIT_B`) in a temporary directory,
+/// with the host toolchain and its plan.
+struct Checkout {
+    t: tempfile::TempDir,
+    root: PathBuf,
+    torch: PathBuf,
+    tc: Toolchain,
+    plan: BuildPlan,
 }
 
-fn opts(pch: Vec<ReadyPch>) -> BuildOptions {
-    BuildOptions {
+/// [`Checkout`] with `extra_cflags`; `None`, after a visible skip, without a venv with torch.
+fn one_checkout(extra_cflags: &[&str]) -> Option<Checkout> {
+    let Some(torch) = torch_dir() else {
+        skip("no venv with torch; run scripts/setup-venv.sh");
+        return None;
+    };
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("ext");
+    checkout(&root, UNIT_B);
+    let plan = plan(&root, &torch, extra_cflags);
+    Some(Checkout {
+        t,
+        root,
+        torch,
+        tc: toolchain(),
+        plan,
+    })
+}
+
+/// Builds `plan` with two jobs, offering it `pch`, quietly; the build must succeed.
+fn build_with(
+    plan: &BuildPlan,
+    toolchain: &Toolchain,
+    objects: &Path,
+    out: &Path,
+    pch: Vec<ReadyPch>,
+) -> BuildReport {
+    let opts = BuildOptions {
         jobs: Some(2),
         pch,
         ..Default::default()
-    }
+    };
+    build(plan, toolchain, objects, out, &opts, &|_: Progress| {}).unwrap()
 }
 
 fn sorted(mut v: Vec<String>) -> Vec<String> {
@@ -130,26 +163,22 @@ fn a_second_checkout_with_one_unit_edited_compiles_exactly_that_unit() {
     let objects = t.path().join("objects");
     let tc = toolchain();
 
-    let r1 = build(
+    let r1 = build_with(
         &plan(&first, &torch, &[]),
         &tc,
         &objects,
         &t.path().join("out1"),
-        &opts(vec![]),
-        &quiet(),
-    )
-    .unwrap();
+        vec![],
+    );
     assert_eq!(sorted(r1.units_compiled), ["src/a.cpp", "src/b.cpp"]);
 
-    let r2 = build(
+    let r2 = build_with(
         &plan(&second, &torch, &[]),
         &tc,
         &objects,
         &t.path().join("out2"),
-        &opts(vec![]),
-        &quiet(),
-    )
-    .unwrap();
+        vec![],
+    );
     assert_eq!(
         r2.units_compiled,
         ["src/b.cpp"],
@@ -193,14 +222,16 @@ fn a_second_checkout_with_one_unit_edited_compiles_exactly_that_unit() {
 /// built with other flags is detected as rejected and the unit compiled without it.
 #[test]
 fn units_starting_with_an_umbrella_header_use_a_pch_and_a_rejected_one_is_detected() {
-    let Some(torch) = torch_dir() else {
-        return skip("no venv with torch; run scripts/setup-venv.sh");
+    let Some(Checkout {
+        t,
+        root,
+        torch,
+        tc,
+        plan,
+    }) = one_checkout(&["-DMODE=1"])
+    else {
+        return;
     };
-    let t = tempfile::tempdir().unwrap();
-    let root = t.path().join("ext");
-    checkout(&root, UNIT_B);
-    let tc = toolchain();
-    let plan = plan(&root, &torch, &["-DMODE=1"]);
     let umbrellas = vec!["big/umbrella.h".to_string()];
 
     let requests = pch_requests(&plan, &tc, &umbrellas);
@@ -262,15 +293,13 @@ fn units_starting_with_an_umbrella_header_use_a_pch_and_a_rejected_one_is_detect
         }]
     };
     let with_pch = t.path().join("objects-pch");
-    let r = build(
+    let r = build_with(
         &plan,
         &tc,
         &with_pch,
         &t.path().join("out1"),
-        &opts(ready(&slot.built_dir)),
-        &quiet(),
-    )
-    .unwrap();
+        ready(&slot.built_dir),
+    );
     assert_eq!(r.pch_units, ["src/a.cpp"]);
     assert!(r.pch_rejected.is_empty());
     // compile_commands.json is for tools (clangd cannot read GCC's `.gch`): no PCH there.
@@ -279,15 +308,7 @@ fn units_starting_with_an_umbrella_header_use_a_pch_and_a_rejected_one_is_detect
 
     // Without the PCH: the same object keys, and byte-identical objects.
     let without = t.path().join("objects-plain");
-    let r = build(
-        &plan,
-        &tc,
-        &without,
-        &t.path().join("out2"),
-        &opts(vec![]),
-        &quiet(),
-    )
-    .unwrap();
+    let r = build_with(&plan, &tc, &without, &t.path().join("out2"), vec![]);
     assert!(r.pch_units.is_empty());
     let listing = |dir: &Path| {
         let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
@@ -308,15 +329,13 @@ fn units_starting_with_an_umbrella_header_use_a_pch_and_a_rejected_one_is_detect
     // A PCH built with `-DMODE=1` offered to a plan with `-DMODE=2`: GCC rejects it, the
     // stub's `#error` says so, and the unit is compiled without it.
     let other = self::plan(&root, &torch, &["-DMODE=2"]);
-    let r = build(
+    let r = build_with(
         &other,
         &tc,
         &t.path().join("objects-other"),
         &t.path().join("out3"),
-        &opts(ready(&slot.built_dir)),
-        &quiet(),
-    )
-    .unwrap();
+        ready(&slot.built_dir),
+    );
     assert_eq!(sorted(r.units_compiled), ["src/a.cpp", "src/b.cpp"]);
     assert!(r.pch_units.is_empty());
     assert_eq!(r.pch_rejected, std::slice::from_ref(&request.key));
@@ -485,29 +504,22 @@ fn a_background_pch_build_past_its_deadline_is_killed_and_recorded_as_failed() {
 /// the unit fail outright: `-include <gone>/abicache-pch.h: No such file or directory`.
 #[test]
 fn a_pch_that_vanished_before_the_compile_is_rejected_and_the_unit_compiled_without_it() {
-    let Some(torch) = torch_dir() else {
-        return skip("no venv with torch; run scripts/setup-venv.sh");
+    let Some(Checkout { t, tc, plan, .. }) = one_checkout(&[]) else {
+        return;
     };
-    let t = tempfile::tempdir().unwrap();
-    let root = t.path().join("ext");
-    checkout(&root, UNIT_B);
-    let tc = toolchain();
-    let plan = plan(&root, &torch, &[]);
     let requests = pch_requests(&plan, &tc, &["big/umbrella.h".to_string()]);
     let gone = vec![ReadyPch {
         key: requests[0].key.clone(),
         dir: t.path().join("pch/removed-meanwhile"),
         units: requests[0].units.clone(),
     }];
-    let r = build(
+    let r = build_with(
         &plan,
         &tc,
         &t.path().join("objects"),
         &t.path().join("out"),
-        &opts(gone),
-        &quiet(),
-    )
-    .unwrap();
+        gone,
+    );
     assert_eq!(sorted(r.units_compiled), ["src/a.cpp", "src/b.cpp"]);
     assert!(r.pch_units.is_empty());
     assert_eq!(r.pch_rejected, [requests[0].key.clone()]);

@@ -13,6 +13,7 @@ use crate::args::{
     StatsArgs,
 };
 use crate::interpreter;
+use crate::output::{emit, print_json, print_json_or};
 use crate::render;
 
 /// Runs the parsed command line.
@@ -43,36 +44,6 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Import(args) => crate::fleet_cmds::import(open_store(cache_dir)?, args),
         // `main_with_package` runs it (it needs the package directory).
         Command::Run(_) => unreachable!("`abicache run` is dispatched by main_with_package"),
-    }
-}
-
-/// Prints `value` as pretty JSON and a newline on stdout.
-pub(crate) fn print_json(value: &impl serde::Serialize) -> Result<()> {
-    emit(&format!("{}\n", serde_json::to_string_pretty(value)?))
-}
-
-/// What a command with `--json` prints: `value` as pretty JSON when `json`,
-/// else the text `human` renders.
-pub(crate) fn print_json_or(
-    json: bool,
-    value: &impl serde::Serialize,
-    human: impl FnOnce() -> String,
-) -> Result<()> {
-    if json {
-        print_json(value)
-    } else {
-        emit(&human())
-    }
-}
-
-/// Writes to stdout; a closed pipe (`abicache ls | head`) ends the command
-/// quietly instead of panicking like `print!` does.
-pub(crate) fn emit(text: &str) -> Result<()> {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Err(crate::Exit(0).into()),
-        other => Ok(other?),
     }
 }
 

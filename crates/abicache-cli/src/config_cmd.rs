@@ -12,8 +12,8 @@ use anyhow::Result;
 use serde::Serialize;
 
 use crate::args::JsonArgs;
-use crate::commands::print_json_or;
 use crate::interpreter;
+use crate::output::print_json_or;
 
 /// One effective setting.
 #[derive(Debug, Serialize)]

@@ -6,14 +6,14 @@ use std::path::PathBuf;
 
 use abicache::build::{progress_reporter, ProgressMode};
 use abicache::bundle::{self, ImportReport};
-use abicache::key::SpecFile;
+use abicache::matrix::MatrixError;
 use abicache::remote_crate::Keys;
 use abicache::store::Store;
-use abicache::{FleetEnvironment, FleetExtension, Matrix, MatrixOptions, SessionOptions};
+use abicache::{MatrixOptions, PrebuildRequest, SessionOptions};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 
-use crate::commands::{emit, print_json};
+use crate::output::{emit, print_json};
 use crate::render::human_size;
 
 /// `abicache prebuild`.
@@ -99,71 +99,33 @@ pub struct ImportArgs {
 /// `abicache prebuild SPEC... (--python PATH)... (--env FILE)...`; exits 1
 /// after printing the table when a build failed.
 pub fn prebuild(store: Store, args: PrebuildArgs) -> Result<()> {
-    if args.python.is_empty() && args.env.is_empty() && args.matrix.is_none() {
-        bail!(
-            "no environment to prebuild for: pass `--python PATH` or `--env FILE` (repeatable), \
-             or `--matrix 'python=3.10,3.12 torch=2.12,2.15'`"
-        );
-    }
-    // A malformed matrix is refused before anything is probed or created.
-    let matrix = args
-        .matrix
-        .as_deref()
-        .map(str::parse::<Matrix>)
-        .transpose()
-        .map_err(abicache::Error::from)?;
-    let files = args
-        .specs
-        .iter()
-        .map(|path| SpecFile::load(path))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(abicache::Error::from)?;
-    let extensions = FleetExtension::select(&files, &args.extension)?;
-    let mut environments = Vec::new();
-    for python in &args.python {
-        environments.push(FleetEnvironment::probe(python, &store)?);
-    }
-    for env in &args.env {
-        environments.push(FleetEnvironment::from_file(env)?);
-    }
-    // Held until the builds are done: dropping it removes throwaway environments.
-    let created = match &matrix {
-        Some(matrix) => {
-            let options = MatrixOptions {
-                uv: args.uv.clone(),
-                keep_envs: args.keep_envs.clone(),
-            };
-            let quiet = args.quiet;
-            let report = move |line: &str| {
-                if !quiet {
-                    eprintln!("{line}");
-                }
-            };
-            let created =
-                abicache::matrix::create_missing(&store, matrix, &environments, &options, &report)?;
-            environments.extend(created.environments.iter().cloned());
-            Some(created)
+    let request = PrebuildRequest {
+        specs: args.specs,
+        extensions: args.extension,
+        pythons: args.python,
+        env_files: args.env,
+        matrix: args.matrix,
+        matrix_options: MatrixOptions {
+            uv: args.uv,
+            keep_envs: args.keep_envs,
+        },
+        options: SessionOptions {
+            rebuild: false,
+            jobs: args.jobs,
+        },
+    };
+    let quiet = args.quiet;
+    let report = move |line: &str| {
+        if !quiet {
+            eprintln!("{line}");
         }
-        None => None,
     };
     let mode = if args.quiet || args.json {
         ProgressMode::Quiet
     } else {
         ProgressMode::Auto
     };
-    let options = SessionOptions {
-        rebuild: false,
-        jobs: args.jobs,
-    };
-    let coverage = abicache::prebuild(
-        &store,
-        &environments,
-        &extensions,
-        options,
-        &progress_reporter(mode),
-    );
-    drop(created);
-    let coverage = coverage?;
+    let coverage = abicache::prebuild_fleet(&store, &request, &report, &progress_reporter(mode))?;
     if args.json {
         print_json(&coverage)?;
     } else {
@@ -174,6 +136,41 @@ pub fn prebuild(store: Store, args: PrebuildArgs) -> Result<()> {
         return Err(crate::Exit(1).into());
     }
     Ok(())
+}
+
+/// The command-line flags that fix a prebuild error the façade words
+/// without flags (it also serves `abicache.prebuild`).
+pub(crate) fn flag_hint(error: &abicache::Error) -> Option<String> {
+    match error {
+        abicache::Error::UnknownExtension { name, .. } => {
+            Some(format!("fix or drop `--extension {name}`"))
+        }
+        abicache::Error::Matrix(e) => matrix_flag_hint(e),
+        abicache::Error::NoFleetEnvironment => Some(
+            "pass `--python PATH` or `--env FILE` (repeatable), or \
+             `--matrix 'python=3.10,3.12 torch=2.12,2.15'`"
+                .to_owned(),
+        ),
+        _ => None,
+    }
+}
+
+fn matrix_flag_hint(error: &MatrixError) -> Option<String> {
+    Some(match error {
+        MatrixError::Parse { example, .. } => {
+            format!("fix `--matrix`, e.g. `--matrix '{example}'`")
+        }
+        MatrixError::NoUv => "or pass `--uv PATH`".to_owned(),
+        MatrixError::UvMissing { path } => format!("fix or drop `--uv {}`", path.display()),
+        MatrixError::UvRun { .. } => "check `--uv`".to_owned(),
+        MatrixError::UvFailed { .. } => {
+            "the matrix is `--matrix`; existing environments are passed with `--python`".to_owned()
+        }
+        MatrixError::KeepEnvsNotPrivate { path, .. } => {
+            format!("fix `--keep-envs {}`", path.display())
+        }
+        MatrixError::NoInterpreter { .. } | MatrixError::Io(_) => return None,
+    })
 }
 
 /// `abicache export -o BUNDLE [NAME|KEY]...`.

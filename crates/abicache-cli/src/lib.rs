@@ -20,6 +20,7 @@ mod commands;
 mod config_cmd;
 mod fleet_cmds;
 mod interpreter;
+mod output;
 mod remote_cmds;
 mod render;
 mod run_cmd;
@@ -68,11 +69,14 @@ where
             err.downcast_ref::<Exit>().map_or(2, |exit| exit.0)
         }
         Err(err) => {
-            let code = match err.downcast_ref::<abicache::Error>() {
-                Some(e) => e.exit_code(),
-                None => 2,
+            let (code, hint) = match err.downcast_ref::<abicache::Error>() {
+                Some(e) => (e.exit_code(), fleet_cmds::flag_hint(e)),
+                None => (2, None),
             };
-            eprintln!("error: {}", render_error(&err));
+            match hint {
+                Some(hint) => eprintln!("error: {}; {hint}", render_error(&err)),
+                None => eprintln!("error: {}", render_error(&err)),
+            }
             code as u8
         }
     }

@@ -11,7 +11,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use serde::Serialize;
 
-use crate::commands::{emit, print_json};
+use crate::output::{emit, print_json};
 use crate::render::human_size;
 
 /// `abicache push`.

@@ -349,3 +349,55 @@ fn an_entry_imported_unsigned_is_rebuilt_not_served_once_trusted_keys_are_set() 
         "the pulled entry was replaced by a local build"
     );
 }
+
+/// A bundle that cannot be written is an I/O error naming the directory
+/// and the OS error (it used to be worded as bad input), with the exit code
+/// of every I/O error; nothing is left behind.
+#[test]
+fn an_export_into_a_missing_directory_is_an_io_error_naming_it() {
+    let cache = Cache::new();
+    let missing = cache.dir.join("no/such/dir");
+    let out = cache.run(args!["export", "-o", missing.join("out.bundle")]);
+    assert_exit(&out, 2);
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!(
+            "cannot create a file for the bundle in `{}`",
+            missing.display()
+        )) && err.contains("No such file or directory"),
+        "{err}"
+    );
+    assert!(!missing.exists());
+}
+
+/// The façade words prebuild's errors without flags (Python's
+/// `abicache.prebuild` shows them too); the command line adds the flag.
+#[test]
+fn prebuild_errors_name_the_flag_on_the_command_line() {
+    let cache = Cache::new();
+    let out = cache.run(args!["prebuild", cpu_spec()]);
+    assert_exit(&out, 2);
+    let err = stderr(&out);
+    assert!(
+        err.contains("no environment to prebuild for: name an interpreter with torch")
+            && err.contains("; pass `--python PATH` or `--env FILE`"),
+        "{err}"
+    );
+    let env = keyed_only_env(&cache.dir);
+    let out = cache.run(args![
+        "prebuild",
+        cpu_spec(),
+        "--env",
+        env,
+        "--extension",
+        "nope"
+    ]);
+    assert_exit(&out, 2);
+    let err = stderr(&out);
+    assert!(
+        err.contains(
+            "no extension named `nope` in the given spec files (they define `muladd_example`)"
+        ) && err.ends_with("; fix or drop `--extension nope`\n"),
+        "{err}"
+    );
+}

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use abicache::remote_crate::{object, Mode, Remote, RemoteConfig, DEFAULT_MAX_SIZE};
+use abicache::remote_crate::{entry_blob, Mode, Remote, RemoteConfig, DEFAULT_MAX_SIZE};
 use common::*;
 use serde_json::Value;
 
@@ -343,7 +343,7 @@ fn remote_entry_naming_its_library_last_used_is_a_warning_and_a_local_build() {
         .unwrap()
         .to_string();
 
-    // Someone with write access renames the library inside the object.
+    // Someone with write access renames the library inside the entry blob.
     let remote = Remote::open(RemoteConfig {
         url: url.clone(),
         mode: Mode::ReadWrite,
@@ -353,12 +353,12 @@ fn remote_entry_naming_its_library_last_used_is_a_warning_and_a_local_build() {
         max_size: DEFAULT_MAX_SIZE,
     })
     .unwrap();
-    let bytes = remote.read_object(&key).unwrap().expect("node A uploaded");
-    let (header, library) = object::decode(&bytes).unwrap();
+    let bytes = remote.read_entry(&key).unwrap().expect("node A uploaded");
+    let (header, library) = entry_blob::decode(&bytes).unwrap();
     let mut manifest = header.manifest.clone();
     manifest.library = "last-used".into();
-    let planted = object::encode(&object::Header::new(&manifest, None), library);
-    remote.write_object(&key, planted).unwrap();
+    let planted = entry_blob::encode(&entry_blob::Header::new(&manifest, None), library);
+    remote.write_entry(&key, planted).unwrap();
 
     // `pull` warns and skips it.
     let c = Cache::new();
@@ -388,7 +388,7 @@ fn remote_entry_naming_its_library_last_used_is_a_warning_and_a_local_build() {
         "{}",
         warnings[0]
     );
-    let repaired = object::decode(&remote.read_object(&key).unwrap().unwrap())
+    let repaired = entry_blob::decode(&remote.read_entry(&key).unwrap().unwrap())
         .unwrap()
         .0;
     assert_eq!(repaired.manifest.library, "tiny.so");

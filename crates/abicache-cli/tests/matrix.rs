@@ -10,6 +10,7 @@
 #[macro_use]
 mod common;
 
+use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -41,16 +42,32 @@ fn project_uv() -> (PathBuf, PathBuf) {
 }
 
 /// `abicache ARGS` in `cache`, with the per-machine uv cache.
-fn run_with_uv(
-    cache: &Cache,
-    uv_cache: &Path,
-    args: Vec<std::ffi::OsString>,
-) -> std::process::Output {
+fn run_with_uv(cache: &Cache, uv_cache: &Path, args: Vec<OsString>) -> std::process::Output {
     cache
         .cmd(args)
         .env("UV_CACHE_DIR", uv_cache)
         .output()
         .expect("run abicache")
+}
+
+/// `prebuild SPEC... --matrix MATRIX --uv UV [--keep-envs DIR] [--json]`.
+fn matrix_prebuild(
+    specs: &[&Path],
+    matrix: impl AsRef<OsStr>,
+    uv: impl AsRef<OsStr>,
+    keep_envs: Option<&Path>,
+    json: bool,
+) -> Vec<OsString> {
+    let mut args = args!["prebuild"];
+    args.extend(specs.iter().map(OsString::from));
+    args.extend(args!["--matrix", matrix, "--uv", uv]);
+    if let Some(dir) = keep_envs {
+        args.extend(args!["--keep-envs", dir]);
+    }
+    if json {
+        args.push("--json".into());
+    }
+    args
 }
 
 fn parse(out: &std::process::Output) -> Value {
@@ -178,18 +195,13 @@ fn matrix_creates_the_missing_environment_with_uv_and_builds_each_distinct_key_o
     let out = run_with_uv(
         &fresh,
         &uv_cache,
-        args![
-            "prebuild",
-            cpu,
-            stable,
-            "--matrix",
+        matrix_prebuild(
+            &[&cpu, &stable],
             format!("python={other} torch=2.15"),
-            "--uv",
-            uv,
-            "--keep-envs",
-            keep.path(),
-            "--json"
-        ],
+            &uv,
+            Some(keep.path()),
+            true,
+        ),
     );
     let alone = parse(&out);
     assert!(stderr(&out).contains("reusing"), "{}", stderr(&out));
@@ -210,15 +222,13 @@ fn matrix_creates_the_missing_environment_with_uv_and_builds_each_distinct_key_o
     let out = run_with_uv(
         &fresh,
         &uv_cache,
-        args![
-            "prebuild",
-            cpu,
-            stable,
-            "--matrix",
+        matrix_prebuild(
+            &[&cpu, &stable],
             format!("python={other} torch=2.15"),
-            "--uv",
-            uv
-        ],
+            &uv,
+            None,
+            false,
+        ),
     );
     assert_success(&out);
     let table = stdout(&out);
@@ -283,14 +293,13 @@ fn a_matrix_without_uv_or_with_an_interpreter_that_is_not_installed_says_what_to
     assert!(stderr(&out).contains("--uv PATH"), "{}", stderr(&out));
 
     let (uv, _) = project_uv();
-    let out = cache.run(args![
-        "prebuild",
-        spec,
-        "--matrix",
+    let out = cache.run(matrix_prebuild(
+        &[&spec],
         "python=3.99 torch=2.15",
-        "--uv",
-        uv
-    ]);
+        &uv,
+        None,
+        false,
+    ));
     assert_exit(&out, 2);
     let err = stderr(&out);
     assert!(
@@ -310,30 +319,34 @@ fn an_unknown_torch_release_or_no_network_surfaces_uvs_error() {
     let out = run_with_uv(
         &cache,
         &uv_cache,
-        args![
-            "prebuild",
-            spec,
-            "--matrix",
+        matrix_prebuild(
+            &[&spec],
             format!("python={release} torch=2.99"),
-            "--uv",
-            uv
-        ],
+            &uv,
+            None,
+            false,
+        ),
     );
     assert_exit(&out, 2);
     let err = stderr(&out);
     assert!(err.contains("torch==2.99.*"), "{err}");
-    assert!(err.contains("fix `torch=` in `--matrix`"), "{err}");
+    assert!(err.contains("fix the matrix's `torch=`"), "{err}");
+    assert!(
+        err.ends_with(
+            "the matrix is `--matrix`; existing environments are passed with `--python`\n"
+        ),
+        "{err}"
+    );
     // No network (uv offline with an empty cache): the hint says what to do.
     let empty_cache = tempfile::tempdir().unwrap();
     let out = cache
-        .cmd(args![
-            "prebuild",
-            spec,
-            "--matrix",
+        .cmd(matrix_prebuild(
+            &[&spec],
             format!("python={release} torch=2.15"),
-            "--uv",
-            uv
-        ])
+            &uv,
+            None,
+            false,
+        ))
         .env("UV_CACHE_DIR", empty_cache.path())
         .env("UV_OFFLINE", "1")
         .output()
@@ -381,29 +394,33 @@ fn venv_matrix() -> (String, PathBuf) {
     )
 }
 
+/// A run against [`fake_uv`] whose `uv venv` runs `venv_body`: a fresh
+/// cache, a temporary directory holding the stand-in `uv` and its log, and
+/// [`venv_matrix`], as (cache, dir, matrix, spec, log, uv).
+fn fake_uv_run(venv_body: &str) -> (Cache, tempfile::TempDir, String, PathBuf, PathBuf, PathBuf) {
+    let t = tempfile::tempdir().unwrap();
+    let (matrix, spec) = venv_matrix();
+    let log = t.path().join("uv.log");
+    let uv = fake_uv(t.path(), &log, venv_body);
+    (Cache::new(), t, matrix, spec, log, uv)
+}
+
 /// A co-tenant could plant `/tmp/envs/<cell>/bin/python` in a `--keep-envs`
 /// directory others can write, and prebuild ran it.
 #[test]
 fn a_keep_envs_directory_others_can_write_is_refused_before_anything_runs() {
     use std::os::unix::fs::PermissionsExt;
-    let cache = Cache::new();
-    let t = tempfile::tempdir().unwrap();
-    let (matrix, spec) = venv_matrix();
+    let (cache, t, matrix, spec, log, uv) = fake_uv_run("exit 1");
     let shared = t.path().join("envs");
     std::fs::create_dir(&shared).unwrap();
     std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap();
-    let log = t.path().join("uv.log");
-    let uv = fake_uv(t.path(), &log, "exit 1");
-    let out = cache.run(args![
-        "prebuild",
-        spec,
-        "--matrix",
-        matrix,
-        "--uv",
-        uv,
-        "--keep-envs",
-        shared
-    ]);
+    let out = cache.run(matrix_prebuild(
+        &[&spec],
+        &matrix,
+        &uv,
+        Some(shared.as_path()),
+        false,
+    ));
     assert_exit(&out, 2);
     let err = stderr(&out);
     assert!(err.contains("is writable by others (mode 777)"), "{err}");
@@ -416,16 +433,13 @@ fn a_keep_envs_directory_others_can_write_is_refused_before_anything_runs() {
     let private = t.path().join("private");
     std::fs::create_dir(&private).unwrap();
     std::os::unix::fs::symlink(&private, t.path().join("link")).unwrap();
-    let out = cache.run(args![
-        "prebuild",
-        spec,
-        "--matrix",
-        matrix,
-        "--uv",
-        uv,
-        "--keep-envs",
-        t.path().join("link")
-    ]);
+    let out = cache.run(matrix_prebuild(
+        &[&spec],
+        &matrix,
+        &uv,
+        Some(t.path().join("link").as_path()),
+        false,
+    ));
     assert_exit(&out, 2);
     assert!(
         stderr(&out).contains("is a symbolic link"),
@@ -433,16 +447,13 @@ fn a_keep_envs_directory_others_can_write_is_refused_before_anything_runs() {
         stderr(&out)
     );
     let fresh = t.path().join("fresh/envs");
-    let _ = cache.run(args![
-        "prebuild",
-        spec,
-        "--matrix",
-        matrix,
-        "--uv",
-        uv,
-        "--keep-envs",
-        fresh
-    ]);
+    let _ = cache.run(matrix_prebuild(
+        &[&spec],
+        &matrix,
+        &uv,
+        Some(fresh.as_path()),
+        false,
+    ));
     let mode = std::fs::metadata(&fresh).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o700);
 }
@@ -451,22 +462,15 @@ fn a_keep_envs_directory_others_can_write_is_refused_before_anything_runs() {
 /// planted `uv.toml` could redirect the package index.
 #[test]
 fn uv_runs_with_no_config_in_private_directories() {
-    let cache = Cache::new();
-    let t = tempfile::tempdir().unwrap();
-    let (matrix, spec) = venv_matrix();
-    let log = t.path().join("uv.log");
-    let uv = fake_uv(t.path(), &log, "exit 1");
+    let (cache, t, matrix, spec, log, uv) = fake_uv_run("exit 1");
     let keep = t.path().join("keep");
-    let out = cache.run(args![
-        "prebuild",
-        spec,
-        "--matrix",
-        matrix,
-        "--uv",
-        uv,
-        "--keep-envs",
-        keep
-    ]);
+    let out = cache.run(matrix_prebuild(
+        &[&spec],
+        &matrix,
+        &uv,
+        Some(keep.as_path()),
+        false,
+    ));
     assert_exit(&out, 2);
     let calls = std::fs::read_to_string(&log).unwrap();
     let venv = calls
@@ -490,11 +494,7 @@ fn uv_runs_with_no_config_in_private_directories() {
 /// Two runs on one `--keep-envs` directory deleted each other's venvs.
 #[test]
 fn a_second_run_on_one_keep_envs_directory_waits_for_the_cells_lock() {
-    let cache = Cache::new();
-    let t = tempfile::tempdir().unwrap();
-    let (matrix, spec) = venv_matrix();
-    let log = t.path().join("uv.log");
-    let uv = fake_uv(t.path(), &log, "exit 1");
+    let (cache, t, matrix, spec, log, uv) = fake_uv_run("exit 1");
     let keep = t.path().join("keep");
     std::fs::create_dir(&keep).unwrap();
     let cell = format!("py{}-torch2.15", venv_python_release());
@@ -502,16 +502,13 @@ fn a_second_run_on_one_keep_envs_directory_waits_for_the_cells_lock() {
         .unwrap()
         .unwrap();
     let out = cache
-        .cmd(args![
-            "prebuild",
-            spec,
-            "--matrix",
-            matrix,
-            "--uv",
-            uv,
-            "--keep-envs",
-            keep
-        ])
+        .cmd(matrix_prebuild(
+            &[&spec],
+            &matrix,
+            &uv,
+            Some(keep.as_path()),
+            false,
+        ))
         .env("ABICACHE_LOCK_TIMEOUT", "1")
         .output()
         .unwrap();
@@ -536,18 +533,12 @@ fn a_second_run_on_one_keep_envs_directory_waits_for_the_cells_lock() {
 /// A killed run left gigabytes in `v1/matrix-envs/run.*`.
 #[test]
 fn an_interrupted_matrix_run_leaves_no_environment_behind() {
-    let cache = Cache::new();
-    let t = tempfile::tempdir().unwrap();
-    let (matrix, spec) = venv_matrix();
-    let log = t.path().join("uv.log");
     // `uv venv` fills the environment a little, then hangs until interrupted.
-    let uv = fake_uv(
-        t.path(),
-        &log,
+    let (cache, _dir, matrix, spec, log, uv) = fake_uv_run(
         "mkdir -p \"$6/lib\" && head -c 1000000 /dev/zero > \"$6/lib/big\" && exec sleep 60",
     );
     let mut child = cache
-        .cmd(args!["prebuild", spec, "--matrix", matrix, "--uv", uv])
+        .cmd(matrix_prebuild(&[&spec], &matrix, &uv, None, false))
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()

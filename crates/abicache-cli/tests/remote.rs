@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use abicache::remote_crate::{object, Mode, Remote, RemoteConfig};
+use abicache::remote_crate::{entry_blob, Mode, Remote, RemoteConfig};
 use abicache_test_support::{Server, S3_BUCKET};
 use common::{assert_success, python, python_run, repo_path, stderr, u64_of, Cache};
 use serde_json::Value;
@@ -262,12 +262,12 @@ fn tampered_remote_library_is_detected_never_loaded_and_replaced() {
     let (built, _) = a.build();
     let key = key(&built);
 
-    // Flip one byte of the library inside the stored object.
+    // Flip one byte of the library inside the stored entry blob.
     let client = remote.client();
-    let mut bytes = client.read_object(&key).unwrap().expect("node A uploaded");
+    let mut bytes = client.read_entry(&key).unwrap().expect("node A uploaded");
     let last = bytes.len() - 100;
     bytes[last] ^= 0x40;
-    client.write_object(&key, bytes).unwrap();
+    client.write_entry(&key, bytes).unwrap();
 
     let b = Node::new(&remote);
     let (got, err) = b.build();
@@ -442,7 +442,7 @@ fn two_nodes_building_the_same_key_at_once_leave_one_valid_entry() {
         vec![key(&outcomes[0])]
     );
     let (header, library) =
-        object::decode(&client.read_object(&key(&outcomes[0])).unwrap().unwrap())
+        entry_blob::decode(&client.read_entry(&key(&outcomes[0])).unwrap().unwrap())
             .map(|(h, l)| (h, abicache::remote_crate::Digest::of(l)))
             .unwrap();
     abicache::remote_crate::verify_entry(&key(&outcomes[0]), header, &library, &[])

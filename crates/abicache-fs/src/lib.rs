@@ -29,11 +29,13 @@
 #![deny(missing_docs)]
 
 mod error;
+mod fields;
 mod open;
 mod stamp;
 mod verify;
 
 pub use error::{FsError, Result};
+pub use fields::FieldHasher;
 pub use open::{open_regular, read_bounded, Follow};
 pub use stamp::{FileStamp, RACY_WINDOW};
 pub use verify::{

@@ -2,51 +2,27 @@
 
 use std::path::{Path, PathBuf};
 
-use abicache_key::{compute_key, Environment, KeyError, Keyed, SpecFile};
+use abicache_key::{compute_key, KeyError, Keyed, SpecFile};
 use abicache_scan::{scan, ScanConfig};
-
-fn write(dir: &Path, name: &str, text: &str) {
-    let p = dir.join(name);
-    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-    std::fs::write(p, text).unwrap();
-}
-
-fn env(torch: &str) -> Environment {
-    Environment {
-        python_version: "3.12.9".into(),
-        python_soabi: Some("cpython-312-x86_64-linux-gnu".into()),
-        python_abiflags: Some(String::new()),
-        torch_version: torch.into(),
-        torch_cuda: None,
-        torch_hip: None,
-        cxx11_abi: true,
-        nvcc_version: None,
-        torch_dir: None,
-        python_include: None,
-        cuda_include_dirs: vec![],
-        cuda_archs: None,
-        host_cpu: None,
-    }
-}
+use abicache_test_support::environment::cpython312 as env;
+use abicache_test_support::write;
 
 /// A project: `abicache.toml`, `csrc/ops.cpp` including `"ops.h"`, which
 /// includes `<detail/impl.h>` from `include/`.
 fn project(dir: &Path, impl_h: &str, target: &str) {
     write(
-        dir,
-        "abicache.toml",
+        &dir.join("abicache.toml"),
         &format!(
             "[[extension]]\nname = \"ops\"\nsources = [\"csrc/ops.cpp\"]\n\
              extra_include_paths = [\"include\"]\n{target}"
         ),
     );
-    write(dir, "csrc/ops.cpp", "#include \"ops.h\"\n#include <torch/csrc/stable/library.h>\nSTABLE_TORCH_LIBRARY(ops, m) {}\n");
+    write(&dir.join("csrc/ops.cpp"), "#include \"ops.h\"\n#include <torch/csrc/stable/library.h>\nSTABLE_TORCH_LIBRARY(ops, m) {}\n");
     write(
-        dir,
-        "csrc/ops.h",
+        &dir.join("csrc/ops.h"),
         "#pragma once\n#include <detail/impl.h>\n",
     );
-    write(dir, "include/detail/impl.h", impl_h);
+    write(&dir.join("include/detail/impl.h"), impl_h);
 }
 
 fn key_of(dir: &Path, torch: &str) -> Result<Keyed, KeyError> {
@@ -88,7 +64,7 @@ fn editing_a_transitive_header_changes_the_key() {
     let d = tempfile::tempdir().unwrap();
     project(d.path(), "int f();\n", "");
     let before = key_of(d.path(), "2.10.0").unwrap();
-    write(d.path(), "include/detail/impl.h", "int f(int);\n");
+    write(&d.path().join("include/detail/impl.h"), "int f(int);\n");
     let after = key_of(d.path(), "2.10.0").unwrap();
     assert_ne!(before.key, after.key);
     let changes: Vec<String> = before

@@ -3,13 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use abicache_key::{Environment, KeyError, SpecFile, StableTarget};
-
-fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
-    let p = dir.join(name);
-    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-    std::fs::write(&p, text).unwrap();
-    p
-}
+use abicache_test_support::write;
 
 /// Error text with the temp dir replaced by `[TMP]`.
 fn msg(e: KeyError, dir: &Path) -> String {
@@ -20,8 +14,7 @@ fn msg(e: KeyError, dir: &Path) -> String {
 fn spec_file_resolves_paths_against_its_directory_and_parses_every_field() {
     let d = tempfile::tempdir().unwrap();
     let p = write(
-        d.path(),
-        "proj/abicache.toml",
+        &d.path().join("proj/abicache.toml"),
         r#"
 [[extension]]
 name = "gemm"
@@ -77,19 +70,14 @@ torch_stable_abi_target = [2, 16]
 fn extension_selection() {
     let d = tempfile::tempdir().unwrap();
     let one = write(
-        d.path(),
-        "one.toml",
+        &d.path().join("one.toml"),
         "[[extension]]\nname = \"a\"\nsources = [\"a.cpp\"]\n",
     );
     assert_eq!(
         SpecFile::load(&one).unwrap().extension(None).unwrap().name,
         "a"
     );
-    let two = write(
-        d.path(),
-        "two.toml",
-        "[[extension]]\nname = \"a\"\nsources = [\"a.cpp\"]\n[[extension]]\nname = \"b\"\nsources = [\"b.cpp\"]\n",
-    );
+    let two = write(&d.path().join("two.toml"), "[[extension]]\nname = \"a\"\nsources = [\"a.cpp\"]\n[[extension]]\nname = \"b\"\nsources = [\"b.cpp\"]\n");
     let f = SpecFile::load(&two).unwrap();
     assert_eq!(f.extension(Some("b")).unwrap().name, "b");
     let errs = [
@@ -127,7 +115,7 @@ fn spec_file_errors_name_the_file_and_the_field() {
     ];
     let mut out = Vec::new();
     for (name, text) in cases {
-        let p = write(d.path(), &format!("{name}.toml"), text);
+        let p = write(&d.path().join(format!("{name}.toml")), text);
         let e = SpecFile::load(&p).expect_err(name);
         out.push(format!("{name}: {}", msg(e, d.path())));
     }
@@ -142,8 +130,7 @@ fn environment_file_resolves_paths_and_lists_present_include_roots() {
     std::fs::create_dir_all(d.path().join("venv/torch/include/torch/csrc/api/include")).unwrap();
     std::fs::create_dir_all(d.path().join("cuda/include")).unwrap();
     let p = write(
-        d.path(),
-        "env.toml",
+        &d.path().join("env.toml"),
         r#"
 python_version = "3.13.1"
 python_soabi = "cpython-313t-x86_64-linux-gnu"
@@ -199,7 +186,7 @@ fn environment_file_errors_name_the_file_and_the_field() {
     ];
     let mut out = Vec::new();
     for (name, text) in cases {
-        let p = write(d.path(), &format!("{name}.toml"), &text);
+        let p = write(&d.path().join(format!("{name}.toml")), &text);
         out.push(format!(
             "{name}: {}",
             msg(Environment::load(&p).unwrap_err(), d.path())

@@ -5,6 +5,7 @@ use std::path::Path;
 
 use abicache_key::{compute_key, Environment, ExtensionSpec, FieldChange, KeyError, Keyed};
 use abicache_scan::{ScanReport, ScannedFile, SourceReport};
+use abicache_test_support::environment::cpython312;
 
 /// What `gcc -march=native` resolved to on a Zen 3 with AVX-512.
 const ZEN: &str = "-march=znver3 -mavx512bf16 -mavx512f -mno-amx-tile -mtune=znver3";
@@ -13,19 +14,11 @@ const SKX: &str = "-march=skylake-avx512 -mavx512f -mno-avx512bf16 -mtune=skylak
 
 fn env(host_cpu: Option<&str>) -> Environment {
     Environment {
-        python_version: "3.12.9".into(),
-        python_soabi: Some("cpython-312-x86_64-linux-gnu".into()),
-        python_abiflags: Some(String::new()),
-        torch_version: "2.10.0+cpu".into(),
         torch_cuda: Some("12.8".into()),
-        torch_hip: None,
-        cxx11_abi: true,
         nvcc_version: Some("12.8.93".into()),
-        torch_dir: None,
-        python_include: None,
-        cuda_include_dirs: vec![],
         cuda_archs: Some("9.0".into()),
         host_cpu: host_cpu.map(Into::into),
+        ..cpython312("2.10.0+cpu")
     }
 }
 

@@ -10,6 +10,7 @@ use abicache_key::{
 use abicache_scan::{
     ComputedInclude, Location, PythonMarker, ScanReport, ScannedFile, SourceReport, TorchInclude,
 };
+use abicache_test_support::environment::cpython312;
 
 const ROOT: &str = "/project";
 
@@ -18,16 +19,9 @@ fn env(python: &str, soabi: Option<&str>, abiflags: Option<&str>, torch: &str) -
         python_version: python.into(),
         python_soabi: soabi.map(Into::into),
         python_abiflags: abiflags.map(Into::into),
-        torch_version: torch.into(),
-        torch_cuda: None,
-        torch_hip: None,
-        cxx11_abi: true,
-        nvcc_version: None,
         torch_dir: Some("/venv/lib/python3.12/site-packages/torch".into()),
         python_include: Some("/usr/include/python3.12".into()),
-        cuda_include_dirs: vec![],
-        cuda_archs: None,
-        host_cpu: None,
+        ..cpython312(torch)
     }
 }
 

@@ -39,6 +39,7 @@ pyo3::create_exception!(
 fn io_source(e: &CoreError) -> Option<&std::io::Error> {
     match e {
         CoreError::Io(io)
+        | CoreError::FileIo { source: io, .. }
         | CoreError::Scan(ScanError::Unreadable { source: io, .. })
         | CoreError::Store(StoreError::Io(io) | StoreError::IoAt { source: io, .. })
         | CoreError::Build(CompileFailure::Io(io))

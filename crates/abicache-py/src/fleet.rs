@@ -4,8 +4,7 @@
 use std::path::PathBuf;
 
 use abicache::build::{progress_reporter, ProgressMode};
-use abicache::key::SpecFile;
-use abicache::{FleetEnvironment, FleetExtension, Matrix, MatrixOptions, SessionOptions};
+use abicache::{MatrixOptions, PrebuildRequest, SessionOptions};
 use pyo3::prelude::*;
 
 use crate::convert::to_python;
@@ -34,57 +33,31 @@ pub fn prebuild<'py>(
     uv: Option<PathBuf>,
     keep_envs: Option<PathBuf>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let coverage = py.detach(|| {
-        let store = crate::open_store(cache_dir)?;
-        let files = specs
-            .iter()
-            .map(|path| SpecFile::load(path))
-            .collect::<Result<Vec<_>, _>>()?;
-        let extensions = FleetExtension::select(&files, &extensions)?;
-        let mut environments = Vec::new();
-        for python in &pythons {
-            environments.push(FleetEnvironment::probe(python, &store)?);
-        }
-        for env in &envs {
-            environments.push(FleetEnvironment::from_file(env)?);
-        }
-        // Held until the builds are done: dropping it removes throwaway environments.
-        let _created = match matrix.as_deref().map(str::parse::<Matrix>).transpose()? {
-            Some(matrix) => {
-                let options = MatrixOptions { uv, keep_envs };
-                let report = |line: &str| {
-                    if !quiet {
-                        eprintln!("{line}");
-                    }
-                };
-                let created = abicache::matrix::create_missing(
-                    &store,
-                    &matrix,
-                    &environments,
-                    &options,
-                    &report,
-                )?;
-                environments.extend(created.environments.iter().cloned());
-                Some(created)
-            }
-            None => None,
-        };
-        let mode = if quiet {
-            ProgressMode::Quiet
-        } else {
-            ProgressMode::Auto
-        };
-        let options = SessionOptions {
+    let request = PrebuildRequest {
+        specs,
+        extensions,
+        pythons,
+        env_files: envs,
+        matrix,
+        matrix_options: MatrixOptions { uv, keep_envs },
+        options: SessionOptions {
             rebuild: false,
             jobs,
-        };
-        abicache::prebuild(
-            &store,
-            &environments,
-            &extensions,
-            options,
-            &progress_reporter(mode),
-        )
+        },
+    };
+    let report = |line: &str| {
+        if !quiet {
+            eprintln!("{line}");
+        }
+    };
+    let mode = if quiet {
+        ProgressMode::Quiet
+    } else {
+        ProgressMode::Auto
+    };
+    let coverage = py.detach(|| {
+        let store = crate::open_store(cache_dir)?;
+        abicache::prebuild_fleet(&store, &request, &report, &progress_reporter(mode))
     });
     to_python(py, &coverage.map_err(|e| to_py(py, e))?)
 }

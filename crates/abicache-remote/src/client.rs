@@ -8,12 +8,14 @@ use abicache_store::Manifest;
 use opendal::{services, ErrorKind, Operator};
 
 use crate::config::{Mode, RemoteConfig};
+use crate::entry_blob::{self, Header};
 use crate::error::{RemoteError, Result};
-use crate::object::{self, Header};
 use crate::verify::{verify_entry, Rejection};
 
-/// The folder of entry objects inside the remote (versioned like the local layout).
-pub const OBJECT_DIR: &str = "v1";
+/// The folder of entry blobs inside the remote (versioned like the local
+/// layout). Its value is the on-remote layout and never changes with the
+/// name in code (it was `OBJECT_DIR`): existing remote caches stay readable.
+pub const ENTRY_DIR: &str = "v1";
 
 /// A remote cache.
 pub struct Remote {
@@ -52,7 +54,7 @@ pub struct Fetched {
 /// What [`Remote::upload`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Upload {
-    /// The entry was written; `bytes` is the object's size.
+    /// The entry was written; `bytes` is the blob's size.
     Uploaded {
         /// Bytes uploaded.
         bytes: u64,
@@ -93,9 +95,9 @@ impl Remote {
         &self.config.url
     }
 
-    /// The object path of `key`'s entry inside the remote.
-    pub fn object_path(key: &str) -> String {
-        format!("{OBJECT_DIR}/{key}")
+    /// The blob path of `key`'s entry inside the remote.
+    pub fn entry_path(key: &str) -> String {
+        format!("{ENTRY_DIR}/{key}")
     }
 
     /// Downloads `key`'s entry, verifies it ([`crate::verify_entry`]) and
@@ -103,18 +105,18 @@ impl Remote {
     /// `Ok(None)` when the remote has no entry for the key; a corrupt,
     /// untrusted or oversized entry is an error and nothing is left in `dir`.
     ///
-    /// The object is streamed: its header is parsed from the first bytes,
+    /// The blob is streamed: its header is parsed from the first bytes,
     /// then the library goes to a temporary file in `dir` and is hashed as
-    /// it arrives, so memory stays bounded whatever the object's size, and
+    /// it arrives, so memory stays bounded whatever the blob's size, and
     /// at most [`RemoteConfig::max_size`] bytes are read.
     pub fn fetch(&self, key: &str, dir: &Path) -> Result<Option<Fetched>> {
-        let object = Self::object_path(key);
+        let blob = Self::entry_path(key);
         let corrupt = |reason| RemoteError::Corrupt {
             url: self.config.url.clone(),
-            object: object.clone(),
+            blob: blob.clone(),
             reason,
         };
-        let Some(download) = self.download::<Header>(&object, dir)? else {
+        let Some(download) = self.download::<Header>(&blob, dir)? else {
             return Ok(None);
         };
         let verified = verify_entry(
@@ -127,7 +129,7 @@ impl Remote {
             Rejection::Corrupt(reason) => corrupt(reason),
             Rejection::Untrusted(reason) => RemoteError::Untrusted {
                 url: self.config.url.clone(),
-                object: object.clone(),
+                blob: blob.clone(),
                 reason,
             },
         })?;
@@ -144,17 +146,17 @@ impl Remote {
         }))
     }
 
-    /// Streams `object` into a temporary file in `dir`; `None` when absent.
+    /// Streams `blob` into a temporary file in `dir`; `None` when absent.
     pub(crate) fn download<H: Framed>(
         &self,
-        object: &str,
+        blob: &str,
         dir: &Path,
     ) -> Result<Option<Download<H>>> {
         use futures::TryStreamExt;
         use std::io::Write;
 
-        let open = async { self.op.reader(object).await?.into_stream(..).await };
-        let mut stream = match self.bounded("read", object, open) {
+        let open = async { self.op.reader(blob).await?.into_stream(..).await };
+        let mut stream = match self.bounded("read", blob, open) {
             Ok(stream) => stream,
             Err(e) if is_not_found(&e) => return Ok(None),
             Err(e) => return Err(e),
@@ -162,12 +164,12 @@ impl Remote {
         let cap = self.config.max_size;
         let corrupt = |reason| RemoteError::Corrupt {
             url: self.config.url.clone(),
-            object: object.to_owned(),
+            blob: blob.to_owned(),
             reason,
         };
         let too_large = |size: u64| RemoteError::TooLarge {
             url: self.config.url.clone(),
-            object: object.to_owned(),
+            blob: blob.to_owned(),
             size,
             cap,
         };
@@ -177,7 +179,7 @@ impl Remote {
         let mut pending = Vec::new();
         let mut bytes = 0u64;
         // Each chunk must arrive within the time-out; the size cap bounds the whole.
-        while let Some(buffer) = match self.bounded("read", object, stream.try_next()) {
+        while let Some(buffer) = match self.bounded("read", blob, stream.try_next()) {
             Err(e) if bytes == 0 && is_not_found(&e) => return Ok(None),
             other => other?,
         } {
@@ -222,7 +224,7 @@ impl Remote {
             }
         }
         let Some((header, library)) = sink else {
-            return Err(corrupt(object::truncated(pending.len())));
+            return Err(corrupt(entry_blob::truncated(pending.len())));
         };
         let (writer, library_digest) = library.finish().map_err(io)?;
         let library = writer.into_inner().map_err(|e| io(e.into_error()))?;
@@ -234,14 +236,14 @@ impl Remote {
         }))
     }
 
-    /// True when the remote has an object for `key` (intact or not).
+    /// True when the remote has a blob for `key` (intact or not).
     pub fn contains(&self, key: &str) -> Result<bool> {
-        self.exists(&Self::object_path(key))
+        self.exists(&Self::entry_path(key))
     }
 
     /// Uploads `library` with `manifest` (a published local entry's), signed
     /// with the configured signing key if any. Unless `overwrite`, an
-    /// existing object for the key is kept ([`Upload::AlreadyThere`]); pass
+    /// existing blob for the key is kept ([`Upload::AlreadyThere`]); pass
     /// `overwrite` after [`Remote::fetch`] rejected the existing one.
     /// Refused on a read-only remote.
     pub fn upload(&self, manifest: &Manifest, library: &Path, overwrite: bool) -> Result<Upload> {
@@ -255,9 +257,9 @@ impl Remote {
         }
         let library = fs_err::read(library)?;
         let header = Header::new(manifest, self.config.signing_key.as_ref());
-        let bytes = object::encode(&header, &library);
+        let bytes = entry_blob::encode(&header, &library);
         let size = bytes.len() as u64;
-        self.write_object(&manifest.key, bytes)?;
+        self.write_entry(&manifest.key, bytes)?;
         if self.op.info().full_capability().list {
             let marker = name_marker(&manifest.name, &manifest.key);
             self.bounded("write", &marker, self.op.write(&marker, Vec::<u8>::new()))?;
@@ -273,7 +275,7 @@ impl Remote {
                 url: self.config.url.clone(),
             });
         }
-        let dir = format!("{OBJECT_DIR}/names/{name}/");
+        let dir = format!("{ENTRY_DIR}/names/{name}/");
         let entries = match self.bounded("list", &dir, self.op.list(&dir)) {
             Err(RemoteError::Backend { source, .. }) if source.kind() == ErrorKind::NotFound => {
                 Vec::new()
@@ -289,10 +291,10 @@ impl Remote {
         Ok(keys)
     }
 
-    /// The raw object of `key` (`None` when absent), unverified: for tools
+    /// The raw blob of `key` (`None` when absent), unverified: for tools
     /// and tests; loaders use [`Remote::fetch`].
-    pub fn read_object(&self, key: &str) -> Result<Option<Vec<u8>>> {
-        self.read_raw(&Self::object_path(key))
+    pub fn read_entry(&self, key: &str) -> Result<Option<Vec<u8>>> {
+        self.read_raw(&Self::entry_path(key))
     }
 
     /// The raw blob at `path` inside the remote (`None` when absent), unverified.
@@ -304,10 +306,10 @@ impl Remote {
         }
     }
 
-    /// Writes `bytes` as `key`'s object, replacing any: for tools and tests;
+    /// Writes `bytes` as `key`'s blob, replacing any: for tools and tests;
     /// writers use [`Remote::upload`].
-    pub fn write_object(&self, key: &str, bytes: Vec<u8>) -> Result<()> {
-        self.write_raw(&Self::object_path(key), bytes)
+    pub fn write_entry(&self, key: &str, bytes: Vec<u8>) -> Result<()> {
+        self.write_raw(&Self::entry_path(key), bytes)
     }
 
     /// Writes `bytes` at `path` inside the remote, replacing any blob there.
@@ -329,7 +331,7 @@ impl Remote {
     fn bounded<T>(
         &self,
         action: &'static str,
-        object: &str,
+        blob: &str,
         fut: impl Future<Output = opendal::Result<T>>,
     ) -> Result<T> {
         let timeout = self.config.timeout;
@@ -350,13 +352,13 @@ impl Remote {
             Ok(Err(source)) => Err(RemoteError::Backend {
                 url: self.config.url.clone(),
                 action,
-                object: object.to_owned(),
+                blob: blob.to_owned(),
                 source: Box::new(source),
             }),
             Err(_) => Err(RemoteError::Timeout {
                 url: self.config.url.clone(),
                 action,
-                object: object.to_owned(),
+                blob: blob.to_owned(),
                 timeout,
             }),
         }
@@ -390,7 +392,7 @@ pub(crate) trait Framed: Sized {
 
 impl Framed for Header {
     fn decode(bytes: &[u8]) -> std::result::Result<Option<(Self, usize)>, String> {
-        object::decode_header(bytes)
+        entry_blob::decode_header(bytes)
     }
     fn body_size(&self) -> u64 {
         self.manifest.size
@@ -423,7 +425,7 @@ fn connect(address: &str, timeout: std::time::Duration) -> std::result::Result<(
 }
 
 fn name_marker(name: &str, key: &str) -> String {
-    format!("{OBJECT_DIR}/names/{name}/{key}")
+    format!("{ENTRY_DIR}/names/{name}/{key}")
 }
 
 /// The OpenDAL operator for a remote URL, and the address to probe first (Redis).

@@ -131,8 +131,7 @@ impl RemoteConfig {
         };
         let Keys { trusted, signing } = Keys::from_sources(&file, var)?;
         let max_size = match env(ABICACHE_REMOTE_MAX_SIZE) {
-            Some(value) => abicache_store::parse_size(&value)
-                .ok()
+            Some(value) => abicache_env_vars::parse_size(&value)
                 .filter(|&n| n > 0)
                 .ok_or_else(|| RemoteError::InvalidSetting {
                     name: ABICACHE_REMOTE_MAX_SIZE,

@@ -55,14 +55,14 @@ pub enum RemoteError {
     },
 
     /// The backend refused or failed an operation.
-    #[error("remote cache `{url}` failed to {action} `{object}`: {source}")]
+    #[error("remote cache `{url}` failed to {action} `{blob}`: {source}")]
     Backend {
         /// The remote's URL.
         url: String,
         /// What was being done (`read`, `write`, `stat`, `list`).
         action: &'static str,
-        /// The object's path inside the remote.
-        object: String,
+        /// The blob's path inside the remote.
+        blob: String,
         /// OpenDAL's error (boxed: it is large).
         source: Box<opendal::Error>,
     },
@@ -78,7 +78,7 @@ pub enum RemoteError {
 
     /// An operation did not finish within the time-out.
     #[error(
-        "remote cache `{url}` did not answer within {timeout:?} (while trying to {action} `{object}`); \
+        "remote cache `{url}` did not answer within {timeout:?} (while trying to {action} `{blob}`); \
          is the server reachable? Set `ABICACHE_REMOTE_TIMEOUT` (seconds) to wait longer"
     )]
     Timeout {
@@ -86,34 +86,34 @@ pub enum RemoteError {
         url: String,
         /// What was being done.
         action: &'static str,
-        /// The object's path inside the remote.
-        object: String,
+        /// The blob's path inside the remote.
+        blob: String,
         /// The time-out that ran out.
         timeout: Duration,
     },
 
     /// A downloaded entry failed verification; it was not used.
-    #[error("remote entry `{object}` on `{url}` is corrupt: {reason}; it was not used")]
+    #[error("remote entry `{blob}` on `{url}` is corrupt: {reason}; it was not used")]
     Corrupt {
         /// The remote's URL.
         url: String,
-        /// The object's path inside the remote.
-        object: String,
+        /// The blob's path inside the remote.
+        blob: String,
         /// What did not match.
         reason: String,
     },
 
-    /// A remote object is larger than `ABICACHE_REMOTE_MAX_SIZE`; the
+    /// A remote blob is larger than `ABICACHE_REMOTE_MAX_SIZE`; the
     /// download stopped there and nothing was used.
     #[error(
-        "remote entry `{object}` on `{url}` is larger than the {cap}-byte limit (at least {size} bytes); \
+        "remote entry `{blob}` on `{url}` is larger than the {cap}-byte limit (at least {size} bytes); \
          it was not used. Set `ABICACHE_REMOTE_MAX_SIZE` (e.g. `8G`) to allow larger libraries"
     )]
     TooLarge {
         /// The remote's URL.
         url: String,
-        /// The object's path inside the remote.
-        object: String,
+        /// The blob's path inside the remote.
+        blob: String,
         /// Bytes announced or read when the download stopped.
         size: u64,
         /// The limit.
@@ -122,14 +122,14 @@ pub enum RemoteError {
 
     /// A downloaded entry lacks a valid signature by a trusted key; it was not used.
     #[error(
-        "remote entry `{object}` on `{url}` is not trusted: {reason}; it was not used. \
+        "remote entry `{blob}` on `{url}` is not trusted: {reason}; it was not used. \
          Sign uploads with `ABICACHE_SIGNING_KEY`, or add the signer's public key to `ABICACHE_TRUSTED_KEYS`"
     )]
     Untrusted {
         /// The remote's URL.
         url: String,
-        /// The object's path inside the remote.
-        object: String,
+        /// The blob's path inside the remote.
+        blob: String,
         /// Why the signature was not accepted.
         reason: String,
     },

@@ -2,8 +2,8 @@
 //! directory through Apache OpenDAL.
 //!
 //! Guarantees:
-//! - **One object per key** (`<prefix>/v1/<key>`): the manifest and the
-//!   library in one write ([`object`]), so a reader never pairs one writer's
+//! - **One entry blob per key** (`<prefix>/v1/<key>`): the manifest and the
+//!   library in one write ([`entry_blob`]), so a reader never pairs one writer's
 //!   manifest with another writer's library.
 //! - **Verified downloads** ([`Remote::fetch`]): an entry is handed out only
 //!   when its manifest's payload hashes to the key asked for, its library
@@ -12,7 +12,7 @@
 //!   `abicache_fs`'s one comparison), and — with trusted keys configured
 //!   (`ABICACHE_TRUSTED_KEYS`) — it carries a valid ed25519 signature by one
 //!   of them over the key and the whole manifest.
-//! - **Bounded downloads**: objects are streamed to a temporary file and
+//! - **Bounded downloads**: blobs are streamed to a temporary file and
 //!   hashed as they arrive; at most `ABICACHE_REMOTE_MAX_SIZE` bytes
 //!   (default 4 GiB) are read, and memory does not grow with the library.
 //! - **Bounded waits**: every remote operation gives up after
@@ -25,6 +25,12 @@
 //!   checked on download against its record's name, size and BLAKE3, and —
 //!   with trusted keys — a signature over that record; streamed and bounded
 //!   like entries.
+//!
+//! Vocabulary: an *entry* is a cache entry (manifest and library, one blob
+//! per key, [`entry_blob`]); an *object* is only ever a compiled object
+//! ([`objects`]). The remote layout's paths (`v1/<key>`, `v1/objects/`) are
+//! older than these names and stay as they are, so existing remote caches
+//! remain readable.
 //!
 //! The crate never decides what a failure means for a load: the façade turns
 //! every [`RemoteError`] into one warning and a local build.
@@ -44,9 +50,9 @@
 
 mod client;
 mod config;
+pub mod entry_blob;
 mod error;
 mod hex;
-pub mod object;
 mod object_transfer;
 pub mod objects;
 mod sign;
@@ -54,7 +60,7 @@ mod verify;
 
 /// What [`verify_entry`] compares a downloaded library against its manifest with.
 pub use abicache_fs::Digest;
-pub use client::{Fetched, Remote, Upload, OBJECT_DIR};
+pub use client::{Fetched, Remote, Upload, ENTRY_DIR};
 pub use config::{
     config_file_settings, config_path, readonly_dirs, readonly_dirs_with, Keys, Mode, RemoteConfig,
     DEFAULT_MAX_SIZE,

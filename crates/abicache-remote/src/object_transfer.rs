@@ -57,12 +57,12 @@ impl Remote {
         .map_err(|r| match r {
             Rejection::Corrupt(reason) => RemoteError::Corrupt {
                 url: url(),
-                object: blob.clone(),
+                blob: blob.clone(),
                 reason,
             },
             Rejection::Untrusted(reason) => RemoteError::Untrusted {
                 url: url(),
-                object: blob.clone(),
+                blob: blob.clone(),
                 reason,
             },
         })?;

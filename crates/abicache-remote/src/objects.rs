@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use abicache_fs::{Digest, Expected};
 
-use crate::object::{decode_frame, encode_frame};
+use crate::entry_blob::{decode_frame, encode_frame};
 use crate::sign::{PublicKey, SecretKey, Signature};
 use crate::verify::{check_signature_over, Rejection};
 
@@ -175,7 +175,7 @@ mod tests {
         }
         let (back, used) = decode_object_header(&encoded).unwrap().unwrap();
         assert_eq!((back, used), (signed, encoded.len()));
-        let entry = crate::object::Header::new(
+        let entry = crate::entry_blob::Header::new(
             &abicache_store::Manifest::new("k", "ext", "format=1\n"),
             None,
         );

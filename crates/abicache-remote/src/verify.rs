@@ -4,7 +4,7 @@ use abicache_fs::{Digest, Expected};
 use abicache_key::Payload;
 use abicache_store::{LibraryName, Manifest};
 
-use crate::object::Header;
+use crate::entry_blob::Header;
 use crate::sign::{signature_message, PublicKey};
 
 /// A downloaded entry that passed every check.

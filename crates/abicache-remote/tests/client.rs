@@ -7,7 +7,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use abicache_key::Payload;
-use abicache_remote::{object, KeyPair, Mode, Remote, RemoteConfig, RemoteError, Upload};
+use abicache_remote::{entry_blob, KeyPair, Mode, Remote, RemoteConfig, RemoteError, Upload};
 use abicache_store::Manifest;
 use abicache_test_support::{free_port, Server};
 
@@ -73,10 +73,10 @@ fn round_trip(remote: &Remote, lists: bool) {
             Err(RemoteError::CannotList { .. })
         ));
     }
-    // A corrupt object is an error, and nothing is written.
-    let mut bytes = remote.read_object(&manifest.key).unwrap().unwrap();
+    // A corrupt entry blob is an error, and nothing is written.
+    let mut bytes = remote.read_entry(&manifest.key).unwrap().unwrap();
     *bytes.last_mut().unwrap() ^= 1;
-    remote.write_object(&manifest.key, bytes).unwrap();
+    remote.write_entry(&manifest.key, bytes).unwrap();
     let into = tempfile::tempdir().unwrap();
     let err = remote.fetch(&manifest.key, into.path()).unwrap_err();
     assert!(
@@ -194,12 +194,12 @@ fn server_that_never_answers_times_out_within_the_bound() {
     drop(listener);
 }
 
-/// Writes `header` then `library_len` bytes of `chunk(i)` as `key`'s object
+/// Writes `header` then `library_len` bytes of `chunk(i)` as `key`'s entry blob
 /// straight into a `file://` remote rooted at `root`, never holding the
 /// library in memory.
-fn plant_object(root: &Path, key: &str, header: &object::Header, chunks: usize) {
+fn plant_entry(root: &Path, key: &str, header: &entry_blob::Header, chunks: usize) {
     use std::io::Write;
-    let dir = root.join(abicache_remote::OBJECT_DIR);
+    let dir = root.join(abicache_remote::ENTRY_DIR);
     fs_err::create_dir_all(&dir).unwrap();
     let mut out = std::io::BufWriter::new(fs_err::File::create(dir.join(key)).unwrap());
     out.write_all(&header.encode()).unwrap();
@@ -242,14 +242,14 @@ fn peak_rss() -> u64 {
 /// 1 GiB object took 2.1 GB of RSS). Now it streams to a file: fetching a
 /// 192 MiB library raises the process's peak memory by far less than that.
 #[test]
-fn a_large_remote_object_is_streamed_to_disk_not_held_in_memory() {
+fn a_large_remote_entry_is_streamed_to_disk_not_held_in_memory() {
     let chunks = 192;
     let dir = tempfile::tempdir().unwrap();
     let manifest = large_manifest("big", chunks);
-    plant_object(
+    plant_entry(
         dir.path(),
         &manifest.key,
-        &object::Header::new(&manifest, None),
+        &entry_blob::Header::new(&manifest, None),
         chunks,
     );
     let remote = Remote::open(config(&format!("file://{}", dir.path().display()))).unwrap();
@@ -275,13 +275,13 @@ fn a_large_remote_object_is_streamed_to_disk_not_held_in_memory() {
 /// reads; a larger entry is refused (a warning and a local build for the
 /// façade) and leaves nothing behind.
 #[test]
-fn an_object_over_the_size_cap_is_refused_and_nothing_is_left() {
+fn an_entry_over_the_size_cap_is_refused_and_nothing_is_left() {
     let dir = tempfile::tempdir().unwrap();
     let manifest = large_manifest("huge", 8);
-    plant_object(
+    plant_entry(
         dir.path(),
         &manifest.key,
-        &object::Header::new(&manifest, None),
+        &entry_blob::Header::new(&manifest, None),
         8,
     );
     let remote = Remote::open(RemoteConfig {
@@ -303,10 +303,10 @@ fn an_object_over_the_size_cap_is_refused_and_nothing_is_left() {
     // A library longer than its manifest says is cut off and refused too.
     let mut short = manifest.clone();
     short.size = CHUNK as u64;
-    plant_object(
+    plant_entry(
         dir.path(),
         &short.key,
-        &object::Header::new(&short, None),
+        &entry_blob::Header::new(&short, None),
         2,
     );
     let remote = Remote::open(config(&format!("file://{}", dir.path().display()))).unwrap();
@@ -329,11 +329,11 @@ fn a_remote_library_named_like_an_entry_file_is_corrupt() {
     for name in ["last-used", "manifest.json", "../up.so", ".hidden.so"] {
         let (mut manifest, library) = entry(dir.path(), "named", b"lib");
         manifest.library = name.into();
-        let header = object::Header::new(&manifest, None);
+        let header = entry_blob::Header::new(&manifest, None);
         remote
-            .write_object(
+            .write_entry(
                 &manifest.key,
-                object::encode(&header, &fs_err::read(&library).unwrap()),
+                entry_blob::encode(&header, &fs_err::read(&library).unwrap()),
             )
             .unwrap();
         let into = tempfile::tempdir().unwrap();

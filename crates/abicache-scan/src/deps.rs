@@ -37,7 +37,7 @@ use std::time::SystemTime;
 use abicache_fs::FileStamp;
 use serde::{Deserialize, Serialize};
 
-use crate::resolve::FastSet;
+use crate::fast_hash::FastSet;
 
 /// What one path must still look like.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

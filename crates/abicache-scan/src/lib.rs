@@ -36,6 +36,7 @@
 mod absent;
 pub mod deps;
 mod error;
+mod fast_hash;
 mod join;
 pub mod key_memo;
 pub mod lexer;

@@ -12,12 +12,13 @@ use abicache_fs::FileStamp;
 use crate::absent::AbsentLookups;
 use crate::deps::{Dependencies, Recorder};
 use crate::error::ScanError;
+use crate::fast_hash::FastMap;
 use crate::lexer::{lex, FileFacts, Include, IncludeKind};
 use crate::macros::{Expansion, MacroDef, MacroTable};
 use crate::report::{
     ComputedInclude, Location, PythonMarker, ScanReport, ScannedFile, SourceReport, TorchInclude,
 };
-use crate::resolve::{DirId, FastMap, FileId, Resolution, Resolver};
+use crate::resolve::{DirId, FileId, Resolution, Resolver};
 use crate::stat_cache::{FreshFile, StatCache};
 
 /// Where to look for headers and how to name files.

@@ -32,8 +32,8 @@ use bincode::Options;
 use serde::{Deserialize, Serialize};
 
 use crate::absent::AbsentMap;
+use crate::fast_hash::{FastMap, FastSet};
 use crate::lexer::FileFacts;
-use crate::resolve::{FastMap, FastSet};
 
 /// The fingerprint of the scanner's source code (crate version and a hash of
 /// every `src/**/*.rs`, computed by `build.rs`): facts cached by a scanner

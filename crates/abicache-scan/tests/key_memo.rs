@@ -18,11 +18,7 @@ use abicache_fs::RACY_WINDOW;
 use abicache_scan::{
     scan, scan_learning, scan_recorded, KeyMemo, ScanConfig, ScanReport, StatCache,
 };
-
-fn write(path: &Path, content: &str) {
-    fs::create_dir_all(path.parent().unwrap()).unwrap();
-    fs::write(path, content).unwrap();
-}
+use abicache_test_support::write;
 
 /// A project under `base/project` with headers from `base/outside/x/inc`
 /// (outside the fingerprint root, so named by absolute canonical path), an

@@ -6,17 +6,12 @@
 //! that need trusted stamps wait out the racy window once.
 
 use std::fs::{self, File};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use abicache_fs::RACY_WINDOW;
 use abicache_scan::{scan, scan_cached, ScanConfig, ScanReport, StatCache};
-
-fn write(base: &Path, rel: &str, content: &str) {
-    let path = base.join(rel);
-    fs::create_dir_all(path.parent().unwrap()).unwrap();
-    fs::write(path, content).unwrap();
-}
+use abicache_test_support::write;
 
 struct Project {
     dir: tempfile::TempDir,
@@ -29,14 +24,13 @@ impl Project {
         let dir = tempfile::tempdir().unwrap();
         let base = dir.path();
         write(
-            base,
-            "src/a.cpp",
+            &base.join("src/a.cpp"),
             "#include \"h1.h\"\n#include <lib/h2.h>\n#include \"gone.h\"\nint a;\n",
         );
-        write(base, "src/b.cpp", "#include \"h1.h\"\nint b;\n");
-        write(base, "src/h1.h", "// h1 aaaa\n#include \"h3.h\"\n");
-        write(base, "inc/lib/h2.h", "PyObject* two; // h2 aaaa\n");
-        write(base, "src/h3.h", "STABLE_TORCH_LIBRARY(x, m) {}\n");
+        write(&base.join("src/b.cpp"), "#include \"h1.h\"\nint b;\n");
+        write(&base.join("src/h1.h"), "// h1 aaaa\n#include \"h3.h\"\n");
+        write(&base.join("inc/lib/h2.h"), "PyObject* two; // h2 aaaa\n");
+        write(&base.join("src/h3.h"), "STABLE_TORCH_LIBRARY(x, m) {}\n");
         let sources = vec![base.join("src/a.cpp"), base.join("src/b.cpp")];
         let config = ScanConfig::new(base).include_path(base.join("inc"));
         Project {
@@ -94,8 +88,7 @@ fn edits_in_the_same_tick_are_never_missed() {
     let mut cache = StatCache::in_memory();
     for n in 0..40 {
         write(
-            p.dir.path(),
-            "src/h1.h",
+            &p.dir.path().join("src/h1.h"),
             &format!("// h1 {n:04}\n#include \"h3.h\"\n"),
         );
         p.cached_equals_cold(&mut cache, &format!("same-tick edit {n}"));
@@ -105,8 +98,7 @@ fn edits_in_the_same_tick_are_never_missed() {
             "int not_py_one;"
         };
         write(
-            p.dir.path(),
-            "inc/lib/h2.h",
+            &p.dir.path().join("inc/lib/h2.h"),
             &format!("{text} // h2 {n:04}\n"),
         );
         p.cached_equals_cold(&mut cache, &format!("same-tick edit {n} of h2"));
@@ -123,11 +115,17 @@ fn after_every_kind_of_edit_the_cached_scan_is_the_cold_scan() {
     assert_eq!(p.cached_equals_cold(&mut cache, "no edit"), 0);
 
     // In place, same size: only ctime (and mtime) move.
-    write(p.dir.path(), "src/h1.h", "// h1 bbbb\n#include \"h3.h\"\n");
+    write(
+        &p.dir.path().join("src/h1.h"),
+        "// h1 bbbb\n#include \"h3.h\"\n",
+    );
     assert_eq!(p.cached_equals_cold(&mut cache, "an in-place edit"), 1);
     // Again, at once (same second, maybe the same tick): read again, since
     // the previous read was too recent to be trusted.
-    write(p.dir.path(), "src/h1.h", "// h1 cccc\n#include \"h3.h\"\n");
+    write(
+        &p.dir.path().join("src/h1.h"),
+        "// h1 cccc\n#include \"h3.h\"\n",
+    );
     assert_eq!(
         p.cached_equals_cold(&mut cache, "a second edit in the same second"),
         1
@@ -166,7 +164,7 @@ fn after_every_kind_of_edit_the_cached_scan_is_the_cold_scan() {
     );
 
     // A missing header created, then a header deleted.
-    write(p.dir.path(), "src/gone.h", "// now here\n");
+    write(&p.dir.path().join("src/gone.h"), "// now here\n");
     assert!(p.cached_equals_cold(&mut cache, "creating a missing header") >= 1);
     fs::remove_file(p.path("src/gone.h")).unwrap();
     p.cached_equals_cold(&mut cache, "deleting a header");
@@ -207,7 +205,10 @@ fn a_saved_cache_serves_the_next_process_and_a_stale_one_is_harmless() {
     assert!(!second.save().unwrap(), "a warm scan changes nothing");
 
     // The file saved before an edit still holds the old stamp: ignored.
-    write(p.dir.path(), "src/h3.h", "STABLE_TORCH_LIBRARY(z, m) {}\n");
+    write(
+        &p.dir.path().join("src/h3.h"),
+        "STABLE_TORCH_LIBRARY(z, m) {}\n",
+    );
     let mut third = StatCache::open(&file);
     assert_eq!(
         p.cached_equals_cold(&mut third, "an edit after the save"),
@@ -229,13 +230,12 @@ fn a_header_created_where_a_lookup_failed_is_found_at_once() {
     let sys = p.path("sysroot");
     fs::create_dir_all(sys.join("lib")).unwrap();
     write(
-        p.dir.path(),
-        "src/c.cpp",
+        &p.dir.path().join("src/c.cpp"),
         "#include \"shadow.h\"\n#include \"sub/late.h\"\n#include <lib/sys.h>\n\
          #include \"deep/er/later.h\"\n",
     );
-    write(p.dir.path(), "inc/shadow.h", "int from_inc;\n");
-    write(p.dir.path(), "inc/lib/sys.h", "int local_sys;\n");
+    write(&p.dir.path().join("inc/shadow.h"), "int from_inc;\n");
+    write(&p.dir.path().join("inc/lib/sys.h"), "int local_sys;\n");
     let mut sources = p.sources.clone();
     sources.push(p.path("src/c.cpp"));
     let p = Project {
@@ -248,21 +248,21 @@ fn a_header_created_where_a_lookup_failed_is_found_at_once() {
     p.cached_equals_cold(&mut cache, "the first scan");
     assert_eq!(p.cached_equals_cold(&mut cache, "no edit"), 0);
 
-    write(p.dir.path(), "src/shadow.h", "int from_src;\n");
+    write(&p.dir.path().join("src/shadow.h"), "int from_src;\n");
     p.cached_equals_cold(&mut cache, "a header shadowing the include path's");
     assert!(p.cold().sources[2]
         .files
         .iter()
         .any(|f| &*f.path == "src/shadow.h"));
 
-    write(p.dir.path(), "src/sub/late.h", "int late;\n");
+    write(&p.dir.path().join("src/sub/late.h"), "int late;\n");
     p.cached_equals_cold(&mut cache, "a missing header created in a new directory");
     assert_eq!(
         p.cold().sources[2].missing_includes,
         ["src/c.cpp:deep/er/later.h"]
     );
 
-    write(p.dir.path(), "inc/deep/er/later.h", "int later;\n");
+    write(&p.dir.path().join("inc/deep/er/later.h"), "int later;\n");
     p.cached_equals_cold(&mut cache, "a header created two missing directories deep");
     assert!(p.cold().sources[2].missing_includes.is_empty());
 
@@ -287,7 +287,7 @@ fn a_header_created_where_a_lookup_failed_is_found_at_once() {
     // A remembered header replaced by a symlink to another one, once aged.
     age_files();
     p.cached_equals_cold(&mut cache, "re-stamping");
-    write(p.dir.path(), "inc/other.h", "PyObject* other;\n");
+    write(&p.dir.path().join("inc/other.h"), "PyObject* other;\n");
     let link = p.path("inc/link.tmp");
     std::os::unix::fs::symlink(p.path("inc/other.h"), &link).unwrap();
     fs::rename(&link, p.path("inc/shadow.h")).unwrap();
@@ -307,8 +307,8 @@ fn a_dangling_symlink_under_a_system_root_is_seen_once_its_target_appears() {
     let sys = p.path("sysroot");
     fs::create_dir_all(sys.join("lib")).unwrap();
     std::os::unix::fs::symlink(p.path("elsewhere/dang.h"), sys.join("lib/dang.h")).unwrap();
-    write(p.dir.path(), "src/d.cpp", "#include <lib/dang.h>\n");
-    write(p.dir.path(), "inc/lib/dang.h", "int local_dang;\n");
+    write(&p.dir.path().join("src/d.cpp"), "#include <lib/dang.h>\n");
+    write(&p.dir.path().join("inc/lib/dang.h"), "int local_dang;\n");
     let mut sources = p.sources.clone();
     sources.push(p.path("src/d.cpp"));
     let p = Project {
@@ -328,7 +328,7 @@ fn a_dangling_symlink_under_a_system_root_is_seen_once_its_target_appears() {
     assert_eq!(p.cached_equals_cold(&mut cache, "no edit"), 0);
     assert!(local(&p), "a dangling system header is no header");
 
-    write(p.dir.path(), "elsewhere/dang.h", "int system_dang;\n");
+    write(&p.dir.path().join("elsewhere/dang.h"), "int system_dang;\n");
     p.cached_equals_cold(&mut cache, "the symlink's target created");
     assert!(!local(&p), "the system header now wins");
 }

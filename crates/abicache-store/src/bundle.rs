@@ -33,7 +33,7 @@ use std::path::{Path, PathBuf};
 use abicache_fs::{open_regular, verify_file, Expected, Follow};
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Result, StoreError};
+use crate::error::{BundleError, Result, StoreError};
 use crate::layout::{validate_key, LAYOUT_VERSION, MANIFEST_FILE};
 use crate::manifest::Manifest;
 use crate::store::{valid_library_name, Claim, Hit, Store};
@@ -125,36 +125,6 @@ impl<R: Read> Read for Budget<R> {
         self.left.set(left - n as u64);
         Ok(n)
     }
-}
-
-/// What is wrong with a bundle; any of these means nothing was imported.
-#[derive(Debug, thiserror::Error)]
-pub enum BundleError {
-    /// The bytes are damaged, truncated, tampered with, or not a bundle.
-    #[error(
-        "the bundle is damaged or is not an abicache bundle: {0}; nothing was imported. \
-         Copy it again, or re-create it with `abicache export -o FILE` where the entries were built"
-    )]
-    Corrupt(String),
-    /// The bundle's format is newer than this abicache reads.
-    #[error(
-        "the bundle has format {found}, but this abicache reads format {BUNDLE_FORMAT}; \
-         nothing was imported. Export it with the same abicache release that imports it"
-    )]
-    Format {
-        /// The format found in the index.
-        found: u32,
-    },
-    /// The bundle, or what its index lists, is larger than the reader allows.
-    #[error(
-        "refusing to import the bundle: {0} (at most a quarter of the space free under the \
-         cache's `v1/tmp/`); nothing was imported. Free some space, or split the bundle \
-         (`abicache export -o FILE NAME...`)"
-    )]
-    TooLarge(String),
-    /// Exporting was asked for nothing.
-    #[error("nothing to export: the cache has no entry (build or prebuild some first)")]
-    Empty,
 }
 
 /// The index of a bundle: what it holds, with each file's size and BLAKE3.
@@ -525,6 +495,7 @@ impl UnpackedBundle {
         if index.format != BUNDLE_FORMAT {
             return Err(BundleError::Format {
                 found: index.format,
+                reads: BUNDLE_FORMAT,
             }
             .into());
         }

@@ -202,7 +202,39 @@ pub enum StoreError {
 
     /// A bundle could not be exported or imported.
     #[error(transparent)]
-    Bundle(#[from] crate::bundle::BundleError),
+    Bundle(#[from] BundleError),
+}
+
+/// What is wrong with a bundle; any of these means nothing was imported.
+#[derive(Debug, thiserror::Error)]
+pub enum BundleError {
+    /// The bytes are damaged, truncated, tampered with, or not a bundle.
+    #[error(
+        "the bundle is damaged or is not an abicache bundle: {0}; nothing was imported. \
+         Copy it again, or re-create it with `abicache export -o FILE` where the entries were built"
+    )]
+    Corrupt(String),
+    /// The bundle's format is newer than this abicache reads.
+    #[error(
+        "the bundle has format {found}, but this abicache reads format {reads}; \
+         nothing was imported. Export it with the same abicache release that imports it"
+    )]
+    Format {
+        /// The format found in the index.
+        found: u32,
+        /// The format this abicache reads (`BUNDLE_FORMAT`).
+        reads: u32,
+    },
+    /// The bundle, or what its index lists, is larger than the reader allows.
+    #[error(
+        "refusing to import the bundle: {0} (at most a quarter of the space free under the \
+         cache's `v1/tmp/`); nothing was imported. Free some space, or split the bundle \
+         (`abicache export -o FILE NAME...`)"
+    )]
+    TooLarge(String),
+    /// Exporting was asked for nothing.
+    #[error("nothing to export: the cache has no entry (build or prebuild some first)")]
+    Empty,
 }
 
 /// The crate's result type.

@@ -89,10 +89,10 @@ mod warm_hit;
 mod warning;
 
 pub use bundle::{
-    write_bundle, BundleEntry, BundleError, BundleFile, BundleIndex, BundleLimits, BundleMeta,
-    Imported, StagedEntry, UnpackedBundle, BUNDLE_FORMAT,
+    write_bundle, BundleEntry, BundleFile, BundleIndex, BundleLimits, BundleMeta, Imported,
+    StagedEntry, UnpackedBundle, BUNDLE_FORMAT,
 };
-pub use error::{Result, StoreError};
+pub use error::{BundleError, Result, StoreError};
 pub use gc::{parse_gc_grace, Evicted, GcReport, DEFAULT_GC_GRACE, STALE_TEMP_AGE};
 pub use layout::{
     resolve_root, root_from_env, validate_key, Layout, CACHEDIR_TAG, LAST_USED_FILE,

@@ -47,12 +47,12 @@ pub struct GeneratedFile<'a> {
 /// `<digest>` the first 128 bits of BLAKE3 over each file's name, length and
 /// contents, in order.
 pub fn sources_dir_for(store: &Store, files: &[GeneratedFile<'_>]) -> PathBuf {
-    let mut hasher = blake3::Hasher::new();
+    let mut hasher = abicache_fs::FieldHasher::new();
     for file in files {
-        hasher.update(file.name.as_bytes());
-        hasher.update(&[0]);
-        hasher.update(&(file.contents.len() as u64).to_le_bytes());
-        hasher.update(file.contents);
+        hasher
+            .unframed(file.name.as_bytes())
+            .unframed(&[0])
+            .field(file.contents);
     }
     let digest = hasher.finalize().to_hex();
     store

@@ -12,6 +12,9 @@
 //!
 //! - [`skip`]: a test that cannot run here says so where the run's summary
 //!   lists it, and fails instead under `ABICACHE_TEST_NO_SKIPS=1`.
+//! - [`write`]: a file of a test's project, parents created.
+//! - [`venv_python`], [`repo_root`]: the project's venvs and repository.
+//! - [`environment::cpython312`] (feature `key`): a hand-built environment.
 //!
 //! ```
 //! let mut redis = abicache_test_support::Server::redis();
@@ -23,8 +26,14 @@
 
 #![deny(missing_docs)]
 
+#[cfg(feature = "key")]
+pub mod environment;
+mod files;
 mod server;
 mod skip;
+mod venv;
 
+pub use files::write;
 pub use server::{free_port, Server, S3_BUCKET};
 pub use skip::{skip, NO_SKIPS_VAR, SKIP_LOG_VAR};
+pub use venv::{repo_root, venv_python};

@@ -21,7 +21,7 @@ use abicache_store::{
 use serde::Serialize;
 
 use crate::audit::check;
-use crate::error::{Error, Result};
+use crate::error::{BundleRefusal, Error, Result};
 
 /// What [`export`] wrote.
 #[derive(Debug, Clone, Serialize)]
@@ -77,9 +77,9 @@ pub fn select_entries(store: &Store, targets: &[String]) -> Result<Vec<EntryInfo
     for target in targets {
         let matched: Vec<&EntryInfo> = entries.iter().filter(|e| e.matches(target)).collect();
         if matched.is_empty() {
-            return Err(Error::Input(format!(
-                "no local entry named or keyed `{target}`; see `abicache ls`"
-            )));
+            return Err(Error::NoSuchEntry {
+                target: target.clone(),
+            });
         }
         for entry in matched {
             if !chosen.iter().any(|c| c.key == entry.key) {
@@ -103,11 +103,10 @@ pub fn export(
         match store.lookup(&entry.key)?.hit {
             Some(hit) => hits.push(hit),
             None => {
-                return Err(Error::Input(format!(
-                    "the entry `{}` ({}) is corrupt or was removed while exporting; \
-                     rebuild it and export again",
-                    entry.name, entry.key
-                )))
+                return Err(Error::EntryVanished {
+                    name: entry.name.clone(),
+                    key: entry.key.clone(),
+                })
             }
         }
     }
@@ -146,11 +145,10 @@ pub fn export_to_file(
     let mut temp = tempfile::Builder::new()
         .prefix(".abicache-bundle-")
         .tempfile_in(dir)
-        .map_err(|e| {
-            Error::Input(format!(
-                "cannot create a file in `{}` for the bundle: {e}",
-                dir.display()
-            ))
+        .map_err(|source| Error::FileIo {
+            action: "create a file for the bundle in",
+            path: dir.to_path_buf(),
+            source,
         })?;
     let exported = export(
         store,
@@ -158,14 +156,13 @@ pub fn export_to_file(
         signing,
         std::io::BufWriter::new(temp.as_file_mut()),
     )?;
-    temp.as_file().sync_all()?;
-    temp.persist(path).map_err(|e| {
-        Error::Input(format!(
-            "cannot write the bundle `{}`: {}",
-            path.display(),
-            e.error
-        ))
-    })?;
+    let write_error = |source| Error::FileIo {
+        action: "write the bundle",
+        path: path.to_path_buf(),
+        source,
+    };
+    temp.as_file().sync_all().map_err(write_error)?;
+    temp.persist(path).map_err(|e| write_error(e.error))?;
     Ok(exported)
 }
 
@@ -215,25 +212,23 @@ pub fn import_from(
     )?;
     for entry in bundle.entries_mut() {
         let payload = Payload::parse(&entry.manifest.payload).map_err(|e| {
-            refused(format!(
-                "the payload of entry `{}` cannot be read ({e})",
-                entry.key
-            ))
+            refused(BundleRefusal::PayloadUnreadable {
+                key: entry.key.clone(),
+                reason: e.to_string(),
+            })
         })?;
         let payload_key = payload.key();
         if payload_key != entry.key {
-            return Err(refused(format!(
-                "the payload of entry `{}` hashes to `{payload_key}`, not to its key",
-                entry.key
-            )));
+            return Err(refused(BundleRefusal::PayloadKeyMismatch {
+                key: entry.key.clone(),
+                payload_key,
+            }));
         }
         let report = audit_file(&entry.library)?;
         if let Some(message) = check(&report, &claims(&entry.manifest.name, payload), &no_scan()) {
-            return Err(refused(message.replacen(
-                "refusing to publish",
-                "refusing to import",
-                1,
-            )));
+            return Err(refused(BundleRefusal::Audit {
+                message: message.replacen("refusing to publish", "refusing to import", 1),
+            }));
         }
         entry.manifest.audit = Some(serde_json::to_value(&report).unwrap_or_default());
         let what = format!(
@@ -285,42 +280,38 @@ pub(crate) fn check_signature(
         if trusted.is_empty() {
             return Ok((None, false));
         }
-        return Err(untrusted(
-            "it is not signed; sign it with `ABICACHE_SIGNING_KEY` when exporting".to_owned(),
-        ));
+        return Err(refused(BundleRefusal::Unsigned));
     };
-    let signature: Signature = serde_json::from_slice(bytes)
-        .map_err(|e| refused(format!("its signature cannot be read ({e})")))?;
-    let signer = PublicKey::parse(&signature.public_key, "the bundle's signature")
-        .map_err(|e| refused(e.to_string()))?;
+    let signature: Signature = serde_json::from_slice(bytes).map_err(|e| {
+        refused(BundleRefusal::SignatureUnreadable {
+            reason: e.to_string(),
+        })
+    })?;
+    let signer =
+        PublicKey::parse(&signature.public_key, "the bundle's signature").map_err(|e| {
+            refused(BundleRefusal::SignatureUnreadable {
+                reason: e.to_string(),
+            })
+        })?;
     let message = signature_message(index_bytes);
     if !signer.verifies(&message, &signature) {
-        return Err(refused(format!(
-            "its signature by `{signer}` does not match its index: the bundle was altered"
-        )));
+        return Err(refused(BundleRefusal::Altered {
+            signer: signer.to_string(),
+        }));
     }
     if trusted.is_empty() {
         return Ok((Some(signer.to_string()), false));
     }
     if !trusted.contains(&signer) {
-        return Err(untrusted(format!(
-            "it is signed by `{signer}`, which is not one of `ABICACHE_TRUSTED_KEYS`"
-        )));
+        return Err(refused(BundleRefusal::UntrustedSigner {
+            signer: signer.to_string(),
+        }));
     }
     Ok((Some(signer.to_string()), true))
 }
 
-fn refused(reason: String) -> Error {
-    Error::Input(format!(
-        "refusing to import the bundle: {reason}; nothing was imported"
-    ))
-}
-
-fn untrusted(reason: String) -> Error {
-    Error::Input(format!(
-        "refusing to import the bundle: {reason}; nothing was imported. \
-         Add the signer's public key to `ABICACHE_TRUSTED_KEYS` if you trust it"
-    ))
+fn refused(reason: BundleRefusal) -> Error {
+    Error::BundleRefused(reason)
 }
 
 /// What a payload claims about the library's ABI, as the audit reads it.

@@ -83,15 +83,13 @@ impl FleetExtension {
                 .iter()
                 .any(|f| f.extensions.iter().any(|e| &e.name == name))
             {
-                let available: Vec<String> = files
-                    .iter()
-                    .flat_map(|f| f.extensions.iter().map(|e| format!("`{}`", e.name)))
-                    .collect();
-                return Err(Error::Input(format!(
-                    "no extension named `{name}` in the given spec files (they define {}); \
-                     fix or drop `--extension {name}`",
-                    available.join(", ")
-                )));
+                return Err(Error::UnknownExtension {
+                    name: name.clone(),
+                    available: files
+                        .iter()
+                        .flat_map(|f| f.extensions.iter().map(|e| e.name.clone()))
+                        .collect(),
+                });
             }
         }
         Ok(files
@@ -206,13 +204,10 @@ pub fn prebuild(
     progress: &dyn Fn(Progress),
 ) -> Result<Coverage> {
     if environments.is_empty() {
-        return Err(Error::Input(
-            "no environment to prebuild for: pass `--python PATH` or `--env FILE` (repeatable)"
-                .into(),
-        ));
+        return Err(Error::NoFleetEnvironment);
     }
     if extensions.is_empty() {
-        return Err(Error::Input("no extension to prebuild".into()));
+        return Err(Error::NoFleetExtension);
     }
     let sessions: Vec<Session> = environments
         .iter()

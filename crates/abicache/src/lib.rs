@@ -43,20 +43,22 @@ mod gpu;
 pub mod layers;
 pub mod matrix;
 pub mod pch;
+mod prebuild;
 mod probe;
-mod probe_run;
 mod remote;
 mod remote_objects;
 mod session;
+mod warning;
 pub mod wheel;
 
 pub use audit::{audit_against_key, check as check_audit, AuditVerdict};
-pub use error::{os_errno, Error, ErrorKind, Result, TorchDirProblem};
+pub use error::{os_errno, BundleRefusal, Error, ErrorKind, Result, TorchDirProblem};
 pub use explain::{explain, render_explanation, ClosestEntry, Explanation};
 pub use fleet::{prebuild, render_coverage, Coverage, FleetEnvironment, FleetExtension};
 pub use gpu::{default_cuda_archs, visible_gpu_archs};
 pub use matrix::{Matrix, MatrixEnvironments, MatrixOptions};
 pub use pch::PchMode;
+pub use prebuild::{prebuild_fleet, PrebuildRequest};
 pub use probe::{
     probe_interpreter, probe_timeout_from_env, ProbedInterpreter, DEFAULT_PROBE_TIMEOUT,
 };
@@ -64,6 +66,7 @@ pub use remote::{trusted_signers, Pulled, RemoteCache};
 pub use session::{
     key_memos, Outcome, Prepared, RememberedKey, Session, SessionOptions, WARM_RECORD_FORMAT,
 };
+pub use warning::Warning;
 
 pub use abicache_audit as audit_crate;
 pub use abicache_build as build;

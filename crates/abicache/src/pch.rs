@@ -20,11 +20,14 @@
 //!
 //! Every start, finish, skip and eviction is counted (`abicache stats`).
 
+use std::sync::Arc;
+
 use abicache_build::{pch, PchRequest, PchSlot, ReadyPch};
 use abicache_store::{Event, MachineSlots, PchLookup, PchSkip, Store};
 
 use crate::env_vars::ABICACHE_PCH;
 use crate::error::{Error, Result};
+use crate::warning::Warning;
 
 /// Whether PCHs are used and built.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,7 +77,7 @@ pub enum PchStart {
 /// Looks up every request: ready ones (adopting finished background builds, counting
 /// them as finished and evicting the least recently used PCHs beyond the cap), missing
 /// ones; store problems are warnings, never a failed build.
-pub fn resolve(store: &Store, requests: Vec<PchRequest>, warnings: &mut Vec<String>) -> PchPlan {
+pub fn resolve(store: &Store, requests: Vec<PchRequest>, warnings: &mut Vec<Warning>) -> PchPlan {
     let mut plan = PchPlan::default();
     for request in requests {
         let mut found = store.pch_lookup(&request.key, &request.dir);
@@ -90,7 +93,7 @@ pub fn resolve(store: &Store, requests: Vec<PchRequest>, warnings: &mut Vec<Stri
                 if evicted > 0 {
                     events.push(Event::PchEvicted(evicted));
                 }
-                warnings.extend(store.count(&events));
+                warnings.extend(store.count(&events).map(Warning::Counters));
                 if !dir.is_dir() {
                     // Larger than the cap on its own: removed, and not rebuilt.
                     continue;
@@ -105,11 +108,11 @@ pub fn resolve(store: &Store, requests: Vec<PchRequest>, warnings: &mut Vec<Stri
             }),
             Ok(PchLookup::Missing) => plan.missing.push(request),
             Ok(PchLookup::Removed(warning)) => {
-                warnings.push(warning);
+                warnings.push(Warning::PchRemoved(warning));
                 plan.missing.push(request);
             }
             Ok(PchLookup::Busy | PchLookup::Failed(_) | PchLookup::Unadopted(_)) => {}
-            Err(e) => warnings.push(format!("precompiled header skipped: {e}")),
+            Err(e) => warnings.push(Warning::PchSkipped(Arc::new(e))),
         }
     }
     plan
@@ -124,7 +127,7 @@ pub fn start_missing(
     missing: &[PchRequest],
     compiled: &[String],
     slots: &MachineSlots,
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<Warning>,
 ) -> Vec<(String, PchStart)> {
     let mut outcomes = Vec::new();
     for request in missing {
@@ -156,27 +159,25 @@ pub fn start_missing(
                     PchStart::Started => Event::PchStarted,
                     PchStart::Skipped(skip) => Event::PchSkipped(skip),
                 };
-                warnings.extend(store.count(&[event]));
+                warnings.extend(store.count(&[event]).map(Warning::Counters));
                 outcomes.push((request.key.clone(), start));
             }
-            Err(e) => warnings.push(format!(
-                "precompiled header for `{}` not built: {e}",
-                request.header
-            )),
+            Err(e) => warnings.push(Warning::PchNotStarted {
+                header: request.header.clone(),
+                reason: e,
+            }),
         }
     }
     outcomes
 }
 
 /// Removes PCHs the compiler rejected, with a warning each.
-pub(crate) fn drop_rejected(store: &Store, rejected: &[String], warnings: &mut Vec<String>) {
+pub(crate) fn drop_rejected(store: &Store, rejected: &[String], warnings: &mut Vec<Warning>) {
     for key in rejected {
         let _ = store.pch_remove(key);
-        warnings.push(format!(
-            "precompiled header `{}` was rejected by the compiler and removed; the units \
-             were compiled without it",
-            store.pch_root().join(key).display()
-        ));
+        warnings.push(Warning::PchRejected {
+            dir: store.pch_root().join(key),
+        });
     }
 }
 

@@ -14,12 +14,12 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, UNIX_EPOCH};
 
+use abicache_build::{run_captured, RunFailure, RunLimits};
 use abicache_key::Environment;
 use serde::{Deserialize, Serialize};
 
 use crate::env_vars::ABICACHE_PROBE_TIMEOUT;
 use crate::error::{Error, Result};
-use crate::probe_run::{run_bounded, RunFailure};
 
 /// How long a probe may run when `ABICACHE_PROBE_TIMEOUT` is unset.
 pub const DEFAULT_PROBE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -141,11 +141,16 @@ fn run_probe(python: &Path) -> Result<(ProbedInterpreter, Option<PathBuf>)> {
     let timeout = probe_timeout_from_env()?;
     let mut command = Command::new(python);
     command.args(["-I", "-B", "-c", PROBE_SCRIPT]);
-    let output = run_bounded(&mut command, timeout, PROBE_OUTPUT_CAP).map_err(|e| match e {
-        RunFailure::Spawn(e) => fail(format!(
+    let limits = RunLimits {
+        timeout: Some(timeout),
+        cap: Some(PROBE_OUTPUT_CAP),
+        ..RunLimits::default()
+    };
+    let output = run_captured(&mut command, limits).map_err(|e| match e {
+        RunFailure::Spawn(e) | RunFailure::Wait(e) => fail(format!(
             "{e}; pass the path of a Python executable, e.g. `.venv/bin/python`"
         )),
-        RunFailure::TimedOut => fail(format!(
+        RunFailure::TimedOut | RunFailure::Cancelled => fail(format!(
             "it did not answer within {} s, so it was stopped; pass the path of a Python \
              executable (e.g. `.venv/bin/python`), or set `{ABICACHE_PROBE_TIMEOUT}` \
              (seconds) to wait longer",

@@ -5,11 +5,14 @@
 //! Every remote failure — unreachable, timed out, refused, corrupt,
 //! untrusted — is one warning line and a local build, never a failed load.
 
+use std::sync::Arc;
+
 use abicache_remote::{Remote, RemoteConfig, RemoteError, Upload};
 use abicache_store::{BuildGuard, Claim, EntryInfo, Event, Hit, Provenance, Store};
 
 use crate::audit::{audit_against_key, AuditVerdict};
 use crate::session::Prepared;
+use crate::warning::Warning;
 
 /// A remote cache as a session uses it: the client and whether builds upload.
 #[derive(Debug)]
@@ -161,7 +164,7 @@ impl RemoteCache {
         store: &Store,
         guard: BuildGuard,
         prepared: &Prepared,
-        warnings: &mut Vec<String>,
+        warnings: &mut Vec<Warning>,
     ) -> crate::Result<Fetch> {
         let key = &prepared.keyed.key;
         let fetched = match self.remote.fetch(key, guard.temp_dir()) {
@@ -177,7 +180,7 @@ impl RemoteCache {
                 } else {
                     RemoteState::Rejected
                 };
-                warnings.push(format!("remote cache: {e}; building locally"));
+                warnings.push(Warning::RemoteFetch(Arc::new(e)));
                 return Ok(Fetch::Build(guard, state));
             }
         };
@@ -201,11 +204,11 @@ impl RemoteCache {
         };
         let _ = fs_err::remove_file(&fetched.library);
         store.record(Event::RemoteError)?;
-        warnings.push(format!(
-            "remote cache: entry `{key}` on `{}` was refused by the audit ({}); building locally",
-            self.remote.url(),
-            rejected.lines().next().unwrap_or_default()
-        ));
+        warnings.push(Warning::RemoteRefused {
+            key: key.clone(),
+            url: self.remote.url().to_owned(),
+            reason: rejected.lines().next().unwrap_or_default().to_owned(),
+        });
         Ok(Fetch::Build(guard, RemoteState::Rejected))
     }
 
@@ -218,7 +221,7 @@ impl RemoteCache {
         store: &Store,
         hit: &Hit,
         state: RemoteState,
-        warnings: &mut Vec<String>,
+        warnings: &mut Vec<Warning>,
     ) -> bool {
         if state == RemoteState::Unavailable {
             return false;
@@ -236,7 +239,7 @@ impl RemoteCache {
             Ok(Upload::AlreadyThere) => {}
             Err(e) => {
                 let _ = store.record(Event::RemoteError);
-                warnings.push(format!("remote cache: {e}; the entry was not uploaded"));
+                warnings.push(Warning::RemoteUpload(Arc::new(e)));
                 return false;
             }
         }

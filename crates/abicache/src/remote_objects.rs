@@ -11,6 +11,8 @@
 //! failure; a corrupt or untrusted object is refused and replaced by the
 //! locally compiled one.
 
+use std::sync::Arc;
+
 use std::collections::BTreeSet;
 
 use abicache_build::{BuildPlan, Toolchain, UnitObject};
@@ -20,6 +22,7 @@ use abicache_store::{Event, ObjectCache, ObjectCheck, Store};
 use crate::env_vars::ABICACHE_REMOTE_OBJECTS;
 use crate::error::{Error, Result};
 use crate::remote::RemoteCache;
+use crate::warning::Warning;
 
 /// Whether objects go through the remote cache (`ABICACHE_REMOTE_OBJECTS`).
 pub(crate) fn enabled() -> Result<bool> {
@@ -27,10 +30,12 @@ pub(crate) fn enabled() -> Result<bool> {
     match value.trim() {
         "" | "1" => Ok(true),
         "0" => Ok(false),
-        other => Err(Error::Input(format!(
-            "`{ABICACHE_REMOTE_OBJECTS}={other}` is not understood: use `0` to keep compiled \
-             objects out of the remote cache, or `1` (the default)"
-        ))),
+        other => Err(Error::InvalidVariable {
+            name: ABICACHE_REMOTE_OBJECTS,
+            value: other.to_owned(),
+            problem: "is not understood: use `0` to keep compiled objects out of the remote \
+                      cache, or `1` (the default)",
+        }),
     }
 }
 
@@ -49,7 +54,7 @@ pub(crate) fn before_build<'a>(
     store: &Store,
     plan: &BuildPlan,
     toolchain: &Toolchain,
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<Warning>,
 ) -> Result<Option<SharedObjects<'a>>> {
     let Some(remote) = remote else {
         return Ok(None);
@@ -72,7 +77,7 @@ impl SharedObjects<'_> {
         &self,
         store: &Store,
         compiled: &[String],
-        warnings: &mut Vec<String>,
+        warnings: &mut Vec<Warning>,
     ) {
         push_compiled(
             self.remote,
@@ -102,7 +107,7 @@ fn pull_missing(
     remote: &RemoteCache,
     store: &Store,
     units: &[UnitObject],
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<Warning>,
 ) -> PulledObjects {
     let mut pulled = PulledObjects::default();
     let cache = object_cache(store);
@@ -124,18 +129,19 @@ fn pull_missing(
                         bytes: fetched.bytes,
                     });
                 }
-                Err(e) => warnings.push(format!(
-                    "remote cache: cannot store the downloaded object of `{}`: {e}; compiling it",
-                    unit.display
-                )),
+                Err(e) => warnings.push(Warning::ObjectNotStored {
+                    unit: unit.display.clone(),
+                    error: Arc::new(e),
+                }),
             },
             Err(e) => {
                 let _ = store.record(Event::RemoteError);
-                warnings.push(format!(
-                    "remote cache: {e}; compiling `{}` locally",
-                    unit.display
-                ));
-                if is_unavailable(&e) {
+                let unavailable = is_unavailable(&e);
+                warnings.push(Warning::ObjectFetch {
+                    unit: unit.display.clone(),
+                    error: Arc::new(e),
+                });
+                if unavailable {
                     pulled.unavailable = true;
                     break;
                 }
@@ -155,7 +161,7 @@ fn push_compiled(
     units: &[UnitObject],
     compiled: &[String],
     pulled: &PulledObjects,
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<Warning>,
 ) {
     if !remote.uploads() || pulled.unavailable {
         return;
@@ -177,11 +183,12 @@ fn push_compiled(
             Ok(Upload::AlreadyThere) => {}
             Err(e) => {
                 let _ = store.record(Event::RemoteError);
-                warnings.push(format!(
-                    "remote cache: {e}; the object of `{}` was not uploaded",
-                    unit.display
-                ));
-                if is_unavailable(&e) {
+                let unavailable = is_unavailable(&e);
+                warnings.push(Warning::ObjectUpload {
+                    unit: unit.display.clone(),
+                    error: Arc::new(e),
+                });
+                if unavailable {
                     return;
                 }
             }

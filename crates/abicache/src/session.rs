@@ -2,7 +2,7 @@
 //! audit → publish. Nothing flows back.
 
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use abicache_build::{
@@ -19,6 +19,7 @@ use crate::error::{Error, Result, TorchDirProblem};
 use crate::pch::{default_umbrellas, PchMode, PchPlan};
 use crate::remote::{Fetch, RemoteCache, RemoteState};
 use crate::remote_objects::SharedObjects;
+use crate::warning::Warning;
 use abicache_remote::RemoteError;
 
 mod warm_key;
@@ -60,7 +61,7 @@ pub struct Session {
     nvcc: OnceLock<Nvcc>,
     /// The remote cache: set by [`Session::with_remote`], else resolved from
     /// the environment at the first build (an error is a warning per build).
-    remote: OnceLock<std::result::Result<Option<RemoteCache>, RemoteError>>,
+    remote: OnceLock<std::result::Result<Option<RemoteCache>, Arc<RemoteError>>>,
     /// Stops a running build when set (Ctrl-C from Python).
     cancel: Cancel,
     /// Cache writes left to a thread of their own ([`Session::settle`]).
@@ -107,7 +108,7 @@ pub struct Outcome {
     pub remote: bool,
     /// Warnings to show the user (corrupt entries removed, audit notes).
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub warnings: Vec<String>,
+    pub warnings: Vec<Warning>,
     /// The instruction-set extensions the library requires (its
     /// manifest's): [`Outcome::check_cpu`] compares them with this CPU's.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -131,7 +132,7 @@ enum Claimed<'a> {
 
 impl Outcome {
     /// A library that was already built: nothing compiled in this call.
-    fn cached(hit: Hit, key: String, started: Instant, warnings: Vec<String>) -> Self {
+    fn cached(hit: Hit, key: String, started: Instant, warnings: Vec<Warning>) -> Self {
         Outcome {
             path: hit.library,
             isa: hit.manifest.isa,
@@ -225,17 +226,17 @@ impl Session {
     /// A verified entry for `key` from a read-only layer, counted as a
     /// layer hit in the local cache; `None` when no layer serves it.
     /// Warnings about skipped layer entries go to `warnings`.
-    fn layer_hit(&self, key: &str, warnings: &mut Vec<String>) -> Option<Hit> {
+    fn layer_hit(&self, key: &str, warnings: &mut Vec<Warning>) -> Option<Hit> {
         let (layers, problem) = self
             .layers
             .get_or_init(|| crate::layers::resolve(&self.extra_layers));
         if layers.is_empty() {
-            warnings.extend(problem.clone());
+            warnings.extend(problem.clone().map(Warning::Layer));
             return None;
         }
         let (hit, found) = crate::layers::lookup(layers, key);
-        warnings.extend(found);
-        warnings.extend(problem.clone());
+        warnings.extend(found.into_iter().map(Warning::Layer));
+        warnings.extend(problem.clone().map(Warning::Layer));
         let hit = hit?;
         self.count(
             &[Event::LayerHit {
@@ -275,11 +276,14 @@ impl Session {
     }
 
     /// The remote cache, resolved from the environment on first use; a
-    /// configuration error is returned as the warning to show.
-    fn remote(&self) -> std::result::Result<Option<&RemoteCache>, String> {
-        match self.remote.get_or_init(|| RemoteCache::from_env(None)) {
+    /// configuration error is returned for the caller's warning.
+    fn remote(&self) -> std::result::Result<Option<&RemoteCache>, Arc<RemoteError>> {
+        match self
+            .remote
+            .get_or_init(|| RemoteCache::from_env(None).map_err(Arc::new))
+        {
             Ok(remote) => Ok(remote.as_ref()),
-            Err(e) => Err(format!("remote cache disabled: {e}")),
+            Err(e) => Err(Arc::clone(e)),
         }
     }
 
@@ -458,7 +462,13 @@ impl Session {
             .inspect_err(|_| {
                 let _ = self.opened().count(&[Event::Error]);
             })?;
-        warnings.extend(report.warnings.iter().cloned());
+        warnings.extend(
+            report
+                .warnings
+                .iter()
+                .cloned()
+                .map(Warning::ObjectDiscarded),
+        );
         self.count(
             &[Event::Build {
                 seconds: report.seconds,
@@ -491,7 +501,7 @@ impl Session {
     /// lock; a hit published while waiting for the lock is a hit. The
     /// remote cache is resolved here (a configuration error is a warning),
     /// and corrupt entries found on the way are counted.
-    fn claim(&self, key: &str, warnings: &mut Vec<String>) -> Result<Claimed<'_>> {
+    fn claim(&self, key: &str, warnings: &mut Vec<Warning>) -> Result<Claimed<'_>> {
         let store = self.store()?;
         if !self.options.rebuild {
             let lookup = store.lookup(key)?;
@@ -503,8 +513,8 @@ impl Session {
                 return Ok(Claimed::LayerHit(hit));
             }
         }
-        let remote = self.remote().unwrap_or_else(|warning| {
-            warnings.push(warning);
+        let remote = self.remote().unwrap_or_else(|e| {
+            warnings.push(Warning::RemoteDisabled(e));
             None
         });
         if self.options.rebuild {
@@ -525,19 +535,19 @@ impl Session {
 
     /// Counts the corrupt entries a lookup found (the store counts nothing
     /// itself) and adds their warnings to `warnings`.
-    fn note_corrupt(&self, found: &[StoreWarning], warnings: &mut Vec<String>) {
+    fn note_corrupt(&self, found: &[StoreWarning], warnings: &mut Vec<Warning>) {
         if found.is_empty() {
             return;
         }
-        warnings.extend(found.iter().map(ToString::to_string));
+        warnings.extend(found.iter().cloned().map(Warning::Corrupt));
         self.count(&vec![Event::Corrupt; found.len()], warnings);
     }
 
     /// Counts `events`, best effort: a cache whose counters cannot be
     /// written (read-only, full) still serves and builds; the first such
     /// failure in this process becomes a warning.
-    fn count(&self, events: &[Event], warnings: &mut Vec<String>) {
-        warnings.extend(self.opened().count(events));
+    fn count(&self, events: &[Event], warnings: &mut Vec<Warning>) {
+        warnings.extend(self.opened().count(events).map(Warning::Counters));
     }
 
     /// The warm path: a hit found by the remembered key (no scan), when
@@ -548,7 +558,7 @@ impl Session {
         spec: &ExtensionSpec,
         root: &Path,
         started: Instant,
-        warnings: &mut Vec<String>,
+        warnings: &mut Vec<Warning>,
     ) -> Result<Option<Outcome>> {
         self.check(spec)?;
         let env = self.complete_env(spec)?;
@@ -576,7 +586,7 @@ impl Session {
         hit: Hit,
         key: String,
         started: Instant,
-        mut warnings: Vec<String>,
+        mut warnings: Vec<Warning>,
     ) -> Outcome {
         self.count(
             &[Event::Hit {
@@ -592,7 +602,7 @@ impl Session {
         hit: Hit,
         prepared: &Prepared,
         started: Instant,
-        mut warnings: Vec<String>,
+        mut warnings: Vec<Warning>,
     ) -> Result<Outcome> {
         if hit.manifest.audit.is_none() {
             // An entry from before audits existed: check it once, now.
@@ -602,10 +612,9 @@ impl Session {
                 self.opened().remove(&prepared.keyed.key)?;
                 return Err(Error::AuditRefused { message });
             }
-            warnings.push(format!(
-                "audited entry `{}` (it had no audit)",
-                hit.dir.display()
-            ));
+            warnings.push(Warning::AuditedNow {
+                dir: hit.dir.clone(),
+            });
         }
         let key = prepared.keyed.key.clone();
         Ok(self.hit_outcome(hit, key, started, warnings))
@@ -619,7 +628,7 @@ impl Session {
         // The key's build guard, and the remote its objects go through (if any).
         (guard, remote): (abicache_store::BuildGuard, Option<&'r RemoteCache>),
         progress: &dyn Fn(Progress),
-        warnings: &mut Vec<String>,
+        warnings: &mut Vec<Warning>,
     ) -> Result<(Hit, abicache_build::BuildReport, Option<SharedObjects<'r>>)> {
         let requires_cuda = spec.requires_cuda();
         let pch_mode = PchMode::from_env()?;

@@ -61,11 +61,9 @@ pub struct Dist {
 impl std::str::FromStr for Dist {
     type Err = Error;
     fn from_str(text: &str) -> Result<Dist> {
-        let bad = |why: &str| {
-            Error::Input(format!(
-                "`--wheel {text}`: {why}; give the distribution as `NAME==VERSION`, \
-                 e.g. `--wheel mykernels-cache==1.2.0`"
-            ))
+        let bad = |problem: &'static str| Error::InvalidDistribution {
+            text: text.to_owned(),
+            problem,
         };
         let (name, version) = text.split_once("==").ok_or_else(|| bad("no `==`"))?;
         let name = name.trim();
@@ -119,11 +117,10 @@ pub fn export_wheel(
         match store.lookup(&entry.key)?.hit {
             Some(hit) => hits.push(hit),
             None => {
-                return Err(Error::Input(format!(
-                    "the entry `{}` ({}) is corrupt or was removed while exporting; \
-                     rebuild it and export again",
-                    entry.name, entry.key
-                )))
+                return Err(Error::EntryVanished {
+                    name: entry.name.clone(),
+                    key: entry.key.clone(),
+                })
             }
         }
     }
@@ -140,10 +137,9 @@ pub fn export_wheel(
         if bytes.len() as u64 != hit.manifest.size
             || abicache_fs::blake3_hex(&bytes) != hit.manifest.library_blake3
         {
-            return Err(Error::Input(format!(
-                "the library `{}` changed while exporting; rebuild it and export again",
-                hit.library.display()
-            )));
+            return Err(Error::LibraryChanged {
+                path: hit.library.clone(),
+            });
         }
         let manifest = hit.manifest.to_json();
         index.entries.push(BundleEntry {
@@ -246,12 +242,10 @@ pub fn export_wheel(
         out.flush()?;
     }
     temp.as_file().sync_all()?;
-    temp.persist(&path).map_err(|e| {
-        Error::Input(format!(
-            "cannot write the wheel `{}`: {}",
-            path.display(),
-            e.error
-        ))
+    temp.persist(&path).map_err(|e| Error::FileIo {
+        action: "write the wheel",
+        path: path.clone(),
+        source: e.error,
     })?;
     // `tempfile` creates 0600; a wheel is for others to install.
     use std::os::unix::fs::PermissionsExt;
@@ -332,8 +326,7 @@ fn crc32(bytes: &[u8]) -> u32 {
 /// timestamp (1980-01-01) so the same entries give the same wheel, and mode
 /// 0644. Members and the archive must stay under 4 GiB (no zip64).
 fn write_zip(out: &mut impl Write, files: &[(String, Vec<u8>)]) -> Result<()> {
-    let too_big =
-        || Error::Input("a cache wheel must stay under 4 GiB (zip64 is not written)".into());
+    let too_big = || Error::WheelTooLarge;
     let mut central = Vec::new();
     let mut offset: u64 = 0;
     // 1980-01-01 00:00: year 0 since 1980 (bits 9..), month 1 (bits 5..), day 1.

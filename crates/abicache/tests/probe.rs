@@ -1,21 +1,9 @@
 //! The interpreter probe against the project's real venvs.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use abicache::probe_interpreter;
-
-fn venv_python(name: &str) -> PathBuf {
-    let python = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .join(name)
-        .join("bin/python");
-    assert!(
-        python.exists(),
-        "`{}` is missing: run `scripts/setup-venv.sh dev compat` first",
-        python.display()
-    );
-    python
-}
+use abicache_test_support::venv_python;
 
 #[test]
 fn probe_reads_torch_without_importing_it() {

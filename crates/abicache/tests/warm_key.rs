@@ -13,34 +13,13 @@ use abicache::key::{Environment, ExtensionSpec};
 use abicache::store::Store;
 use abicache::Session;
 use abicache_fs::RACY_WINDOW;
-
-fn env() -> Environment {
-    Environment {
-        python_version: "3.12.9".into(),
-        python_soabi: Some("cpython-312-x86_64-linux-gnu".into()),
-        python_abiflags: Some(String::new()),
-        torch_version: "2.9.1".into(),
-        torch_cuda: None,
-        torch_hip: None,
-        cxx11_abi: true,
-        nvcc_version: None,
-        torch_dir: None,
-        python_include: None,
-        cuda_include_dirs: vec![],
-        cuda_archs: None,
-        host_cpu: None,
-    }
-}
-
-fn write(path: &Path, text: &str) {
-    fs::create_dir_all(path.parent().unwrap()).unwrap();
-    fs::write(path, text).unwrap();
-}
+use abicache_test_support::environment::cpython312;
+use abicache_test_support::write;
 
 /// The key a fresh cache (no stat cache, no memo) computes.
 fn cold_key(spec: &ExtensionSpec, root: &Path) -> String {
     let cache = tempfile::tempdir().unwrap();
-    let session = Session::new(Store::open(cache.path()).unwrap(), env());
+    let session = Session::new(Store::open(cache.path()).unwrap(), cpython312("2.9.1"));
     session.prepare(spec, root).unwrap().keyed.key
 }
 
@@ -62,7 +41,7 @@ fn warm_keys_equal_cold_keys_after_every_edit() {
     let spec = ExtensionSpec::new("ops", [root.join("csrc/ops.cpp")])
         .with_extra_include_paths([root.join("first"), root.join("include")]);
     let cache = tempfile::tempdir().unwrap();
-    let session = Session::new(Store::open(cache.path()).unwrap(), env());
+    let session = Session::new(Store::open(cache.path()).unwrap(), cpython312("2.9.1"));
     std::thread::sleep(RACY_WINDOW + Duration::from_millis(100));
 
     let first = session.key(&spec, &root).unwrap();
@@ -77,7 +56,7 @@ fn warm_keys_equal_cold_keys_after_every_edit() {
             fs::write(r.join("csrc/ops.h"), "int ops; // bbbb\n").unwrap()
         }),
         ("a header appearing earlier in the include path", |r| {
-            write(&r.join("first/detail/impl.h"), "int shadowing;\n")
+            write(&r.join("first/detail/impl.h"), "int shadowing;\n");
         }),
         ("a rename-over", |r| {
             write(&r.join("csrc/new.h"), "int renamed;\n");
@@ -140,7 +119,7 @@ fn a_dropped_session_has_written_the_stat_cache_and_the_memo_of_its_first_key() 
     let spec = ExtensionSpec::new("ops", [root.join("ops.cpp")]);
     std::thread::sleep(RACY_WINDOW + Duration::from_millis(100));
     let cache = tempfile::tempdir().unwrap();
-    let session = Session::new(Store::open(cache.path()).unwrap(), env());
+    let session = Session::new(Store::open(cache.path()).unwrap(), cpython312("2.9.1"));
     let key = session.prepare(&spec, &root).unwrap().keyed.key;
     drop(session);
     assert_eq!(
@@ -151,7 +130,7 @@ fn a_dropped_session_has_written_the_stat_cache_and_the_memo_of_its_first_key() 
     let facts = abicache::scan::StatCache::open(cache.path().join("v1/scan-facts.bin"));
     assert_eq!(facts.len(), 2, "both files are in the stat cache");
     // A new session answers from what the first one wrote.
-    let again = Session::new(Store::open(cache.path()).unwrap(), env());
+    let again = Session::new(Store::open(cache.path()).unwrap(), cpython312("2.9.1"));
     assert_eq!(again.key(&spec, &root).unwrap(), key);
 }
 
@@ -177,7 +156,7 @@ fn a_warm_load_record_needs_a_stamped_entry_and_is_never_written_for_cuda() {
     let cuda_env = Environment {
         nvcc_version: Some("13.2".into()),
         cuda_archs: Some("9.0".into()),
-        ..env()
+        ..cpython312("2.9.1")
     };
     let session = Session::new(store.clone(), cuda_env);
     let cpu = ExtensionSpec::new("ops", [root.join("ops.cpp")]);

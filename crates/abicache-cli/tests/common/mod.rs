@@ -20,27 +20,12 @@ macro_rules! args {
 }
 
 /// The repository root.
-pub fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .expect("repository root")
-}
+pub use abicache_test_support::repo_root as repo;
+use abicache_test_support::venv_python;
 
 /// A file or directory of the repository.
 pub fn repo_path(rel: &str) -> PathBuf {
     repo().join(rel)
-}
-
-fn venv_python(venv: &str) -> PathBuf {
-    let python = repo().join(venv).join("bin/python");
-    assert!(
-        python.exists(),
-        "`{}` is missing: these tests need the project's venvs (torch 2.15 with the pip nvcc in `.venv`, \
-         torch 2.12 in `.venv-compat`); create them with `scripts/setup-venv.sh dev compat`",
-        python.display()
-    );
-    python
 }
 
 /// `.venv/bin/python`: torch 2.15 and the pip nvcc.

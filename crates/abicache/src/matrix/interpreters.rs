@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use super::uv::Uv;
 use super::MatrixError;
-use crate::probe_run::run_bounded;
+use abicache_build::{run_captured, RunLimits};
 
 /// How long a candidate interpreter may take to print its version.
 const VERSION_TIMEOUT: Duration = Duration::from_secs(30);
@@ -104,7 +104,12 @@ impl InterpreterSearch {
 fn release_of(python: &Path) -> Option<String> {
     let mut cmd = Command::new(python);
     cmd.args(["-I", "-B", "-c", VERSION_SCRIPT]);
-    let out = run_bounded(&mut cmd, VERSION_TIMEOUT, 4096).ok()?;
+    let limits = RunLimits {
+        timeout: Some(VERSION_TIMEOUT),
+        cap: Some(4096),
+        ..RunLimits::default()
+    };
+    let out = run_captured(&mut cmd, limits).ok()?;
     if !out.status.success() {
         return None;
     }

@@ -30,8 +30,8 @@ const STAMP_FILE: &str = ".abicache-matrix";
 /// Why the matrix's environments could not be created.
 #[derive(Debug, thiserror::Error)]
 pub enum MatrixError {
-    /// The `--matrix` string is malformed.
-    #[error("invalid `--matrix '{matrix}'`: {reason}; expected e.g. `--matrix '{example}'`")]
+    /// The matrix string is malformed.
+    #[error("invalid matrix `{matrix}`: {reason}; expected e.g. `{example}`")]
     Parse {
         /// The string as given.
         matrix: String,
@@ -40,15 +40,15 @@ pub enum MatrixError {
         /// A valid matrix.
         example: &'static str,
     },
-    /// No `uv` on `PATH` and no `--uv`.
+    /// No `uv` on `PATH` and none given.
     #[error(
-        "`--matrix` creates the missing environments with `uv`, and there is no `uv` on `PATH`: \
-         install it (`pip install uv`; in a checkout of abicache, `scripts/setup-uv.sh`) or pass \
-         `--uv PATH`"
+        "a matrix's missing environments are created with `uv`, and there is no `uv` on `PATH`: \
+         install it (`pip install uv`; in a checkout of abicache, `scripts/setup-uv.sh`) or name \
+         the `uv` program to use"
     )]
     NoUv,
-    /// `--uv PATH` names no file.
-    #[error("`--uv {}` does not exist; pass the path of the `uv` program", path.display())]
+    /// The `uv` given names no file.
+    #[error("the `uv` program `{}` does not exist; name the path of the `uv` program", path.display())]
     UvMissing {
         /// The path given.
         path: PathBuf,
@@ -56,9 +56,9 @@ pub enum MatrixError {
     /// No installed interpreter has the release.
     #[error(
         "no Python {version} interpreter on this machine (searched `{pyenv}/{version}*`, \
-         `uv python find {version}` and `python{version}` on `PATH`); `--matrix` never downloads \
+         `uv python find {version}` and `python{version}` on `PATH`); a matrix never downloads \
          interpreters: install one (`pyenv install {version}` or `uv python install {version}`) \
-         or drop {version} from `python=` in `--matrix`"
+         or drop {version} from the matrix's `python=`"
     )]
     NoInterpreter {
         /// The release wanted.
@@ -67,7 +67,7 @@ pub enum MatrixError {
         pyenv: String,
     },
     /// uv could not be started.
-    #[error("could not run `{command}`: {message}; check `--uv` or the `uv` on `PATH`")]
+    #[error("could not run `{command}`: {message}; check the `uv` given or the one on `PATH`")]
     UvRun {
         /// The command.
         command: String,
@@ -86,9 +86,9 @@ pub enum MatrixError {
         /// What to check.
         hint: String,
     },
-    /// `--keep-envs` names a directory others could plant environments in.
+    /// The directory for kept environments is one others could plant environments in.
     #[error(
-        "`--keep-envs {}` {reason}: a venv found there is run (and what it builds may be \
+        "the directory for kept environments `{}` {reason}: a venv found there is run (and what it builds may be \
          signed and pushed), so it must be a private directory of yours; `chmod 700` it, or \
          pass a directory of your own",
         path.display()

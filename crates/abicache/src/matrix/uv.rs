@@ -98,9 +98,9 @@ impl Uv {
         cmd.args(requirements);
         run(
             cmd,
-            "an unknown release is named in uv's message (fix `torch=` in `--matrix`); without \
+            "an unknown release is named in uv's message (fix the matrix's `torch=`); without \
              network access to the package index, create the environments on a machine that has \
-             it and pass them with `--python`, or rerun offline with a uv cache that already holds \
+             it and pass them as interpreters, or rerun offline with a uv cache that already holds \
              the wheels (`UV_CACHE_DIR`, `UV_OFFLINE=1`)",
         )
     }

@@ -26,10 +26,9 @@ const KEY_MEMO_DIR: &str = "key-memo";
 /// The digest of everything a key depends on besides the scanned files;
 /// `None` when something cannot be encoded (then nothing is remembered).
 pub(super) fn inputs(spec: &ExtensionSpec, env: &Environment, root: &Path) -> Option<[u8; 32]> {
-    let mut h = blake3::Hasher::new();
+    let mut h = abicache_fs::FieldHasher::new();
     let mut field = |bytes: &[u8]| {
-        h.update(&(bytes.len() as u64).to_le_bytes());
-        h.update(bytes);
+        h.field(bytes);
     };
     field(KEY_CODE_FINGERPRINT.as_bytes());
     field(abicache_scan::SCANNER_FINGERPRINT.as_bytes());

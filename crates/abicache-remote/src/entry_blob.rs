@@ -1,4 +1,5 @@
-//! The remote object of one entry: the manifest, an optional signature and
+//! The remote blob of one entry (its "entry blob"; "object" names only
+//! compiled objects, [`crate::objects`]): the manifest, an optional signature and
 //! the library, in one blob so that a single write publishes them together.
 //!
 //! ```text
@@ -11,15 +12,15 @@
 //! ```
 //!
 //! The header (everything before the library) can be parsed from a prefix of
-//! the object ([`decode_header`]), so a download is streamed: the library
+//! the blob ([`decode_header`]), so a download is streamed: the library
 //! goes to a file as it arrives and is never held in memory.
 
 use abicache_store::Manifest;
 
 use crate::sign::{signature_message, SecretKey, Signature};
 
-/// The first line of every object; a different one is not an abicache entry
-/// of this format (format 1 objects signed less than the whole manifest).
+/// The first line of every entry blob; a different one is not an abicache entry
+/// of this format (format 1 blobs signed less than the whole manifest).
 pub const MAGIC: &str = "abicache-remote 2\n";
 
 /// The largest header (manifest and signature) accepted.
@@ -28,7 +29,7 @@ pub const MAX_HEADER_SIZE: usize = 64 << 20;
 /// Digits a length line may have (20 is enough for any `u64`).
 const MAX_LENGTH_DIGITS: usize = 20;
 
-/// The header of an object.
+/// The header of an entry blob.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Header {
     /// The manifest exactly as uploaded: what a signature covers.
@@ -53,13 +54,13 @@ impl Header {
         }
     }
 
-    /// The object's bytes before the library.
+    /// The blob's bytes before the library.
     pub fn encode(&self) -> Vec<u8> {
         encode_frame(MAGIC, &self.manifest_json, self.signature.as_ref())
     }
 }
 
-/// The object for `header` and `library`.
+/// The entry blob for `header` and `library`.
 pub fn encode(header: &Header, library: &[u8]) -> Vec<u8> {
     let mut out = header.encode();
     out.extend_from_slice(library);
@@ -68,7 +69,7 @@ pub fn encode(header: &Header, library: &[u8]) -> Vec<u8> {
 
 /// The header at the start of `bytes` and the number of bytes it takes;
 /// `Ok(None)` when `bytes` is a valid but incomplete prefix (read more);
-/// `Err` says what is wrong with the object.
+/// `Err` says what is wrong with the blob.
 pub fn decode_header(bytes: &[u8]) -> Result<Option<(Header, usize)>, String> {
     let Some((frame, used)) = decode_frame(bytes, MAGIC, "manifest")? else {
         return Ok(None);
@@ -85,7 +86,7 @@ pub fn decode_header(bytes: &[u8]) -> Result<Option<(Header, usize)>, String> {
     )))
 }
 
-/// The framing every remote object shares: a format line (`magic`), a
+/// The framing every remote blob (entry or compiled object) shares: a format line (`magic`), a
 /// length-prefixed JSON document, a length-prefixed optional signature.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Frame {
@@ -95,7 +96,7 @@ pub(crate) struct Frame {
     pub signature: Option<Signature>,
 }
 
-/// The bytes of a frame (what comes before an object's payload).
+/// The bytes of a frame (what comes before a blob's payload).
 pub(crate) fn encode_frame(magic: &str, json: &[u8], signature: Option<&Signature>) -> Vec<u8> {
     let signature = signature
         .map(|s| serde_json::to_vec(s).expect("a signature always serializes"))
@@ -165,7 +166,7 @@ pub(crate) fn decode_frame(
     )))
 }
 
-/// The header and library bytes of a whole object, or what is wrong with it
+/// The header and library bytes of a whole entry blob, or what is wrong with it
 /// (for tools and tests; downloads stream through [`decode_header`]).
 pub fn decode(bytes: &[u8]) -> Result<(Header, &[u8]), String> {
     match decode_header(bytes)? {
@@ -174,7 +175,7 @@ pub fn decode(bytes: &[u8]) -> Result<(Header, &[u8]), String> {
     }
 }
 
-/// Why an object that ended before its header was complete is corrupt.
+/// Why a blob that ended before its header was complete is corrupt.
 pub fn truncated(len: usize) -> String {
     format!("it is truncated: it ends after {len} bytes, inside its header")
 }
@@ -260,7 +261,7 @@ mod tests {
     }
 
     #[test]
-    fn truncated_foreign_or_oversized_objects_are_rejected_with_a_reason() {
+    fn truncated_foreign_or_oversized_blobs_are_rejected_with_a_reason() {
         let bytes = encode(&header(), b"lib");
         let truncated = decode(&bytes[..30]).unwrap_err();
         insta::assert_snapshot!(truncated, @"it is truncated: it ends after 30 bytes, inside its header");

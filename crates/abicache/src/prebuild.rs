@@ -1,0 +1,91 @@
+//! The one prebuild pipeline both front ends run (`abicache prebuild` and
+//! `abicache.prebuild`): specs, selection, probes, environment files, the
+//! matrix's environments, then [`crate::fleet::prebuild`]. Its errors name
+//! what is wrong, never a command-line flag; the command line adds those.
+
+use std::path::PathBuf;
+
+use abicache_build::Progress;
+use abicache_key::SpecFile;
+use abicache_store::Store;
+
+use crate::error::{Error, Result};
+use crate::fleet::{prebuild, Coverage, FleetEnvironment, FleetExtension};
+use crate::matrix::{Matrix, MatrixOptions};
+use crate::session::SessionOptions;
+
+/// What to prebuild, as both front ends (`abicache prebuild` and
+/// `abicache.prebuild`) pass it to [`prebuild_fleet`].
+#[derive(Debug, Clone, Default)]
+pub struct PrebuildRequest {
+    /// Spec files (`abicache.toml`); each one's directory is its
+    /// extensions' fingerprint root.
+    pub specs: Vec<PathBuf>,
+    /// Only these extensions; every extension of every spec when empty.
+    pub extensions: Vec<String>,
+    /// Interpreters with torch to key and build for (probed).
+    pub pythons: Vec<PathBuf>,
+    /// Environment TOML files; one without a `torch_dir` is keyed only.
+    pub env_files: Vec<PathBuf>,
+    /// A `python=… torch=…` matrix whose cells no interpreter covers are
+    /// created with `uv` ([`crate::matrix`]).
+    pub matrix: Option<String>,
+    /// Where the matrix's environments go and which `uv` creates them.
+    pub matrix_options: MatrixOptions,
+    /// How each key is built.
+    pub options: SessionOptions,
+}
+
+/// The one prebuild pipeline: refuses a request without any environment,
+/// parses the matrix (before anything is probed or created), loads the
+/// specs, selects the extensions, probes the interpreters, reads the
+/// environment files, creates the matrix's missing environments (removed
+/// again before this returns unless `matrix_options.keep_envs` is set),
+/// then runs [`prebuild`]. `report` receives the matrix's progress lines,
+/// `progress` the build events.
+pub fn prebuild_fleet(
+    store: &Store,
+    request: &PrebuildRequest,
+    report: &dyn Fn(&str),
+    progress: &dyn Fn(Progress),
+) -> Result<Coverage> {
+    if request.pythons.is_empty() && request.env_files.is_empty() && request.matrix.is_none() {
+        return Err(Error::NoFleetEnvironment);
+    }
+    let matrix = request
+        .matrix
+        .as_deref()
+        .map(str::parse::<Matrix>)
+        .transpose()?;
+    let files = request
+        .specs
+        .iter()
+        .map(|path| SpecFile::load(path))
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    let extensions = FleetExtension::select(&files, &request.extensions)?;
+    let mut environments = Vec::new();
+    for python in &request.pythons {
+        environments.push(FleetEnvironment::probe(python, store)?);
+    }
+    for file in &request.env_files {
+        environments.push(FleetEnvironment::from_file(file)?);
+    }
+    // Held until the builds are done: dropping it removes throwaway environments.
+    let created = match &matrix {
+        Some(matrix) => {
+            let created = crate::matrix::create_missing(
+                store,
+                matrix,
+                &environments,
+                &request.matrix_options,
+                report,
+            )?;
+            environments.extend(created.environments.iter().cloned());
+            Some(created)
+        }
+        None => None,
+    };
+    let coverage = prebuild(store, &environments, &extensions, request.options, progress);
+    drop(created);
+    coverage
+}
