@@ -15,7 +15,7 @@ import os
 import stat
 import sys
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from . import _env, _native
 
@@ -23,21 +23,14 @@ if TYPE_CHECKING:
     from . import TorchOpsExtension
 
 
-def fingerprint_root(paths: Sequence[str]) -> str:
-    """The common parent directory of the sources and include paths: files
-    are named relative to it in the payload, so moving the project keeps the key."""
-    dirs = [os.path.dirname(p) for p in paths if p]
-    if not dirs:
-        return os.getcwd()
-    return os.path.commonpath(dirs)
-
-
 def root(ext: TorchOpsExtension) -> str:
-    """The fingerprint root of ``ext``: the one it was given, else
-    :func:`fingerprint_root` of its sources and include paths."""
+    """The fingerprint root of ``ext``: the one it was given, else Rust's
+    rule (``_native.fingerprint_root``: the common directory of the sources'
+    directories and the include paths), which files are named relative to
+    in the payload, so moving the project keeps the key."""
     if ext._root is not None:
         return ext._root
-    return fingerprint_root(ext.sources + [p + os.sep for p in ext.extra_include_paths])
+    return _native.fingerprint_root(spec_json(ext))
 
 
 def spec_json(ext: TorchOpsExtension) -> str:
@@ -55,14 +48,16 @@ def native_args(ext: TorchOpsExtension) -> Tuple[str, str, str, Optional[str]]:
 _LOAD_ATTEMPTS = 3
 
 
-def load(ext: TorchOpsExtension, warm_name: str, rebuild: bool) -> Tuple[str, Optional[ModuleType]]:
+def load(ext: TorchOpsExtension, warm_name: str) -> Tuple[str, Optional[ModuleType]]:
     """``ext``'s load through the native module: a hit (verified, counted),
-    or one build shared by every process; then registered as
-    ``ext._register_checked`` does. Asks the native module to write the
-    warm-load record ``warm_name`` for the next process. A library removed
-    between the lookup and the load is a miss: looked up (or rebuilt) again."""
+    or one build shared by every process (a rebuild when
+    ``ABICACHE_REBUILD=1``); then registered as ``ext._register_checked``
+    does. Asks the native module to write the warm-load record
+    ``warm_name`` for the next process. A library removed between the
+    lookup and the load is a miss: looked up (or rebuilt) again."""
     from . import _loaded, _loaded_names
 
+    rebuild = _native.rebuild_requested()
     spec, env, root_dir, cache_dir = native_args(ext)
     if ext.name in _loaded_names:
         key = _native.key(spec, env, root_dir, cache_dir)
