@@ -338,6 +338,28 @@ def _count_warm_hit(record: Any) -> bool:
     return True
 
 
+def _import_module(name: str, path: str, fd: int) -> ModuleType:
+    # The library `path`, opened and checked as `fd`, imported from that
+    # descriptor (`/proc/self/fd/N`) as the Python module `name`; its
+    # `__file__` is `path`. (Here, not in `_native_path`: a warm load of a
+    # Python module loads no native module.)
+    import importlib.machinery
+    import importlib.util
+
+    opened = f"/proc/self/fd/{fd}"
+    loader = importlib.machinery.ExtensionFileLoader(name, opened)
+    spec = importlib.util.spec_from_file_location(name, opened, loader=loader)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import `{path}` as module `{name}`", path=path)
+    try:
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    except ImportError as e:
+        raise ImportError(f"cannot import `{path}` as module `{name}`: {e}", path=path) from e
+    module.__file__ = path
+    return module
+
+
 def _paths(value: Union[StrPath, Iterable[StrPath], None], what: str) -> List[str]:
     if value is None:
         return []
@@ -446,6 +468,13 @@ class TorchOpsExtension:
         self._root = os.path.abspath(os.fspath(fingerprint_root)) if fingerprint_root is not None else None
         # The key of the last load() in this process (for abicache.load's same-name reloads).
         self._loaded_key: Optional[str] = None
+        # What the warm-load record's name is of (fixed now: `_materialize`
+        # replaces `_spec` and `_root`, not these).
+        self._warm_spec = self._spec
+        self._warm_root = self._root
+        # `load_inline`'s: stores the generated sources and returns their
+        # directory (the sources are stand-ins until then).
+        self._store_sources: Optional[Callable[[], str]] = None
 
     @property
     def requires_cuda(self) -> bool:
@@ -496,6 +525,28 @@ class TorchOpsExtension:
         same process (same key) does nothing but return the path."""
         return self._load()[0]
 
+    def _materialize(self) -> None:
+        # Before any native call: `load_inline`'s sources stored in the cache,
+        # the stand-in paths replaced by theirs (the warm name keeps them).
+        store = self._store_sources
+        if store is not None:
+            directory = store()
+            self.sources = [directory + "/" + os.path.basename(p) for p in self.sources]
+            self._spec = dict(self._spec, sources=list(self.sources))
+            self._root = directory
+            self._store_sources = None
+
+    def _current_key(self) -> str:
+        # The key now: the warm-load record's when it answers (no native
+        # call), else the native module's (key memo or scan).
+        if not _rebuild_set():
+            record = _check_warm_record(_warm_record_name(self._warm_spec, self._warm_root, self.cache_dir), self.cache_dir)
+            if record is not None:
+                os.close(record["fd"])
+                key: str = record["key"]
+                return key
+        return self.key
+
     def _load(self) -> Tuple[str, Optional[ModuleType]]:
         # The path and (for a Python module) the module: a hit from the
         # warm-load record (no native call), else the native path.
@@ -506,7 +557,7 @@ class TorchOpsExtension:
         with _registry_lock:
             name_lock = _name_locks.setdefault(self.name, threading.Lock())
         with name_lock:
-            warm_name = _warm_record_name(self._spec, self._root, self.cache_dir)
+            warm_name = _warm_record_name(self._warm_spec, self._warm_root, self.cache_dir)
             record = None if rebuild_set else _check_warm_record(warm_name, self.cache_dir)
             if record is not None:
                 key = record["key"]
@@ -528,6 +579,7 @@ class TorchOpsExtension:
                         pass
                 else:
                     os.close(record["fd"])
+            self._materialize()
             from ._native_path import load
 
             return load(self, warm_name)
@@ -544,9 +596,7 @@ class TorchOpsExtension:
         module = None
         try:
             if self.is_python_module:
-                from ._native_path import import_module
-
-                module = import_module(self, path, fd)
+                module = _import_module(self.name, path, fd)
             else:
                 import ctypes
 

@@ -34,12 +34,15 @@ def root(ext: TorchOpsExtension) -> str:
 
 
 def spec_json(ext: TorchOpsExtension) -> str:
-    """The spec of ``ext`` as the native module reads it."""
+    """The spec of ``ext`` as the native module reads it (``load_inline``'s
+    sources stored first: ``ext._materialize``)."""
+    ext._materialize()
     return json.dumps({k: v for k, v in ext._spec.items() if v is not None})
 
 
 def native_args(ext: TorchOpsExtension) -> Tuple[str, str, str, Optional[str]]:
     """The native calls' first arguments: spec, environment, root, cache directory."""
+    ext._materialize()
     return spec_json(ext), _env.environment_json(), root(ext), ext.cache_dir
 
 
@@ -121,27 +124,6 @@ def open_checked(path: str, stamp: Optional[List[int]]) -> Optional[int]:
         os.close(fd)
         return None
     return fd
-
-
-def import_module(ext: TorchOpsExtension, path: str, fd: int) -> ModuleType:
-    """The library ``path``, opened and checked as ``fd``, imported from that
-    descriptor (``/proc/self/fd/N``) as the Python module ``ext.name``; its
-    ``__file__`` is ``path``."""
-    import importlib.machinery
-    import importlib.util
-
-    opened = f"/proc/self/fd/{fd}"
-    loader = importlib.machinery.ExtensionFileLoader(ext.name, opened)
-    spec = importlib.util.spec_from_file_location(ext.name, opened, loader=loader)
-    if spec is None or spec.loader is None:
-        raise _native.Error(f"cannot import `{path}` as module `{ext.name}`")
-    try:
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    except ImportError as e:
-        raise ImportError(f"cannot import `{path}` as module `{ext.name}`: {e}", path=path) from e
-    module.__file__ = path
-    return module
 
 
 def missing_ops(ext: TorchOpsExtension, missing: List[str]) -> _native.Error:
