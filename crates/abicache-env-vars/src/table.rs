@@ -162,7 +162,7 @@ pub const ENV_VARS: &[EnvVar] = &[
     EnvVar::new(ABICACHE_COMPILER_LAUNCHER, "unset", ValueFormat::Program)
         .meaning("Compiler launcher (`ccache`, `sccache`) put in front of every compile command."),
     EnvVar::new(ABICACHE_REBUILD, "unset", ValueFormat::Flag)
-        .meaning("`1` makes the Python package rebuild instead of using a cached entry."),
+        .meaning("`1` makes the Python package rebuild instead of using a cached entry; any other value is refused with an error naming it."),
     EnvVar::new(ABICACHE_PCH, "`auto`", ValueFormat::Choice(&["auto", "0"]))
         .meaning("`0` turns precompiled headers off; `auto` uses ready ones and builds a missing one in the background after the build that needed it (see \"Building\")."),
     EnvVar::new(ABICACHE_INTERCEPT, "unset (off)", ValueFormat::Choice(&["1", "verbose", "0"]))
