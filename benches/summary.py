@@ -2,7 +2,7 @@
 
     python3 benches/summary.py benches/.work
 
-Reads `gptq.json`, `tree.json` and `build.json` (and `warm.json` and
+Reads `gptq.json`, `tree.json` and `build.json` (and `warm.json`, `warm_paths.json` and
 `cold-key-{machete,tree}.json` when present) written by the benchmark scripts in the same run (see scripts/bench.sh).
 """
 
@@ -51,6 +51,19 @@ def main() -> None:
             row(f"cold key {name} vs before issue 12", f"{c['cold_ms']:.1f} ms vs {c['reference_ms']:.1f} ms = "
                 f"{c['cold_vs_reference']:.2f}x (no cache {c['no_cache_ms']:.1f} ms)", "<= 1x",
                 c["cold_vs_reference"] <= 1)
+    paths_file = work / "warm_paths.json"
+    if paths_file.is_file():
+        p = json.loads(paths_file.read_text())
+        for name, w in p["rows"].items():
+            m = w["median_ms"]
+            row(f"warm {name} ({w['answered_by']})",
+                f"{m['abicache']:.2f} ms vs floor {m['floor']:.2f} ms = {w['ratio']:.2f}x", "<= 2x", w["ratio"] <= 2)
+        for name, w in p["same_process_us"].items():
+            row(f"same-process repeat {name}", f"{w['abicache']:.1f} us (load_library again {w['floor']:.1f} us)",
+                "microseconds", w["abicache"] < 1000)
+        c = p["cli_ms"]
+        row("`abicache key` warm vs `build` warm", f"{c['key']:.1f} ms vs {c['build']:.1f} ms "
+            f"(process start {c['--version']:.1f} ms)", "key <= build", c["key"] <= c["build"])
     warm_file = work / "warm.json"
     if warm_file.is_file():
         for name, w in json.loads(warm_file.read_text())["libraries"].items():

@@ -80,6 +80,10 @@ echo "bench: store hit latency, hashed vs stamped (lookup_latency)" >&2
 cargo run --release --quiet -p abicache-store --example lookup_latency
 # Warm load against the torch.ops.load_library floor, 0.5 and 256 MiB libraries.
 "$venv/bin/python" benches/bench_warm.py --work "$work" --breakdown
+# Every warm path against its floor, in one run: TorchOpsExtension.load (CPU,
+# CUDA), load/load_inline (is_python_module True and False), same-process
+# repeats, `abicache key` and `build` warm (benches/README.md's table).
+"$venv/bin/python" benches/bench_warm_paths.py --work "$work" --abicache "$bin/abicache"
 # PyTorch's JIT-extension tests, cold and warm, torch's vs abicache's load/load_inline.
 scripts/link-torch-jit-upstream.sh
 "$venv/bin/python" -m pip install --quiet -r tests/torch_jit/requirements.txt

@@ -84,8 +84,22 @@ _registry_lock = threading.Lock()
 #
 # (Kept in comments, not docstrings: docstrings are loaded with the module.)
 
-# The record format this reader understands (`WARM_RECORD_FORMAT` in Rust).
-WARM_RECORD_FORMAT = 1
+# The record format this reader understands, from its one definition in
+# Rust (`crates/abicache/src/session/warm_load.rs`; row positions are
+# indexed as its `WARM_*_ROW` say; tests/python/test_warm_reader.py pins them).
+# BEGIN warm-record format: generated from crates/abicache/src/session/warm_load.rs; do not edit
+WARM_RECORD_FORMAT = 2
+WARM_RECORD_FIELDS = ("format", "key", "library", "environ", "stat", "missing", "directory", "same", "entry", "entry_files", "last_used", "count", "isa", "gpus")
+WARM_ENVIRON_ROW = ("variable", "value")
+WARM_STAMP_ROW = ("path", "dev", "ino", "size", "mtime_ns", "ctime_ns")
+WARM_IDENTITY_ROW = ("path", "dev", "ino")
+WARM_ENTRY_ROW = ("path", "dev", "ino", "mode", "uid")
+WARM_COUNT_ROW = ("log", "line", "fold_at")
+WARM_ISA_ROW = ("feature", "flag")
+WARM_GPUS_ROW = ("directory", "names")
+WARM_HIT_VARIABLES = ("ABICACHE_DIR", "XDG_CACHE_HOME", "HOME", "ABICACHE_REBUILD")
+WARM_CUDA_HIT_VARIABLES = ("CUDA_HOME", "CUDA_PATH", "PATH", "TORCH_CUDA_ARCH_LIST")
+# END warm-record format
 
 
 def _warm_record_name(spec: Dict[str, Any], root: Optional[str], cache_dir: Optional[str]) -> str:
@@ -123,26 +137,47 @@ def _warm_record_name(spec: Dict[str, Any], root: Optional[str], cache_dir: Opti
     return hashlib.blake2b(text.encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()
 
 
+def _cache_root(cache_dir: Optional[str]) -> Optional[str]:
+    # Where the native module opens the cache: ``cache_dir``, else Rust's
+    # ``abicache_store::resolve_root`` (its one home) restated for the warm
+    # path (a blank value counts as unset; ``XDG_CACHE_HOME`` only when
+    # absolute); ``None``: no root. Tested value for value against
+    # ``_native.default_cache_dir`` (tests/python/test_warm_reader.py).
+    if cache_dir is not None:
+        return cache_dir
+    env = os.environ
+    blank = " \t\n\r\x0c"
+    root = env.get("ABICACHE_DIR", "")
+    if root.strip(blank):
+        return root
+    xdg = env.get("XDG_CACHE_HOME", "")
+    if xdg.strip(blank) and xdg.startswith("/"):
+        return os.path.join(xdg, "abicache")
+    home = env.get("HOME", "")
+    if home.strip(blank):
+        return os.path.join(home, ".cache", "abicache")
+    return None
+
+
+def _rebuild_set() -> bool:
+    # Whether `ABICACHE_REBUILD` is set to anything but `0` (blank counts as
+    # unset, as in Rust's `abicache_env_vars::var`): then the native path
+    # reads it (`abicache_env_vars::parse_flag`, its one home: `1` rebuilds,
+    # anything else but `0` is an error). Tested value for value against
+    # `_native.rebuild_requested`.
+    return os.environ.get("ABICACHE_REBUILD", "").strip(" \t\n\r\x0c") not in ("", "0")
+
+
 def _check_warm_record(name: str, cache_dir: Optional[str]) -> Optional[Any]:
     # The record ``name`` when every check in it holds now, else ``None``.
     # Writes only the entry's ``last-used`` (before the checks).
     try:
-        # Where the native module would open the cache (a guess: a record
-        # is only found where the native module wrote it, under the same
+        # Where the native module would open the cache (a record is only
+        # found where the native module wrote it, under the same
         # variables, which the record checks).
-        root = cache_dir
+        root = _cache_root(cache_dir)
         if root is None:
-            env = os.environ
-            root = env.get("ABICACHE_DIR") or None
-            if root is None:
-                xdg = env.get("XDG_CACHE_HOME")
-                home = env.get("HOME")
-                if xdg and os.path.isabs(xdg):
-                    root = xdg + "/abicache"
-                elif home:
-                    root = home + "/.cache/abicache"
-                else:
-                    return None
+            return None
         # The root may be a symlink the user chose; nothing under it may be.
         # Each of them, and the record, must be this user's and writable by
         # no one else.
@@ -217,6 +252,16 @@ def _check_warm_record(name: str, cache_dir: Optional[str]) -> Optional[Any]:
         st = os.lstat(path)
         if (st.st_dev, st.st_ino, st.st_mode, st.st_uid) != (dev, ino, mode, owner) or not stat.S_ISDIR(mode):
             return None
+        # A CUDA extension whose arch list came from the GPUs: the driver's
+        # GPU listing, as recorded (`[directory, names]`; names `None`: unreadable).
+        gpus = record["gpus"]
+        if gpus is not None:
+            try:
+                names: Optional[List[str]] = sorted(os.listdir(gpus[0]))
+            except OSError:
+                names = None
+            if names != gpus[1]:
+                return None
         library = record["library"]
         for row in record["entry_files"]:
             if row[0] == library:
@@ -292,6 +337,28 @@ def _count_warm_hit(record: Any) -> bool:
     finally:
         os.close(fd)
     return True
+
+
+def _import_module(name: str, path: str, fd: int) -> ModuleType:
+    # The library `path`, opened and checked as `fd`, imported from that
+    # descriptor (`/proc/self/fd/N`) as the Python module `name`; its
+    # `__file__` is `path`. (Here, not in `_native_path`: a warm load of a
+    # Python module loads no native module.)
+    import importlib.machinery
+    import importlib.util
+
+    opened = f"/proc/self/fd/{fd}"
+    loader = importlib.machinery.ExtensionFileLoader(name, opened)
+    spec = importlib.util.spec_from_file_location(name, opened, loader=loader)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import `{path}` as module `{name}`", path=path)
+    try:
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    except ImportError as e:
+        raise ImportError(f"cannot import `{path}` as module `{name}`: {e}", path=path) from e
+    module.__file__ = path
+    return module
 
 
 def _paths(value: Union[StrPath, Iterable[StrPath], None], what: str) -> List[str]:
@@ -402,6 +469,13 @@ class TorchOpsExtension:
         self._root = os.path.abspath(os.fspath(fingerprint_root)) if fingerprint_root is not None else None
         # The key of the last load() in this process (for abicache.load's same-name reloads).
         self._loaded_key: Optional[str] = None
+        # What the warm-load record's name is of (fixed now: `_materialize`
+        # replaces `_spec` and `_root`, not these).
+        self._warm_spec = self._spec
+        self._warm_root = self._root
+        # `load_inline`'s: stores the generated sources and returns their
+        # directory (the sources are stand-ins until then).
+        self._store_sources: Optional[Callable[[], str]] = None
 
     @property
     def requires_cuda(self) -> bool:
@@ -452,15 +526,41 @@ class TorchOpsExtension:
         same process (same key) does nothing but return the path."""
         return self._load()[0]
 
+    def _materialize(self) -> None:
+        # Before any native call: `load_inline`'s sources stored in the cache,
+        # the stand-in paths replaced by theirs (the warm name keeps them).
+        store = self._store_sources
+        if store is not None:
+            directory = store()
+            self.sources = [directory + "/" + os.path.basename(p) for p in self.sources]
+            self._spec = dict(self._spec, sources=list(self.sources))
+            self._root = directory
+            self._store_sources = None
+
+    def _current_key(self) -> str:
+        # The key now: the warm-load record's when it answers (no native
+        # call), else the native module's (key memo or scan).
+        if not _rebuild_set():
+            record = _check_warm_record(_warm_record_name(self._warm_spec, self._warm_root, self.cache_dir), self.cache_dir)
+            if record is not None:
+                os.close(record["fd"])
+                key: str = record["key"]
+                return key
+        return self.key
+
     def _load(self) -> Tuple[str, Optional[ModuleType]]:
         # The path and (for a Python module) the module: a hit from the
         # warm-load record (no native call), else the native path.
-        rebuild = os.environ.get("ABICACHE_REBUILD", "").strip() not in ("", "0", "false", "no")
+        # `ABICACHE_REBUILD` set (not blank) is the native path's to read
+        # (`_native.rebuild_requested`, the one rule: `1` rebuilds, `0` does
+        # not, any other value is an error); the record answers only when it
+        # is unset or `0`.
+        rebuild_set = _rebuild_set()
         with _registry_lock:
             name_lock = _name_locks.setdefault(self.name, threading.Lock())
         with name_lock:
-            warm_name = _warm_record_name(self._spec, self._root, self.cache_dir)
-            record = None if rebuild else _check_warm_record(warm_name, self.cache_dir)
+            warm_name = _warm_record_name(self._warm_spec, self._warm_root, self.cache_dir)
+            record = None if rebuild_set else _check_warm_record(warm_name, self.cache_dir)
             if record is not None:
                 key = record["key"]
                 if key in _loaded:
@@ -481,9 +581,10 @@ class TorchOpsExtension:
                         pass
                 else:
                     os.close(record["fd"])
+            self._materialize()
             from ._native_path import load
 
-            return load(self, warm_name, rebuild)
+            return load(self, warm_name)
 
     def _register_checked(self, key: str, path: str, fd: int) -> Tuple[str, Optional[ModuleType]]:
         # Registers the library ``path`` from ``fd``, the file opened and
@@ -497,9 +598,7 @@ class TorchOpsExtension:
         module = None
         try:
             if self.is_python_module:
-                from ._native_path import import_module
-
-                module = import_module(self, path, fd)
+                module = _import_module(self.name, path, fd)
             else:
                 import ctypes
 

@@ -13,8 +13,6 @@ import os
 from types import ModuleType
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple, Union
 
-from . import _native
-
 if TYPE_CHECKING:
     from . import StrPath
 from ._load import load_sources, refuse_unsupported
@@ -136,10 +134,23 @@ def load_inline(
     files = generated_sources(
         cpp_sources, cuda_sources, functions, with_pytorch_error_handling, no_implicit_headers, gil_not_used
     )
-    directory = _native.store_generated_sources(files, None if cache_dir is None else os.fspath(cache_dir))
+    # The files are stored in the cache (a native call) only when the
+    # warm-load record does not answer: until then the sources are stand-in
+    # paths naming the files' contents (the record's name covers them; its
+    # checks cover the stored files, which hold exactly those contents).
+    import hashlib
+
+    digest = hashlib.blake2b(repr(files).encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()
+    directory = f"/abicache-inline-sources/{digest}"
+
+    def store() -> str:
+        from . import _native
+
+        return _native.store_generated_sources(files, None if cache_dir is None else os.fspath(cache_dir))
+
     return load_sources(
         name,
-        [os.path.join(directory, file_name) for file_name, _ in files],
+        [f"{directory}/{file_name}" for file_name, _ in files],
         extra_cflags=extra_cflags,
         extra_cuda_cflags=extra_cuda_cflags,
         extra_ldflags=extra_ldflags,
@@ -150,4 +161,5 @@ def load_inline(
         is_python_module=is_python_module,
         cache_dir=cache_dir,
         fingerprint_root=directory,
+        store_sources=store,
     )

@@ -9,9 +9,8 @@ import os
 import shlex
 import threading
 from types import ModuleType
-from typing import TYPE_CHECKING, Dict, Iterable, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Callable, Dict, Iterable, List, Optional, Tuple, Union
 
-from . import _native
 from . import TorchOpsExtension
 
 if TYPE_CHECKING:
@@ -67,6 +66,8 @@ def strip_paths(paths: Union[StrPath, Iterable[StrPath], None], what: str) -> Li
 def refuse_unsupported(with_sycl: Optional[bool], sycl: object, function: str) -> None:
     """Raises :class:`abicache.Error` for SYCL builds, which abicache does not do."""
     if with_sycl or sycl:
+        from . import _native
+
         raise _native.Error(
             f"abicache.{function} does not build SYCL sources (`with_sycl`, `sycl_sources`, `extra_sycl_cflags`); "
             f"use torch.utils.cpp_extension.{function} for those"
@@ -81,6 +82,8 @@ def _name_lock(name: str) -> threading.Lock:
 def _with_torch_prefix(name: str, error: BaseException) -> BaseException:
     """``error`` (a build failure) re-raised with torch's ``Error building
     extension '<name>'`` in front, keeping ``.output`` and ``.command``."""
+    from . import _native
+
     wrapped = _native.BuildError(f"Error building extension '{name}': {error}")
     wrapped.output = getattr(error, "output", None)
     wrapped.command = getattr(error, "command", None)
@@ -88,10 +91,16 @@ def _with_torch_prefix(name: str, error: BaseException) -> BaseException:
 
 
 def _load_as(ext: TorchOpsExtension) -> Tuple[str, Optional[ModuleType]]:
+    # `abicache._native` is imported only when something failed (a warm
+    # load answered by the record never loads it).
     try:
         return ext._load()
-    except _native.BuildError as e:
-        raise _with_torch_prefix(ext.name, e) from e
+    except Exception as e:
+        from . import _native
+
+        if isinstance(e, _native.BuildError):
+            raise _with_torch_prefix(ext.name, e) from e
+        raise
 
 
 # `ioctl(dest, FICLONE, src)`: a copy that shares the source's blocks until
@@ -159,6 +168,7 @@ def load_sources(
     is_python_module: bool,
     cache_dir: Optional[StrPath],
     fingerprint_root: Optional[StrPath] = None,
+    store_sources: Optional[Callable[[], str]] = None,
 ) -> Union[ModuleType, str]:
     """What ``load`` and ``load_inline`` do once their sources are files:
     normalise flags and paths as torch does, load (a hit, or one build), and
@@ -171,6 +181,11 @@ def load_sources(
     scheme: pybind11 returns an already-imported module for a name it has
     seen); a ``torch.ops`` library keeps its name (a different path loads
     fine). A load whose key matches an earlier one returns that first result.
+
+    ``store_sources`` (``load_inline``): the sources are stand-in paths
+    under ``fingerprint_root`` that name the generated files' contents; the
+    callable stores the files and returns their directory, called only when
+    the warm-load record does not answer (see ``TorchOpsExtension._materialize``).
     """
     if not isinstance(name, str):
         raise TypeError(f"name must be a string, got {type(name).__name__}")
@@ -188,12 +203,17 @@ def load_sources(
     )
 
     def extension(as_name: str) -> TorchOpsExtension:
-        return TorchOpsExtension(as_name, sources, **options)  # type: ignore[arg-type]
+        ext = TorchOpsExtension(as_name, sources, **options)  # type: ignore[arg-type]
+        ext._store_sources = store_sources
+        return ext
 
     with _name_lock(name):
         loaded = _by_name.setdefault(name, {})
         ext = extension(name)
-        key = ext.key if loaded else None  # a scan only when the name was loaded before
+        # The key only when the name was loaded before: from the warm-load
+        # record when it answers (a same-process repeat costs its checks,
+        # no native call), else a native key.
+        key = ext._current_key() if loaded else None
         if key is not None and key in loaded:
             as_name, path, module = loaded[key]
         else:
@@ -283,6 +303,8 @@ def load(
       :class:`abicache.AbiError`; lock time-outs :class:`abicache.LockTimeout`.
     """
     if is_standalone:
+        from . import _native
+
         raise _native.Error(
             "abicache.load does not build standalone executables (`is_standalone=True`); "
             "use torch.utils.cpp_extension.load for those"

@@ -15,7 +15,7 @@ import os
 import stat
 import sys
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from . import _env, _layers, _native
 
@@ -23,30 +23,26 @@ if TYPE_CHECKING:
     from . import TorchOpsExtension
 
 
-def fingerprint_root(paths: Sequence[str]) -> str:
-    """The common parent directory of the sources and include paths: files
-    are named relative to it in the payload, so moving the project keeps the key."""
-    dirs = [os.path.dirname(p) for p in paths if p]
-    if not dirs:
-        return os.getcwd()
-    return os.path.commonpath(dirs)
-
-
 def root(ext: TorchOpsExtension) -> str:
-    """The fingerprint root of ``ext``: the one it was given, else
-    :func:`fingerprint_root` of its sources and include paths."""
+    """The fingerprint root of ``ext``: the one it was given, else Rust's
+    rule (``_native.fingerprint_root``: the common directory of the sources'
+    directories and the include paths), which files are named relative to
+    in the payload, so moving the project keeps the key."""
     if ext._root is not None:
         return ext._root
-    return fingerprint_root(ext.sources + [p + os.sep for p in ext.extra_include_paths])
+    return _native.fingerprint_root(spec_json(ext))
 
 
 def spec_json(ext: TorchOpsExtension) -> str:
-    """The spec of ``ext`` as the native module reads it."""
+    """The spec of ``ext`` as the native module reads it (``load_inline``'s
+    sources stored first: ``ext._materialize``)."""
+    ext._materialize()
     return json.dumps({k: v for k, v in ext._spec.items() if v is not None})
 
 
 def native_args(ext: TorchOpsExtension) -> Tuple[str, str, str, Optional[str]]:
     """The native calls' first arguments: spec, environment, root, cache directory."""
+    ext._materialize()
     return spec_json(ext), _env.environment_json(), root(ext), ext.cache_dir
 
 
@@ -55,14 +51,16 @@ def native_args(ext: TorchOpsExtension) -> Tuple[str, str, str, Optional[str]]:
 _LOAD_ATTEMPTS = 3
 
 
-def load(ext: TorchOpsExtension, warm_name: str, rebuild: bool) -> Tuple[str, Optional[ModuleType]]:
+def load(ext: TorchOpsExtension, warm_name: str) -> Tuple[str, Optional[ModuleType]]:
     """``ext``'s load through the native module: a hit (verified, counted),
-    or one build shared by every process; then registered as
-    ``ext._register_checked`` does. Asks the native module to write the
-    warm-load record ``warm_name`` for the next process. A library removed
-    between the lookup and the load is a miss: looked up (or rebuilt) again."""
+    or one build shared by every process (a rebuild when
+    ``ABICACHE_REBUILD=1``); then registered as ``ext._register_checked``
+    does. Asks the native module to write the warm-load record
+    ``warm_name`` for the next process. A library removed between the
+    lookup and the load is a miss: looked up (or rebuilt) again."""
     from . import _loaded, _loaded_names
 
+    rebuild = _native.rebuild_requested()
     spec, env, root_dir, cache_dir = native_args(ext)
     if ext.name in _loaded_names:
         key = _native.key(spec, env, root_dir, cache_dir)
@@ -128,27 +126,6 @@ def open_checked(path: str, stamp: Optional[List[int]]) -> Optional[int]:
         os.close(fd)
         return None
     return fd
-
-
-def import_module(ext: TorchOpsExtension, path: str, fd: int) -> ModuleType:
-    """The library ``path``, opened and checked as ``fd``, imported from that
-    descriptor (``/proc/self/fd/N``) as the Python module ``ext.name``; its
-    ``__file__`` is ``path``."""
-    import importlib.machinery
-    import importlib.util
-
-    opened = f"/proc/self/fd/{fd}"
-    loader = importlib.machinery.ExtensionFileLoader(ext.name, opened)
-    spec = importlib.util.spec_from_file_location(ext.name, opened, loader=loader)
-    if spec is None or spec.loader is None:
-        raise _native.Error(f"cannot import `{path}` as module `{ext.name}`")
-    try:
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    except ImportError as e:
-        raise ImportError(f"cannot import `{path}` as module `{ext.name}`: {e}", path=path) from e
-    module.__file__ = path
-    return module
 
 
 def missing_ops(ext: TorchOpsExtension, missing: List[str]) -> _native.Error:

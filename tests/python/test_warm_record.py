@@ -9,6 +9,7 @@ stable-ABI example copied into a private directory (a ~2 s build)."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import time
 from pathlib import Path
@@ -207,3 +208,55 @@ except abicache.Error as e:
         above.chmod(mode)
     assert not out["loaded"] and out["native"], out
     assert f"`{above}` above it has mode 0775" in out["error"], out["error"]
+
+
+# A CUDA extension: the record holds what its environment depends on beyond
+# a CPU one's (nvcc's search and stamp, the arch list), compared by value.
+CUDA_LOAD = """
+ext = abicache.TorchOpsExtension("cuda_axpy", ARGS["sources"], required_ops=["axpy"], cache_dir=CACHE)
+if ARGS.get("check_only"):
+    # The reader alone (no load): does the record answer in this environment?
+    record = abicache._check_warm_record(abicache._warm_record_name(ext._spec, ext._root, ext.cache_dir), CACHE)
+    emit({"answers": record is not None})
+else:
+    path = ext.load()
+    emit({"native": "abicache._native" in sys.modules, "key": ext._loaded_key, "path": path,
+          "op": hasattr(torch.ops.cuda_axpy, "axpy")})
+"""
+
+
+def test_a_cuda_extension_gets_a_record_that_checks_nvcc_and_the_arch_list(tmp_path: Path) -> None:
+    # The arch list from TORCH_CUDA_ARCH_LIST (no `cuda_archs`), nvcc from
+    # the venv's NVIDIA wheels; `shadow/` (empty) is searched first on PATH.
+    # No GPU is needed: a CUDA library loads without one.
+    src = tmp_path / "src"
+    shutil.copytree(EXAMPLES / "cuda_axpy", src)
+    cache = tmp_path / "cache"
+    shadow = tmp_path / "shadow"
+    shadow.mkdir()
+    env = {"TORCH_CUDA_ARCH_LIST": "9.0", "PATH": f"{shadow}:{os.environ.get('PATH', '')}"}
+    args = {"sources": [str(src / "ops.cpp"), str(src / "axpy_kernel.cu")]}
+    built = run_python(CUDA_LOAD, cache, args=args, env=env)
+    assert built["native"] and built["op"]
+    time.sleep(RACY_WINDOW_S)
+    second = run_python(CUDA_LOAD, cache, args=args, env=env)
+    assert second["native"], "the native hit writes the record"
+    (record_file,) = list((cache / "v1" / "warm").iterdir())
+    record = json.loads(record_file.read_text())
+    environ = dict(record["environ"])
+    assert environ["TORCH_CUDA_ARCH_LIST"] == "9.0" and environ["PATH"] == env["PATH"]
+    assert str(shadow / "nvcc") in record["missing"], "an nvcc appearing earlier on PATH is a miss"
+    assert any(row[0].endswith("/bin/nvcc") for row in record["stat"]), "nvcc's stamp"
+    assert record["gpus"] is None, "the arch list came from the variable: no GPU check"
+
+    warm = run_python(CUDA_LOAD, cache, args=args, env=env)
+    assert not warm["native"], "the record answered: no native module, no nvcc search, no nvidia-smi"
+    assert (warm["key"], warm["path"], warm["op"]) == (built["key"], built["path"], True)
+
+    check = dict(args, check_only=True)
+    assert run_python(CUDA_LOAD, cache, args=check, env=env)["answers"]
+    assert not run_python(CUDA_LOAD, cache, args=check, env=dict(env, TORCH_CUDA_ARCH_LIST="8.0"))["answers"]
+    assert not run_python(CUDA_LOAD, cache, args=check, env=dict(env, CUDA_HOME=str(tmp_path)))["answers"]
+    (shadow / "nvcc").write_text("#!/bin/sh\nexit 1\n")
+    (shadow / "nvcc").chmod(0o755)
+    assert not run_python(CUDA_LOAD, cache, args=check, env=env)["answers"], "another nvcc is found first"

@@ -26,6 +26,6 @@ mod read;
 mod table;
 
 pub use names::*;
-pub use parse::{parse_seconds, parse_size};
+pub use parse::{parse_flag, parse_seconds, parse_size};
 pub use read::{var, var_os};
 pub use table::{lookup, markdown_table, Empty, EnvVar, ValueFormat, ENV_VARS};

@@ -50,9 +50,34 @@ pub fn parse_size(text: &str) -> Option<u64> {
     Some(bytes as u64)
 }
 
+/// A [`crate::ValueFormat::Flag`] value, as read by [`crate::var`] (blank
+/// already counts as unset): `Some(true)` for `1` (ASCII blanks around it
+/// ignored), `Some(false)` when unset or `0`, `None` for anything else, which the
+/// reader refuses with an error naming its variable. The one rule for
+/// `ABICACHE_REBUILD`, in Rust and (tested value for value) in Python.
+pub fn parse_flag(value: Option<&str>) -> Option<bool> {
+    match value.map(|v| v.trim_matches(|c: char| c.is_ascii_whitespace())) {
+        None | Some("") | Some("0") => Some(false),
+        Some("1") => Some(true),
+        Some(_) => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_flag_is_1_or_0_or_unset() {
+        assert_eq!(parse_flag(None), Some(false));
+        assert_eq!(parse_flag(Some("0")), Some(false));
+        assert_eq!(parse_flag(Some(" ")), Some(false));
+        assert_eq!(parse_flag(Some("1")), Some(true));
+        assert_eq!(parse_flag(Some(" 1\t")), Some(true));
+        for bad in ["true", "yes", "no", "false", "2", "01"] {
+            assert_eq!(parse_flag(Some(bad)), None, "{bad}");
+        }
+    }
 
     #[test]
     fn seconds_are_finite_non_negative_numbers() {

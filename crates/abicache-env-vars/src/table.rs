@@ -54,7 +54,7 @@ impl ValueFormat {
             ValueFormat::Seconds => "seconds".into(),
             ValueFormat::Size => "size (`10G`, `500Mi`, `1.5GiB`, bytes)".into(),
             ValueFormat::Count => "whole number ≥ 1".into(),
-            ValueFormat::Flag => "`1`".into(),
+            ValueFormat::Flag => "`1` or `0`".into(),
             ValueFormat::Choice(words) => words
                 .iter()
                 .map(|w| format!("`{w}`"))
@@ -165,7 +165,7 @@ pub const ENV_VARS: &[EnvVar] = &[
     EnvVar::new(ABICACHE_COMPILER_LAUNCHER, "unset", ValueFormat::Program)
         .meaning("Compiler launcher (`ccache`, `sccache`, `distcc`) put in front of every compile command (not the link); see \"Distributed compiles\"."),
     EnvVar::new(ABICACHE_REBUILD, "unset", ValueFormat::Flag)
-        .meaning("`1` makes the Python package rebuild instead of using a cached entry."),
+        .meaning("`1` makes the Python package rebuild instead of using a cached entry; `0` or unset does not; any other value is refused with an error naming it."),
     EnvVar::new(ABICACHE_PCH, "`auto`", ValueFormat::Choice(&["auto", "0"]))
         .meaning("`0` turns precompiled headers off; `auto` uses ready ones and builds a missing one in the background once a second build has needed it (see \"Building\")."),
     EnvVar::new(ABICACHE_PCH_MAX_SIZE, "a quarter of `ABICACHE_MAX_SIZE`, else `2G`", ValueFormat::Size)

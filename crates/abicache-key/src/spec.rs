@@ -165,6 +165,30 @@ impl ExtensionSpec {
         })
     }
 
+    /// The fingerprint root a caller that names none uses (the Python
+    /// package's rule; the command line uses the spec file's directory):
+    /// the deepest directory holding every source's directory and every
+    /// include path, compared component by component; `None` when there
+    /// are no paths (the caller then uses its current directory). Files are
+    /// named relative to it in the payload, so moving the project keeps the key.
+    pub fn default_fingerprint_root(&self) -> Option<PathBuf> {
+        let mut dirs = self
+            .sources
+            .iter()
+            .filter_map(|s| s.parent())
+            .chain(self.extra_include_paths.iter().map(PathBuf::as_path));
+        let first: Vec<_> = dirs.next()?.components().collect();
+        let common = dirs.fold(first, |common, dir| {
+            common
+                .into_iter()
+                .zip(dir.components())
+                .take_while(|(a, b)| a == b)
+                .map(|(a, _)| a)
+                .collect()
+        });
+        Some(common.into_iter().collect())
+    }
+
     /// Checks the name and namespace (C identifiers) and the sources (at
     /// least one, each with a compilable extension; headers are rejected).
     pub fn validate(&self) -> Result<(), KeyError> {
@@ -390,6 +414,25 @@ pub(crate) fn toml_message(text: &str, e: &toml::de::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_default_fingerprint_root_is_the_common_directory() {
+        let root = |sources: &[&str], includes: &[&str]| {
+            ExtensionSpec::new("x", sources.iter().map(PathBuf::from))
+                .with_extra_include_paths(includes.iter().map(PathBuf::from))
+                .default_fingerprint_root()
+        };
+        let some = |p: &str| Some(PathBuf::from(p));
+        assert_eq!(root(&["/p/a.cpp"], &[]), some("/p"));
+        assert_eq!(
+            root(&["/p/src/a.cpp", "/p/b.cu"], &["/p/include"]),
+            some("/p")
+        );
+        assert_eq!(root(&["/p/src/a.cpp"], &["/p/src/"]), some("/p/src"));
+        assert_eq!(root(&["/p/ab/a.cpp", "/p/abc/b.cpp"], &[]), some("/p"));
+        assert_eq!(root(&["/a/x.cpp", "/b/y.cpp"], &[]), some("/"));
+        assert_eq!(root(&[], &[]), None);
+    }
 
     #[test]
     fn identifiers() {

@@ -323,5 +323,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fleet::prebuild, m)?)?;
     m.add_function(wrap_pyfunction!(rules::visible_cuda_archs, m)?)?;
     m.add_function(wrap_pyfunction!(rules::requires_cuda, m)?)?;
+    m.add_function(wrap_pyfunction!(rules::warm_record_format, m)?)?;
+    m.add_function(wrap_pyfunction!(rules::fingerprint_root, m)?)?;
+    m.add_function(wrap_pyfunction!(rules::rebuild_requested, m)?)?;
     Ok(())
 }

@@ -18,3 +18,52 @@ pub fn visible_cuda_archs(py: Python<'_>) -> Option<String> {
 pub fn requires_cuda(spec: &str) -> PyResult<bool> {
     Ok(spec_from_json(spec)?.requires_cuda())
 }
+
+/// The warm-load record's format, from its one definition
+/// (`abicache::warm_record`): `format`, `fields` (the JSON keys), `rows`
+/// (row kind to field names, in position order), `hit_variables`,
+/// `cuda_hit_variables` and `gpu_listing`. The reader in `__init__.py`
+/// carries a generated copy (checked current by a Rust test); the Python
+/// tests compare it with this.
+#[pyfunction]
+pub fn warm_record_format(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
+    use abicache::warm_record as w;
+    let rows: serde_json::Map<String, serde_json::Value> = w::WARM_RECORD_ROWS
+        .iter()
+        .map(|(kind, fields)| ((*kind).to_owned(), serde_json::json!(fields)))
+        .collect();
+    let value = serde_json::json!({
+        "format": w::WARM_RECORD_FORMAT,
+        "fields": w::WARM_RECORD_FIELDS,
+        "rows": rows,
+        "hit_variables": w::HIT_VARIABLES,
+        "cuda_hit_variables": w::CUDA_HIT_VARIABLES,
+        "gpu_listing": w::GPU_LISTING,
+    });
+    crate::convert::json_to_python(py, &value)
+}
+
+/// The fingerprint root of a spec (JSON, as `prepare` takes it) that names
+/// none: the common directory of its sources' directories and include
+/// paths (`ExtensionSpec::default_fingerprint_root`), else the current
+/// directory.
+#[pyfunction]
+pub fn fingerprint_root(spec: &str) -> PyResult<String> {
+    match spec_from_json(spec)?.default_fingerprint_root() {
+        Some(root) => Ok(root.display().to_string()),
+        None => std::env::current_dir()
+            .map(|d| d.display().to_string())
+            .map_err(|e| {
+                pyo3::exceptions::PyOSError::new_err(format!(
+                    "cannot read the current directory ({e}); pass `fingerprint_root`"
+                ))
+            }),
+    }
+}
+
+/// Whether `ABICACHE_REBUILD` asks for a rebuild: `True` for `1`, `False`
+/// when unset or blank; any other value raises `abicache.Error` naming it.
+#[pyfunction]
+pub fn rebuild_requested(py: Python<'_>) -> PyResult<bool> {
+    abicache::env_vars::rebuild_requested().map_err(|e| crate::errors::to_py(py, e))
+}

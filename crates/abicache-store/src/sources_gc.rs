@@ -4,14 +4,16 @@
 //! from it: that entry's payload records the BLAKE3 of every file of the set (its
 //! `file=<blake3> <path>` lines). Every gc removes the sets that no entry references
 //! and that were not used within the grace period (`ABICACHE_GC_GRACE`; a set's last
-//! use is its directory's mtime, refreshed by every [`crate::Store::store_generated_sources`]
-//! that finds it in place), so a `load_inline` between writing its sources and
+//! use is the later of its directory's mtime (its creation) and the mtime of the
+//! marker `<digest>.used` beside it, refreshed by every [`crate::Store::store_generated_sources`]
+//! that finds it in place: the directory's own stamp never changes, so the key
+//! memo and warm-load records that stamp it stay valid), so a `load_inline` between writing its sources and
 //! publishing its entry never loses them. A set is removed under its lock
 //! (`locks/sources-<digest>.lock`, which its writers hold while they check and mark
 //! it), its last use read again first; it is renamed into `tmp/` and deleted there,
 //! so it vanishes at once and a half-deleted set is never seen in place.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use crate::lock::FileLock;
@@ -33,7 +35,7 @@ impl Store {
             let Ok(meta) = std::fs::symlink_metadata(&dir) else {
                 continue;
             };
-            if !meta.is_dir() || self.is_recent(meta.modified().unwrap_or(SystemTime::now())) {
+            if !meta.is_dir() || self.is_recent(last_used(&dir, &meta)) {
                 continue;
             }
             let Some(hashes) = file_hashes(&dir) else {
@@ -51,13 +53,14 @@ impl Store {
             let Ok(Some(lock)) = FileLock::try_acquire(&sources_lock_path(self, &dir)) else {
                 continue;
             };
-            let used = std::fs::symlink_metadata(&dir).and_then(|m| m.modified());
+            let used = std::fs::symlink_metadata(&dir).map(|m| last_used(&dir, &m));
             if used.map_or(true, |t| self.is_recent(t)) {
                 continue;
             }
             let size = dir_size(&dir);
             let trash = self.trash_path("sources");
             if std::fs::rename(&dir, &trash).is_ok() {
+                let _ = std::fs::remove_file(used_marker(&dir));
                 lock.unlink();
                 drop(lock);
                 let _ = std::fs::remove_dir_all(&trash);
@@ -83,9 +86,32 @@ fn file_hashes(dir: &Path) -> Option<Vec<String>> {
     Some(hashes)
 }
 
-/// Marks a set of generated sources used now (its directory's mtime); best effort.
+/// The marker whose mtime says when the set `dir` was last found in place
+/// (`<digest>.used`, beside it).
+fn used_marker(dir: &Path) -> PathBuf {
+    dir.with_extension("used")
+}
+
+/// When the set `dir` (whose metadata is `meta`) was last used: the later of
+/// its directory's mtime and its marker's.
+fn last_used(dir: &Path, meta: &std::fs::Metadata) -> SystemTime {
+    let created = meta.modified().unwrap_or(SystemTime::now());
+    std::fs::symlink_metadata(used_marker(dir))
+        .and_then(|m| m.modified())
+        .map_or(created, |marked| marked.max(created))
+}
+
+/// Marks a set of generated sources used now (its marker's mtime, the
+/// marker created when missing; the directory itself is left alone); best effort.
 pub(crate) fn touch_dir(dir: &Path) {
-    if let Ok(file) = std::fs::File::open(dir) {
+    use std::os::unix::fs::OpenOptionsExt;
+    let marker = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(used_marker(dir));
+    if let Ok(file) = marker {
         let _ = file.set_modified(SystemTime::now());
     }
 }
@@ -97,10 +123,39 @@ mod tests {
     use crate::sources::GeneratedFile;
     use crate::Store;
 
+    /// Ages a set: its directory's mtime and its marker's, when it has one.
     fn set_mtime(dir: &std::path::Path, ago: Duration) {
-        let file = std::fs::File::open(dir).unwrap();
-        file.set_modified(std::time::SystemTime::now() - ago)
-            .unwrap();
+        for path in [dir.to_path_buf(), super::used_marker(dir)] {
+            if let Ok(file) = std::fs::File::open(path) {
+                file.set_modified(std::time::SystemTime::now() - ago)
+                    .unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn marking_a_set_used_leaves_its_directory_stamp_alone() {
+        let root = tempfile::tempdir().unwrap();
+        let store = Store::open(root.path()).unwrap();
+        let files = [GeneratedFile {
+            name: "main.cpp",
+            contents: b"int stamped;",
+        }];
+        let dir = store.store_generated_sources(&files).unwrap();
+        let before = std::fs::metadata(&dir).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(store.store_generated_sources(&files).unwrap(), dir);
+        let after = std::fs::metadata(&dir).unwrap();
+        use std::os::unix::fs::MetadataExt;
+        assert_eq!(
+            (before.mtime_nsec(), before.ctime_nsec()),
+            (after.mtime_nsec(), after.ctime_nsec()),
+            "a key memo or warm-load record stamping the set stays valid"
+        );
+        assert!(
+            super::used_marker(&dir).is_file(),
+            "the use is marked beside it"
+        );
     }
 
     #[test]

@@ -5,3 +5,17 @@
 //! variable cannot be added there without being documented here.
 
 pub use abicache_env_vars::*;
+
+/// Whether `ABICACHE_REBUILD` asks for a rebuild: `1` yes, unset (or
+/// blank) no ([`parse_flag`]).
+///
+/// # Errors
+/// Any other value, naming the variable and what to set instead.
+pub fn rebuild_requested() -> crate::Result<bool> {
+    let value = var(ABICACHE_REBUILD);
+    parse_flag(value.as_deref()).ok_or_else(|| crate::Error::InvalidVariable {
+        name: ABICACHE_REBUILD,
+        value: value.unwrap_or_default(),
+        problem: "is not `1`; set `ABICACHE_REBUILD=1` to rebuild, or unset it to use the cache",
+    })
+}

@@ -63,6 +63,8 @@ pub use probe::{
     probe_interpreter, probe_timeout_from_env, ProbedInterpreter, DEFAULT_PROBE_TIMEOUT,
 };
 pub use remote::{trusted_signers, Pulled, RemoteCache};
+/// The warm-load record's format and writer's rules (its one definition).
+pub use session::warm_load as warm_record;
 pub use session::{
     key_memos, Outcome, Prepared, RememberedKey, Session, SessionOptions, WARM_RECORD_FORMAT,
 };

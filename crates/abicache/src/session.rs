@@ -23,7 +23,7 @@ use crate::warning::Warning;
 use abicache_remote::RemoteError;
 
 mod warm_key;
-mod warm_load;
+pub mod warm_load;
 pub use warm_key::{key_memos, RememberedKey};
 mod write_behind;
 
