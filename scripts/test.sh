@@ -32,8 +32,10 @@ export INSTA_WORKSPACE_ROOT=$repo
 # Skips are seen: every skipped test, Rust or Python, is appended to a log
 # listed at the end of the run, and since this script sets up everything the
 # tests need, a skip is a failure here unless the test needs hardware this
-# machine lacks (a GPU, a CPU feature) or is one of PyTorch's own file's
-# skips: abicache_test_support::skip, tests/skip_report.py.
+# machine lacks (a GPU, a CPU feature), a privilege the process lacks (a
+# container without mount or chown), or is one of PyTorch's own file's
+# skips: abicache_test_support::{skip, skip_for_hardware, skip_for_privilege},
+# tests/skip_report.py.
 export ABICACHE_TEST_NO_SKIPS=${ABICACHE_TEST_NO_SKIPS:-1}
 ABICACHE_TEST_SKIP_LOG=$(mktemp "${TMPDIR:-/tmp}/abicache-skips.XXXXXX")
 export ABICACHE_TEST_SKIP_LOG
@@ -44,8 +46,8 @@ jit_cold_cache=
 finish() {
   local rc=$?
   [ -n "$jit_cold_cache" ] && rm -rf "$jit_cold_cache"
-  echo "== skipped tests: $(wc -l < "$ABICACHE_TEST_SKIP_LOG") (hardware this machine lacks, or PyTorch's own" \
-    "file's skips; any other skip fails the run)" >&2
+  echo "== skipped tests: $(wc -l < "$ABICACHE_TEST_SKIP_LOG") (hardware this machine lacks, a privilege" \
+    "the process lacks (mount, chown), or PyTorch's own file's skips; any other skip fails the run)" >&2
   sed 's/^/  /' "$ABICACHE_TEST_SKIP_LOG" >&2
   if [ -s "$runner_log" ]; then
     python3 - "$runner_log" <<'PY'

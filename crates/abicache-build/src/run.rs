@@ -128,7 +128,7 @@ pub struct RunLimits<'a> {
 /// linkers, interpreter probes): `command` runs with stdin closed and
 /// stdout and stderr captured, until it exits and both streams are closed,
 /// or one of `limits` is hit; then it and every process it started get
-/// `SIGINT`, `SIGKILL` after [`GRACE`], and it is reaped before this returns.
+/// `SIGINT`, `SIGKILL` after a 2 s grace, and it is reaped before this returns.
 pub fn run_captured(command: &mut Command, limits: RunLimits<'_>) -> Result<Captured, RunFailure> {
     let deadline = limits.timeout.map(|t| Instant::now() + t);
     let mut child = command

@@ -396,7 +396,7 @@ pub(crate) fn run_probe(program: &Path, args: &[String], fix: &str) -> Result<St
 const HOST_ONLY_LAUNCHERS: &[&str] = &["distcc", "pump", "icecc", "icerun"];
 
 /// Whether `launcher` may be put before nvcc: every launcher but those that
-/// only distribute gcc/clang command lines ([`HOST_ONLY_LAUNCHERS`]: nvcc
+/// only distribute gcc/clang command lines (`HOST_ONLY_LAUNCHERS`: nvcc
 /// through distcc would fail or run locally anyway). ccache and sccache
 /// handle nvcc.
 pub fn launcher_compiles_cuda(launcher: &Path) -> bool {

@@ -1,5 +1,5 @@
 //! Compiled objects in the remote: one blob per object, framed like an
-//! entry ([`crate::object`]) but with a small record instead of a manifest.
+//! entry ([`crate::entry_blob`]) but with a small record instead of a manifest.
 //!
 //! ```text
 //! abicache-object 1\n

@@ -11,10 +11,12 @@
 //! fails the test with a message naming that script.
 //!
 //! - [`skip`]: a test that cannot run here says so where the run's summary
-//!   lists it, and fails instead under `ABICACHE_TEST_NO_SKIPS=1`.
-//! - [`write`]: a file of a test's project, parents created.
+//!   lists it, and fails instead under `ABICACHE_TEST_NO_SKIPS=1`;
+//!   [`skip_for_hardware`] and [`skip_for_privilege`] are the skips allowed
+//!   there (no set-up can install a GPU or grant `mount`).
+//! - [`write()`]: a file of a test's project, parents created.
 //! - [`venv_python`], [`repo_root`]: the project's venvs and repository.
-//! - [`environment::cpython312`] (feature `key`): a hand-built environment.
+//! - `environment::cpython312` (feature `key`): a hand-built environment.
 //!
 //! ```
 //! let mut redis = abicache_test_support::Server::redis();
@@ -35,5 +37,7 @@ mod venv;
 
 pub use files::write;
 pub use server::{free_port, Server, S3_BUCKET};
-pub use skip::{skip, NO_SKIPS_VAR, SKIP_LOG_VAR};
+pub use skip::{
+    skip, skip_for_hardware, skip_for_privilege, HARDWARE, NO_SKIPS_VAR, PRIVILEGE, SKIP_LOG_VAR,
+};
 pub use venv::{repo_root, venv_python};

@@ -16,6 +16,12 @@ pub const SKIP_LOG_VAR: &str = "ABICACHE_TEST_SKIP_LOG";
 /// The variable that turns a [`skip`] into a failure when it is `1`.
 pub const NO_SKIPS_VAR: &str = "ABICACHE_TEST_NO_SKIPS";
 
+/// The start of the reason of a [`skip_for_hardware`] (the same words as
+/// `tests/skip_report.py`'s `skip_for_hardware`).
+pub const HARDWARE: &str = "needs hardware this machine lacks: ";
+/// The start of the reason of a [`skip_for_privilege`].
+pub const PRIVILEGE: &str = "needs a privilege this process lacks: ";
+
 /// Reports that the calling test cannot run here, for `why` (what is
 /// missing and how to get it); the caller then returns. Panics instead
 /// under `ABICACHE_TEST_NO_SKIPS=1`.
@@ -28,6 +34,27 @@ pub fn skip(why: &str) {
              everything the tests need, so a skip there means the set-up is broken)"
         );
     }
+    record(&test, why);
+}
+
+/// Reports that the calling test cannot run because this machine lacks
+/// hardware it needs (a GPU, a CPU feature), which no set-up can install:
+/// seen like [`skip`], but allowed under `ABICACHE_TEST_NO_SKIPS=1`.
+pub fn skip_for_hardware(what: &str) {
+    record(&test_name(), &format!("{HARDWARE}{what}"));
+}
+
+/// Reports that the calling test cannot run because the process lacks an
+/// operating-system privilege it needs (mounting, changing a file's owner),
+/// which containers often withhold: seen like [`skip`], but allowed under
+/// `ABICACHE_TEST_NO_SKIPS=1`. A test using it should have a sibling that
+/// checks the same rule without the privilege.
+pub fn skip_for_privilege(what: &str) {
+    record(&test_name(), &format!("{PRIVILEGE}{what}"));
+}
+
+/// Prints the skip to stderr and appends it to `$ABICACHE_TEST_SKIP_LOG`.
+fn record(test: &str, why: &str) {
     eprintln!("\n!!!!!!!! SKIPPED: {why} !!!!!!!!\n");
     if let Some(log) = std::env::var_os(SKIP_LOG_VAR) {
         let line = format!("rust {test}: {}\n", why.replace('\n', " "));
