@@ -91,18 +91,8 @@ fn an_exported_wheel_installs_with_pip_and_serves_its_entry_as_a_read_only_layer
             .output()
             .unwrap()
     };
-    let out = run();
-    assert_success(&out);
-    let hit: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(hit["hit"], true, "{hit}");
-    assert_eq!(hit["key"], built["key"]);
-    assert!(
-        hit["path"]
-            .as_str()
-            .unwrap()
-            .starts_with(layer.to_str().unwrap()),
-        "loaded in place from the installed wheel: {hit}"
-    );
+    // Loaded in place from the installed wheel.
+    assert_hit_under(&run(), &built["key"], &layer);
 
     // A tampered manifest (consistent with a tampered library, so only the
     // wheel's index can tell) is refused with one warning, and built here.

@@ -5,47 +5,12 @@
 #[macro_use]
 mod common;
 
-use std::collections::BTreeMap;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::*;
 
-/// Every path under `root` with its mode, size, mtime (ns) and content.
-fn tree(root: &Path) -> BTreeMap<PathBuf, (u32, u64, i64, Vec<u8>)> {
-    let mut out = BTreeMap::new();
-    let mut todo = vec![root.to_path_buf()];
-    while let Some(dir) = todo.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            let meta = std::fs::symlink_metadata(&path).unwrap();
-            let mtime = meta.mtime() * 1_000_000_000 + meta.mtime_nsec();
-            let bytes = if meta.is_file() {
-                std::fs::read(&path).unwrap()
-            } else {
-                if meta.is_dir() {
-                    todo.push(path.clone());
-                }
-                Vec::new()
-            };
-            out.insert(path, (meta.mode(), meta.len(), mtime, bytes));
-        }
-    }
-    out
-}
-
-/// `chmod -R a-w root`.
-fn make_read_only(root: &Path) {
-    for path in tree(root).keys().chain([&root.to_path_buf()]) {
-        let meta = std::fs::symlink_metadata(path).unwrap();
-        if meta.is_symlink() {
-            continue;
-        }
-        let mode = meta.mode() & 0o7777;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode & !0o222)).unwrap();
-    }
-}
+use abicache_test_support::{make_read_only, tree};
 
 /// A "CI" cache holding the tiny fixture's entry.
 fn populated_layer(python: &Path) -> (Cache, serde_json::Value) {
@@ -142,17 +107,7 @@ fn a_read_only_bind_mount_serves_a_hit_and_a_miss_builds_locally() {
 
     let local = Cache::new();
     let out = build_with_layer(&local, &point, &python);
-    assert_success(&out);
-    let hit: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(hit["hit"], true, "{hit}");
-    assert_eq!(hit["key"], built["key"]);
-    assert!(
-        hit["path"]
-            .as_str()
-            .unwrap()
-            .starts_with(point.to_str().unwrap()),
-        "{hit}"
-    );
+    assert_hit_under(&out, &built["key"], &point);
     assert_eq!(tree(&point), before, "the layer is unchanged");
 
     // A key the layer lacks (a rebuild) builds into the local cache.
@@ -166,13 +121,7 @@ fn a_read_only_bind_mount_serves_a_hit_and_a_miss_builds_locally() {
         "--rebuild"
     ]);
     assert_eq!(rebuilt["hit"], false);
-    assert!(
-        rebuilt["path"]
-            .as_str()
-            .unwrap()
-            .starts_with(local.dir.to_str().unwrap()),
-        "{rebuilt}"
-    );
+    assert_path_under(&rebuilt, &local.dir);
     assert_eq!(tree(&point), before, "the layer is still unchanged");
 }
 

@@ -105,6 +105,20 @@ pub struct FileFacts {
 
 /// Lexes one file. Never panics, whatever the bytes.
 pub fn lex(bytes: &[u8]) -> FileFacts {
+    lex_with(bytes, |lexer| lexer.run())
+}
+
+/// [`lex`] through the scalar reference loop: every byte classified one at a time, as the
+/// lexer did before it skipped ordinary code 16 bytes at a time. Kept for the
+/// differential tests (`tests/lexer_differential.rs`), which assert both give identical
+/// facts; not for production use.
+#[doc(hidden)]
+pub fn lex_scalar(bytes: &[u8]) -> FileFacts {
+    lex_with(bytes, |lexer| lexer.run_scalar())
+}
+
+/// The facts of `bytes`, lexed by `run` (one of the two loops).
+fn lex_with(bytes: &[u8], run: impl for<'s> FnOnce(&mut Lexer<'s>)) -> FileFacts {
     // A byte-order mark is not text: skipping it keeps a first-line
     // directive at a line start (lines are unaffected: it has no newline).
     let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
@@ -119,29 +133,7 @@ pub fn lex(bytes: &[u8]) -> FileFacts {
         },
         facts: FileFacts::default(),
     };
-    lexer.run();
-    lexer.facts
-}
-
-/// [`lex`] through the scalar reference loop: every byte classified one at a time, as the
-/// lexer did before it skipped ordinary code 16 bytes at a time. Kept for the
-/// differential tests (`tests/lexer_differential.rs`), which assert both give identical
-/// facts; not for production use.
-#[doc(hidden)]
-pub fn lex_scalar(bytes: &[u8]) -> FileFacts {
-    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
-    let (text, splices) = splice(bytes);
-    let mut lexer = Lexer {
-        s: &text,
-        lines: LineCounter {
-            splices: &splices,
-            pos: 0,
-            line: 1,
-            next_splice: 0,
-        },
-        facts: FileFacts::default(),
-    };
-    lexer.run_scalar();
+    run(&mut lexer);
     lexer.facts
 }
 

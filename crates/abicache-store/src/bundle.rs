@@ -149,6 +149,30 @@ pub struct BundleEntry {
     pub files: Vec<BundleFile>,
 }
 
+impl BundleEntry {
+    /// The index entry of an entry whose manifest is `manifest`, serialized
+    /// as `manifest_json` (the bytes shipped): the manifest's own size and
+    /// hash, and the library's as the manifest records them.
+    pub fn of(manifest: &Manifest, manifest_json: &[u8]) -> BundleEntry {
+        BundleEntry {
+            key: manifest.key.clone(),
+            name: manifest.name.clone(),
+            files: vec![
+                BundleFile {
+                    name: MANIFEST_FILE.to_owned(),
+                    size: manifest_json.len() as u64,
+                    blake3: abicache_fs::blake3_hex(manifest_json),
+                },
+                BundleFile {
+                    name: manifest.library.clone(),
+                    size: manifest.size,
+                    blake3: manifest.library_blake3.clone(),
+                },
+            ],
+        }
+    }
+}
+
 /// One file of a [`BundleEntry`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -191,22 +215,9 @@ pub fn write_bundle<W: Write>(
                 hit.library.display()
             )))
         })?;
-        index.entries.push(BundleEntry {
-            key: hit.manifest.key.clone(),
-            name: hit.manifest.name.clone(),
-            files: vec![
-                BundleFile {
-                    name: MANIFEST_FILE.to_owned(),
-                    size: manifest.len() as u64,
-                    blake3: abicache_fs::blake3_hex(&manifest),
-                },
-                BundleFile {
-                    name: hit.manifest.library.clone(),
-                    size: expected.size,
-                    blake3: expected.blake3,
-                },
-            ],
-        });
+        index
+            .entries
+            .push(BundleEntry::of(&hit.manifest, &manifest));
         manifests.push(manifest);
     }
     let index_bytes = serde_json::to_vec_pretty(&index).expect("an index always serializes");

@@ -4,9 +4,7 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::{Path, PathBuf};
 
 use abicache_store::{Corruption, Manifest, ReadOnlyLayer, Store};
 use common::{key, open};
@@ -25,34 +23,7 @@ fn populated(name: &str) -> (tempfile::TempDir, Store, String) {
     (tmp, store, key)
 }
 
-/// Every path under `root` with its mode, size, mtime (ns) and content.
-fn tree(root: &Path) -> BTreeMap<PathBuf, (u32, u64, i64, Vec<u8>)> {
-    let mut out = BTreeMap::new();
-    let mut todo = vec![root.to_path_buf()];
-    while let Some(dir) = todo.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            let meta = std::fs::symlink_metadata(&path).unwrap();
-            let mtime = meta.mtime() * 1_000_000_000 + meta.mtime_nsec();
-            let bytes = if meta.is_file() {
-                std::fs::read(&path).unwrap()
-            } else {
-                todo.push(path.clone());
-                Vec::new()
-            };
-            out.insert(path, (meta.mode(), meta.len(), mtime, bytes));
-        }
-    }
-    out
-}
-
-/// `chmod -R a-w`.
-fn make_read_only(root: &Path) {
-    for path in tree(root).keys().chain([&root.to_path_buf()]) {
-        let mode = std::fs::symlink_metadata(path).unwrap().mode() & 0o7777;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode & !0o222)).unwrap();
-    }
-}
+use abicache_test_support::{make_read_only, tree};
 
 #[test]
 fn a_read_only_layer_serves_a_hit_in_place_and_writes_nothing() {

@@ -1,5 +1,8 @@
-//! Writing the files a test's project is made of.
+//! Writing the files a test's project is made of, and checking a tree was
+//! left alone.
 
+use std::collections::BTreeMap;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// Writes `text` to `path`, creating its parent directories first, and
@@ -11,4 +14,48 @@ pub fn write(path: &Path, text: &str) -> PathBuf {
     }
     std::fs::write(path, text).unwrap_or_else(|e| panic!("cannot write `{}`: {e}", path.display()));
     path.to_path_buf()
+}
+
+/// What [`tree`] records of one path: its mode, size, modification time
+/// (nanoseconds) and, for a file, its content.
+pub type PathState = (u32, u64, i64, Vec<u8>);
+
+/// Every path below `root` (not following links) with its [`PathState`],
+/// so two calls compare equal exactly when nothing below `root` was
+/// written, created, removed, re-moded or touched in between.
+pub fn tree(root: &Path) -> BTreeMap<PathBuf, PathState> {
+    let mut out = BTreeMap::new();
+    let mut todo = vec![root.to_path_buf()];
+    while let Some(dir) = todo.pop() {
+        for entry in std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("cannot list `{}`: {e}", dir.display()))
+        {
+            let path = entry.unwrap().path();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            let mtime = meta.mtime() * 1_000_000_000 + meta.mtime_nsec();
+            let bytes = if meta.is_file() {
+                std::fs::read(&path).unwrap()
+            } else {
+                if meta.is_dir() {
+                    todo.push(path.clone());
+                }
+                Vec::new()
+            };
+            out.insert(path, (meta.mode(), meta.len(), mtime, bytes));
+        }
+    }
+    out
+}
+
+/// `chmod -R a-w root`: every file and directory below `root`, and `root`
+/// itself, loses its write bits (links are left alone).
+pub fn make_read_only(root: &Path) {
+    for path in tree(root).keys().chain([&root.to_path_buf()]) {
+        let meta = std::fs::symlink_metadata(path).unwrap();
+        if meta.is_symlink() {
+            continue;
+        }
+        let mode = meta.mode() & 0o7777;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode & !0o222)).unwrap();
+    }
 }

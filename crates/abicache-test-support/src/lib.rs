@@ -14,7 +14,8 @@
 //!   lists it, and fails instead under `ABICACHE_TEST_NO_SKIPS=1`;
 //!   [`skip_for_hardware`] and [`skip_for_privilege`] are the skips allowed
 //!   there (no set-up can install a GPU or grant `mount`).
-//! - [`write()`]: a file of a test's project, parents created.
+//! - [`write()`]: a file of a test's project, parents created; [`tree`] and
+//!   [`make_read_only`]: a tree's state, to show nothing wrote to it.
 //! - [`venv_python`], [`repo_root`]: the project's venvs and repository.
 //! - `environment::cpython312` (feature `key`): a hand-built environment.
 //!
@@ -35,7 +36,7 @@ mod server;
 mod skip;
 mod venv;
 
-pub use files::write;
+pub use files::{make_read_only, tree, write, PathState};
 pub use server::{free_port, Server, S3_BUCKET};
 pub use skip::{
     skip, skip_for_hardware, skip_for_privilege, HARDWARE, NO_SKIPS_VAR, PRIVILEGE, SKIP_LOG_VAR,

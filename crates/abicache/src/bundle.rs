@@ -90,6 +90,24 @@ pub fn select_entries(store: &Store, targets: &[String]) -> Result<Vec<EntryInfo
     Ok(chosen)
 }
 
+/// The hit of each of `entries`, looked up (so verified) again;
+/// [`Error::EntryVanished`] for one that is corrupt or was removed since it
+/// was listed.
+pub(crate) fn verified_hits(store: &Store, entries: &[EntryInfo]) -> Result<Vec<Hit>> {
+    entries
+        .iter()
+        .map(|entry| {
+            store
+                .lookup(&entry.key)?
+                .hit
+                .ok_or_else(|| Error::EntryVanished {
+                    name: entry.name.clone(),
+                    key: entry.key.clone(),
+                })
+        })
+        .collect()
+}
+
 /// Writes a bundle of `entries` (each re-verified) to `out`, signed with
 /// `signing` when given.
 pub fn export(
@@ -98,18 +116,7 @@ pub fn export(
     signing: Option<&SecretKey>,
     out: impl Write,
 ) -> Result<Exported> {
-    let mut hits: Vec<Hit> = Vec::with_capacity(entries.len());
-    for entry in entries {
-        match store.lookup(&entry.key)?.hit {
-            Some(hit) => hits.push(hit),
-            None => {
-                return Err(Error::EntryVanished {
-                    name: entry.name.clone(),
-                    key: entry.key.clone(),
-                })
-            }
-        }
-    }
+    let hits = verified_hits(store, entries)?;
     let sign = |index: &[u8]| {
         signing.map(|secret| {
             let signature = secret.sign(&signature_message(index));

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 use abicache_remote::SecretKey;
 use abicache_store::{
-    BundleEntry, BundleFile, BundleIndex, EntryInfo, Hit, Store, BUNDLE_FORMAT, LAYER_INDEX_FILE,
+    BundleEntry, BundleIndex, EntryInfo, Store, BUNDLE_FORMAT, LAYER_INDEX_FILE,
     LAYER_SIGNATURE_FILE, MANIFEST_FILE,
 };
 use serde::Serialize;
@@ -112,18 +112,7 @@ pub fn export_wheel(
     dist: &Dist,
     out_dir: &Path,
 ) -> Result<ExportedWheel> {
-    let mut hits: Vec<Hit> = Vec::with_capacity(entries.len());
-    for entry in entries {
-        match store.lookup(&entry.key)?.hit {
-            Some(hit) => hits.push(hit),
-            None => {
-                return Err(Error::EntryVanished {
-                    name: entry.name.clone(),
-                    key: entry.key.clone(),
-                })
-            }
-        }
-    }
+    let hits = crate::bundle::verified_hits(store, entries)?;
     // A bundle's index (and signature) without its archive: the files lie
     // unpacked in the wheel. Each library is hashed again here, so a file
     // that changed since its lookup is never shipped under the old hash.
@@ -142,22 +131,9 @@ pub fn export_wheel(
             });
         }
         let manifest = hit.manifest.to_json();
-        index.entries.push(BundleEntry {
-            key: hit.manifest.key.clone(),
-            name: hit.manifest.name.clone(),
-            files: vec![
-                BundleFile {
-                    name: MANIFEST_FILE.to_owned(),
-                    size: manifest.len() as u64,
-                    blake3: abicache_fs::blake3_hex(&manifest),
-                },
-                BundleFile {
-                    name: hit.manifest.library.clone(),
-                    size: hit.manifest.size,
-                    blake3: hit.manifest.library_blake3.clone(),
-                },
-            ],
-        });
+        index
+            .entries
+            .push(BundleEntry::of(&hit.manifest, &manifest));
         libraries.push((manifest, bytes));
     }
     let index_bytes = serde_json::to_vec_pretty(&index).expect("an index always serializes");

@@ -165,6 +165,28 @@ pub fn assert_success(out: &Output) {
     );
 }
 
+/// Asserts `json` (a `build --json` answer) names a library below `root`.
+pub fn assert_path_under(json: &Value, root: &Path) {
+    let path = json["path"].as_str().unwrap_or_default();
+    assert!(
+        Path::new(path).starts_with(root),
+        "expected a library below `{}`: {json}",
+        root.display()
+    );
+}
+
+/// The answer of a `build --json` run (`out`) after asserting it succeeded
+/// as a hit for `key` whose library lies below `root` (a read-only layer's
+/// hit is served in place).
+pub fn assert_hit_under(out: &Output, key: &Value, root: &Path) -> Value {
+    assert_success(out);
+    let hit: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(hit["hit"], true, "{hit}");
+    assert_eq!(&hit["key"], key, "{hit}");
+    assert_path_under(&hit, root);
+    hit
+}
+
 /// Asserts an exit code, showing both streams otherwise.
 pub fn assert_exit(out: &Output, code: i32) {
     assert_eq!(
