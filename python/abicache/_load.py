@@ -6,7 +6,6 @@ build-error text. Keying and building stay in Rust (``TorchOpsExtension``)."""
 from __future__ import annotations
 
 import os
-import shlex
 import threading
 from types import ModuleType
 from typing import TYPE_CHECKING, Callable, Dict, Iterable, List, Optional, Tuple, Union
@@ -25,6 +24,11 @@ _locks: Dict[str, threading.Lock] = {}
 _locks_lock = threading.Lock()
 
 
+# What makes `shlex.split` (POSIX mode) do more than return a stripped word:
+# blanks between words, quotes and escapes.
+_SHELL_SPECIAL = frozenset(" \t\n\r\x0b\x0c\"'\\")
+
+
 def split_flags(flags: Optional[Iterable[str]], what: str) -> List[str]:
     """Flags as torch's command line sees them: each entry stripped, empty
     ones dropped, and one entry holding several (``"-O0 -Wall"``) split as a
@@ -38,8 +42,17 @@ def split_flags(flags: Optional[Iterable[str]], what: str) -> List[str]:
     for flag in flags:
         if not isinstance(flag, str):
             raise TypeError(f"{what} must be strings, got {type(flag).__name__} ({flag!r})")
+        flag = flag.strip()
+        if not any(c in _SHELL_SPECIAL for c in flag):
+            # One plain word (most flags): what `shlex.split` would return,
+            # without importing it on the warm path.
+            if flag:
+                out.append(flag)
+            continue
+        import shlex
+
         try:
-            out.extend(shlex.split(flag.strip()))
+            out.extend(shlex.split(flag))
         except ValueError as e:
             raise ValueError(
                 f"{what} entry {flag!r} cannot be split into arguments the way torch's command line "

@@ -138,6 +138,21 @@ def test_flag_splitting_follows_the_shell() -> None:
         split_flags([3], "extra_cflags")
 
 
+SHELL_CASES = [
+    "-O3", " -O3 ", "", " ", "\t", "-DX=1", "-Wl,-rpath,$ORIGIN", "-DNAME=#x", "-I/a b", "-DA='b c'",
+    '-DA="b"', "-DA=\\n", "a\x0bb", "\x0c-g\x0c", "-O2\r\n", "--param=max-inline-insns-single=2000",
+    "-fno-strict-aliasing -fwrapv", "-D'Q'", "é-ü",
+]
+
+
+@pytest.mark.parametrize("flag", SHELL_CASES, ids=[repr(c) for c in SHELL_CASES])
+def test_flag_splitting_agrees_with_shlex_value_for_value(flag: str) -> None:
+    # The fast path for one plain word must give what `shlex.split` gives.
+    import shlex
+
+    assert split_flags([flag], "extra_cflags") == shlex.split(flag.strip())
+
+
 def test_split_flags_and_one_flag_per_entry_give_one_key(cache_dir: Path, tmp_path: Path) -> None:
     src = tmp_path / "k.cpp"
     src.write_text("int k() { return 1; }\n")
