@@ -145,7 +145,7 @@ fn publish_entry(store: &Store, key: &str) {
 }
 
 #[test]
-fn a_warm_load_record_needs_a_stamped_entry_and_is_never_written_for_cuda() {
+fn a_warm_load_record_needs_a_stamped_entry_and_a_cuda_one_records_what_nvcc_was_found_by() {
     let project = tempfile::tempdir().unwrap();
     let root = project.path().to_path_buf();
     write(&root.join("ops.cpp"), "int ops;\n");
@@ -181,6 +181,21 @@ fn a_warm_load_record_needs_a_stamped_entry_and_is_never_written_for_cuda() {
     let record: serde_json::Value =
         serde_json::from_slice(&fs::read(cache.path().join("v1/warm/cpu")).unwrap()).unwrap();
     assert_eq!(record["key"], cpu_key.as_str());
-    assert!(!session.remember_warm_load(&cuda, &root, "cuda", &[]));
-    assert!(!cache.path().join("v1/warm/cuda").exists());
+    // A CUDA extension's record also holds the values nvcc was searched by
+    // and the arch list, compared by equality (the environment named nvcc's
+    // release, so no nvcc stamp; the arch list is given, so no GPU listing).
+    assert!(session.remember_warm_load(&cuda, &root, "cuda", &[]));
+    let record: serde_json::Value =
+        serde_json::from_slice(&fs::read(cache.path().join("v1/warm/cuda")).unwrap()).unwrap();
+    assert_eq!(record["key"], cuda_key.as_str());
+    let recorded: Vec<&str> = record["environ"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| row[0].as_str().unwrap())
+        .collect();
+    for variable in abicache::warm_record::CUDA_HIT_VARIABLES {
+        assert!(recorded.contains(&variable), "{variable} in {record}");
+    }
+    assert!(record["gpus"].is_null(), "{record}");
 }
