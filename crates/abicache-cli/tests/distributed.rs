@@ -7,13 +7,17 @@
 mod common;
 
 use std::collections::BTreeMap;
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
 
-/// A `distccd` on a free loopback port, its log in a file; killed when dropped.
+/// A `distccd` on a free loopback port, its log in a file; killed when
+/// dropped, with the workers it forked (its own process group: killing the
+/// parent alone leaves them listening, holding every descriptor the test
+/// inherited, such as `scripts/test.sh`'s venv locks).
 struct Distccd {
     child: Child,
     port: u16,
@@ -45,6 +49,7 @@ impl Distccd {
             ])
             // Any compiler path the client names (no masquerade directory needed).
             .args(["--enable-tcp-insecure", "--jobs", "8"])
+            .process_group(0)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
@@ -75,6 +80,10 @@ impl Distccd {
 
 impl Drop for Distccd {
     fn drop(&mut self) {
+        // The group's id is the leader's pid (`process_group(0)`).
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", self.child.id())])
+            .status();
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
