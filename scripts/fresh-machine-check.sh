@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The fresh-machine check: what a new contributor (or a fresh CI machine) gets.
 #
-#   scripts/fresh-machine-check.sh [--no-race] [--keep] [COMMIT]     (default COMMIT: HEAD)
+#   scripts/fresh-machine-check.sh [--no-race | --race-only] [--keep] [COMMIT]   (default COMMIT: HEAD)
 #
 # 1. clones COMMIT into a new temporary directory, with `../shared` beside it
 #    linked to this checkout's (PyTorch's test files live there), and points
@@ -16,6 +16,9 @@
 #    setup-services.sh, install-python-package.sh, link-torch-jit-upstream.sh),
 #    checks both runs of each exit 0, and that what they left works (the venvs
 #    import torch and the abicache just built, uv runs, the link resolves).
+#    --race-only runs this step alone (after a full check failed only there):
+#    its Cargo target directory is then seeded with a copy of this machine's
+#    compiled release dependencies, so only abicache's own crates compile.
 #
 # Prints a summary with the times and the test counts, and exits non-zero if
 # any step failed. Logs go to target/fresh-machine-check/<time>/ in this
@@ -24,13 +27,15 @@
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 race=1
+race_only=0
 keep=0
 commit=HEAD
 for arg in "$@"; do
   case $arg in
     --no-race) race=0 ;;
+    --race-only) race_only=1 ;;
     --keep) keep=1 ;;
-    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "fresh-machine-check: unknown option \`$arg\` (see --help)" >&2; exit 2 ;;
     *) commit=$arg ;;
   esac
@@ -54,7 +59,9 @@ git -C "$clone" checkout --quiet --detach "$sha"
 shared=$(cd "$repo/.." && pwd)/shared
 [ -d "$shared" ] && ln -s "$shared" "$tmp/shared"
 
-# Nothing per-machine from this checkout's environment.
+# This machine's Cargo target directory (--race-only seeds from it), then
+# nothing per-machine from this checkout's environment.
+machine_target=${CARGO_TARGET_DIR:-${ABICACHE_DEV_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/abicache-dev}/target}
 unset CARGO_TARGET_DIR VIRTUAL_ENV ABICACHE_DIR ABICACHE_TEST_UV ABICACHE_TEST_UV_CACHE
 export ABICACHE_DEV_HOME=$tmp/dev-home
 mkdir -p "$ABICACHE_DEV_HOME"
@@ -76,8 +83,16 @@ step() {
   return 0
 }
 
-step "scripts/demo.sh" "$logs/demo.log" scripts/demo.sh
-step "scripts/test.sh" "$logs/test.log" scripts/test.sh
+if [ "$race_only" = 1 ]; then
+  [ "$race" = 1 ] || { echo "fresh-machine-check: --race-only and --no-race leave nothing to do" >&2; exit 2; }
+  mkdir -p "$tmp/dev-home/target"
+  for dir in release x86_64-unknown-linux-gnu; do
+    [ -d "$machine_target/$dir" ] && cp -a "$machine_target/$dir" "$tmp/dev-home/target/"
+  done
+else
+  step "scripts/demo.sh" "$logs/demo.log" scripts/demo.sh
+  step "scripts/test.sh" "$logs/test.log" scripts/test.sh
+fi
 
 if [ "$race" = 1 ]; then
   # Every set-up script twice at once, on a second empty per-machine directory.
@@ -122,10 +137,10 @@ summary=$logs/summary.txt
   echo "fresh-machine check of ${sha:0:12} ($(date -u +%FT%TZ)), ABICACHE_DEV_HOME empty at the start"
   printf '  %s\n' "${results[@]}"
   echo "  test counts (scripts/test.sh):"
-  grep -E '^ *Summary \[|tests run:|^=+ .*(passed|failed|skipped|error).* =+$|torch-jit:' "$logs/test.log" \
-    | sed 's/^/    /' || true
+  grep -E '^ *Summary \[|tests run:|^=+ .*(passed|failed|skipped|error).* =+$|torch-jit:|^all tests:' \
+    "$logs/test.log" 2>/dev/null | sed 's/^/    /' || true
   echo "  demo:"
-  grep -E 'cold build|warm load' "$logs/demo.log" | sed 's/^/    /' || true
+  grep -E 'cold build|warm load' "$logs/demo.log" 2>/dev/null | sed 's/^/    /' || true
   [ "$status" = 0 ] && echo "  result: PASSED" || echo "  result: FAILED (logs in $logs)"
 } | tee "$summary"
 exit "$status"
