@@ -28,9 +28,14 @@ def root(ext: TorchOpsExtension) -> str:
     rule (``_native.fingerprint_root``: the common directory of the sources'
     directories and the include paths), which files are named relative to
     in the payload, so moving the project keeps the key."""
+    return _root_of(ext, spec_json(ext))
+
+
+def _root_of(ext: TorchOpsExtension, spec: str) -> str:
+    # `root` when the spec's JSON is already made.
     if ext._root is not None:
         return ext._root
-    return _native.fingerprint_root(spec_json(ext))
+    return _native.fingerprint_root(spec)
 
 
 def spec_json(ext: TorchOpsExtension) -> str:
@@ -42,8 +47,8 @@ def spec_json(ext: TorchOpsExtension) -> str:
 
 def native_args(ext: TorchOpsExtension) -> Tuple[str, str, str, Optional[str]]:
     """The native calls' first arguments: spec, environment, root, cache directory."""
-    ext._materialize()
-    return spec_json(ext), _env.environment_json(), root(ext), ext.cache_dir
+    spec = spec_json(ext)
+    return spec, _env.environment_json(), _root_of(ext, spec), ext.cache_dir
 
 
 # How many times a library that vanished between the lookup and the load
