@@ -31,7 +31,6 @@ if TYPE_CHECKING:
     from ._env import environment, visible_cuda_archs
     from ._inline import load_inline
     from ._intercept import intercept
-    from ._load import load
     from ._native import AbiError, BuildError, Error, LockTimeout
 
     StrPath = Union[str, "os.PathLike[str]"]
@@ -44,6 +43,10 @@ _loaded: Dict[str, Tuple[str, Optional[ModuleType]]] = {}
 _name_locks: Dict[str, threading.Lock] = {}
 # names with at least one loaded key: only those need a scan before the build call.
 _loaded_names: Set[str] = set()
+# warm-load record name -> that record, once every check in it held in this
+# process: a same-process repeat then only checks what the key was computed
+# from (`_key_inputs_hold`, a few `stat`s), not the cache and library again.
+_checked_records: Dict[str, Any] = {}
 _registry_lock = threading.Lock()
 
 
@@ -111,30 +114,33 @@ def _warm_record_name(spec: Dict[str, Any], root: Optional[str], cache_dir: Opti
     # spec). `repr` of str, int, bool, None and lists is exact and, unlike
     # the first `json.dumps` of a process (~20 us), costs nothing; only this
     # reader computes names, so their form is free.
-    import torch
+    # (The interpreter's and torch's part is read once per process.)
+    global _process_facts
+    if _process_facts is None:
+        import torch
 
-    text = repr(
-        (
-            WARM_RECORD_FORMAT,
-            spec,
-            root,
-            cache_dir,
-            sys.executable,
-            sys.version,
-            sys.prefix,
-            sys.base_prefix,
-            sys.exec_prefix,
-            getattr(sys, "abiflags", ""),
-            sys.implementation.cache_tag,
-            getattr(sys, "platlibdir", "lib"),
-            str(torch.__version__),
-            torch.version.cuda,
-            getattr(torch.version, "hip", None),
-            bool(torch._C._GLIBCXX_USE_CXX11_ABI),
-            torch.__file__,
+        _process_facts = repr(
+            (
+                sys.executable,
+                sys.version,
+                sys.prefix,
+                sys.base_prefix,
+                sys.exec_prefix,
+                getattr(sys, "abiflags", ""),
+                sys.implementation.cache_tag,
+                getattr(sys, "platlibdir", "lib"),
+                str(torch.__version__),
+                torch.version.cuda,
+                getattr(torch.version, "hip", None),
+                bool(torch._C._GLIBCXX_USE_CXX11_ABI),
+                torch.__file__,
+            )
         )
-    )
+    text = repr((WARM_RECORD_FORMAT, spec, root, cache_dir, _process_facts))
     return hashlib.blake2b(text.encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()
+
+
+_process_facts: Optional[str] = None
 
 
 def _cache_root(cache_dir: Optional[str]) -> Optional[str]:
@@ -225,43 +231,12 @@ def _check_warm_record(name: str, cache_dir: Optional[str]) -> Optional[Any]:
                 os.close(fd)
         except OSError:
             pass  # best effort, as in the store
-        environ = os.environ
-        for var, value in record["environ"]:
-            if environ.get(var) != value:
-                return None
-        # A stamp row is [path, dev, ino, size, mtime_ns, ctime_ns].
-        for row in record["stat"]:
-            st = os.stat(row[0])
-            if row[1:] != [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]:
-                return None
-        for path in record["missing"]:
-            try:
-                os.stat(path)
-            except OSError:
-                continue
+        if not _key_inputs_hold(record):
             return None
-        for path, dev, ino in record["directory"]:
-            st = os.lstat(path)
-            if not stat.S_ISDIR(st.st_mode) or st.st_dev != dev or st.st_ino != ino:
-                return None
-        for path, dev, ino in record["same"]:
-            st = os.stat(path)
-            if st.st_dev != dev or st.st_ino != ino:
-                return None
         path, dev, ino, mode, owner = record["entry"]
         st = os.lstat(path)
         if (st.st_dev, st.st_ino, st.st_mode, st.st_uid) != (dev, ino, mode, owner) or not stat.S_ISDIR(mode):
             return None
-        # A CUDA extension whose arch list came from the GPUs: the driver's
-        # GPU listing, as recorded (`[directory, names]`; names `None`: unreadable).
-        gpus = record["gpus"]
-        if gpus is not None:
-            try:
-                names: Optional[List[str]] = sorted(os.listdir(gpus[0]))
-            except OSError:
-                names = None
-            if names != gpus[1]:
-                return None
         library = record["library"]
         for row in record["entry_files"]:
             if row[0] == library:
@@ -278,7 +253,7 @@ def _check_warm_record(name: str, cache_dir: Optional[str]) -> Optional[Any]:
         # (and also asks `cpuid`, so it may still load one).
         isa = record.get("isa")
         if isa:
-            guard = environ.get("ABICACHE_ISA_CHECK", "").strip()
+            guard = os.environ.get("ABICACHE_ISA_CHECK", "").strip()
             if guard != "0":
                 if guard not in ("", "1"):
                     return None
@@ -307,6 +282,50 @@ def _check_warm_record(name: str, cache_dir: Optional[str]) -> Optional[Any]:
         return record
     except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError):
         return None
+
+
+def _key_inputs_hold(record: Any) -> bool:
+    # Whether everything the record's key was computed from is as recorded:
+    # every variable a hit reads, every stamped file, directory and
+    # symlink, every absent path, and the GPU listing. Then the key is the
+    # record's (what else the record checks is about loading its library).
+    try:
+        environ = os.environ
+        for var, value in record["environ"]:
+            if environ.get(var) != value:
+                return False
+        # A stamp row is [path, dev, ino, size, mtime_ns, ctime_ns].
+        for row in record["stat"]:
+            st = os.stat(row[0])
+            if row[1:] != [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]:
+                return False
+        for path in record["missing"]:
+            try:
+                os.stat(path)
+            except OSError:
+                continue
+            return False
+        for path, dev, ino in record["directory"]:
+            st = os.lstat(path)
+            if not stat.S_ISDIR(st.st_mode) or st.st_dev != dev or st.st_ino != ino:
+                return False
+        for path, dev, ino in record["same"]:
+            st = os.stat(path)
+            if st.st_dev != dev or st.st_ino != ino:
+                return False
+        # A CUDA extension whose arch list came from the GPUs: the driver's
+        # GPU listing, as recorded (`[directory, names]`; names `None`: unreadable).
+        gpus = record["gpus"]
+        if gpus is not None:
+            try:
+                names: Optional[List[str]] = sorted(os.listdir(gpus[0]))
+            except OSError:
+                names = None
+            if names != gpus[1]:
+                return False
+        return True
+    except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError):
+        return False
 
 
 def _count_warm_hit(record: Any) -> bool:
@@ -361,7 +380,9 @@ def _import_module(name: str, path: str, fd: int) -> ModuleType:
     return module
 
 
-def _paths(value: Union[StrPath, Iterable[StrPath], None], what: str) -> List[str]:
+def _paths(value: Union[StrPath, Iterable[StrPath], None], what: str, strip: bool = False) -> List[str]:
+    # Absolute paths (against the current directory); `strip`: surrounding
+    # whitespace stripped first, as torch's drop-ins do with include paths.
     if value is None:
         return []
     if isinstance(value, (str, os.PathLike)):
@@ -369,8 +390,9 @@ def _paths(value: Union[StrPath, Iterable[StrPath], None], what: str) -> List[st
     out = []
     for p in value:
         if not isinstance(p, (str, os.PathLike)):
-            raise TypeError(f"{what} must be paths (str or os.PathLike), got {type(p).__name__}")
-        out.append(os.path.abspath(os.fspath(p)))
+            raise TypeError(f"{what} must be paths (str or os.PathLike), got {type(p).__name__} ({p!r})")
+        p = os.fspath(p)
+        out.append(os.path.abspath(p.strip() if strip else p))
     return out
 
 
@@ -539,12 +561,19 @@ class TorchOpsExtension:
 
     def _current_key(self) -> str:
         # The key now: the warm-load record's when it answers (no native
-        # call), else the native module's (key memo or scan).
+        # call; a record already checked in this process needs only its
+        # key's inputs checked), else the native module's (key memo or scan).
         if not _rebuild_set():
-            record = _check_warm_record(_warm_record_name(self._warm_spec, self._warm_root, self.cache_dir), self.cache_dir)
-            if record is not None:
-                os.close(record["fd"])
+            warm_name = _warm_record_name(self._warm_spec, self._warm_root, self.cache_dir)
+            record = _checked_records.get(warm_name)
+            if record is not None and _key_inputs_hold(record):
                 key: str = record["key"]
+                return key
+            record = _check_warm_record(warm_name, self.cache_dir)
+            if record is not None:
+                os.close(record.pop("fd"))
+                _checked_records[warm_name] = record
+                key = record["key"]
                 return key
         return self.key
 
@@ -560,11 +589,20 @@ class TorchOpsExtension:
             name_lock = _name_locks.setdefault(self.name, threading.Lock())
         with name_lock:
             warm_name = _warm_record_name(self._warm_spec, self._warm_root, self.cache_dir)
+            if not rebuild_set:
+                # A same-process repeat of a load this process checked: the
+                # library is loaded; only the key's inputs need to hold.
+                record = _checked_records.get(warm_name)
+                if record is not None and record["key"] in _loaded and _key_inputs_hold(record):
+                    self._loaded_key = record["key"]
+                    return _loaded[record["key"]]
             record = None if rebuild_set else _check_warm_record(warm_name, self.cache_dir)
             if record is not None:
                 key = record["key"]
+                fd = record.pop("fd")
+                _checked_records[warm_name] = record
                 if key in _loaded:
-                    os.close(record["fd"])
+                    os.close(fd)
                     self._loaded_key = key
                     return _loaded[key]
                 if _count_warm_hit(record):
@@ -573,14 +611,14 @@ class TorchOpsExtension:
                     if self.verbose:
                         print(f"abicache: hit `{self.name}` key {key} (warm record): {path}", file=sys.stderr)
                     try:
-                        return self._register_checked(key, path, record["fd"])
+                        return self._register_checked(key, path, fd)
                     except (OSError, ImportError):
                         # The load itself failed: a miss. The native path
                         # looks up (or rebuilds) and loads, or raises the
                         # load's own error when the library is at fault.
                         pass
                 else:
-                    os.close(record["fd"])
+                    os.close(fd)
             self._materialize()
             from ._native_path import load
 
@@ -639,6 +677,208 @@ class TorchOpsExtension:
             raise missing_ops(self, missing)
 
 
+# The drop-ins' warm path: ``load``, and what ``load_inline`` (``_inline``)
+# shares with it. Here, not in a module of their own: a warm call answered
+# by the record then imports no module but this one. What only a build, an
+# error, a shell-quoted flag or ``build_directory`` needs is in ``_load``.
+
+# base name -> {key of the extension under its base name: (name it was
+# imported as, library path, module or None)}: what load/load_inline loaded
+# in this process, so that a changed extension is imported under a new name
+# (as torch does) and an unchanged one returns its first result.
+_by_name: Dict[str, Dict[str, Tuple[str, str, Optional[ModuleType]]]] = {}
+_dropin_locks: Dict[str, threading.Lock] = {}
+
+# What makes `shlex.split` (POSIX mode) do more than return a stripped word:
+# blanks between words, quotes and escapes.
+_SHELL_SPECIAL = frozenset(" \t\n\r\x0b\x0c\"'\\")
+
+
+def _split_flags(flags: Optional[Iterable[str]], what: str) -> List[str]:
+    # Flags as torch's command line sees them: each entry stripped, empty
+    # ones dropped, and one entry holding several (`"-O0 -Wall"`) split as a
+    # POSIX shell splits it (`_load.shell_split`; a plain word, most flags,
+    # is what it would return).
+    if flags is None:
+        return []
+    if isinstance(flags, str):
+        flags = [flags]
+    out: List[str] = []
+    for flag in flags:
+        if not isinstance(flag, str):
+            raise TypeError(f"{what} must be strings, got {type(flag).__name__} ({flag!r})")
+        flag = flag.strip()
+        if any(c in _SHELL_SPECIAL for c in flag):
+            from ._load import shell_split
+
+            out.extend(shell_split(flag, what))
+        elif flag:
+            out.append(flag)
+    return out
+
+
+def _load_sources(
+    name: str,
+    sources: Union[StrPath, List[StrPath]],
+    *,
+    extra_cflags: Optional[List[str]],
+    extra_cuda_cflags: Optional[List[str]],
+    extra_ldflags: Optional[List[str]],
+    extra_include_paths: Optional[List[StrPath]],
+    build_directory: Optional[StrPath],
+    verbose: bool,
+    with_cuda: Optional[bool],
+    is_python_module: bool,
+    cache_dir: Optional[StrPath],
+    fingerprint_root: Optional[StrPath] = None,
+    store_sources: Optional[Callable[[], str]] = None,
+) -> Union[ModuleType, str]:
+    # What `load` and `load_inline` do once their sources are files:
+    # normalise flags and paths as torch does, load (a hit, or one build),
+    # and return the module or the library path.
+    #
+    # Same-name reloads: the first load of `name` in this process imports it
+    # as `name`. A later load of `name` whose key (under that name) differs
+    # from every earlier one is a changed extension: a Python module is then
+    # built and imported as `name_v1`, `name_v2`, ... (torch's scheme:
+    # pybind11 returns an already-imported module for a name it has seen); a
+    # `torch.ops` library keeps its name (a different path loads fine). A
+    # load whose key matches an earlier one returns that first result.
+    #
+    # `store_sources` (`load_inline`): the sources are stand-in paths under
+    # `fingerprint_root` that name the generated files' contents; the
+    # callable stores the files and returns their directory, called only
+    # when the warm-load record does not answer (`TorchOpsExtension._materialize`).
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a string, got {type(name).__name__}")
+    options = dict(
+        namespace=name,
+        extra_cflags=_split_flags(extra_cflags, "extra_cflags"),
+        extra_cuda_cflags=_split_flags(extra_cuda_cflags, "extra_cuda_cflags"),
+        extra_ldflags=_split_flags(extra_ldflags, "extra_ldflags"),
+        extra_include_paths=_paths(extra_include_paths, "extra_include_paths", strip=True),
+        requires_cuda=with_cuda,
+        is_python_module=is_python_module,
+        cache_dir=cache_dir,
+        verbose=verbose,
+        fingerprint_root=fingerprint_root,
+    )
+    with _registry_lock:
+        lock = _dropin_locks.setdefault(name, threading.Lock())
+    with lock:
+        loaded = _by_name.setdefault(name, {})
+        ext = TorchOpsExtension(name, sources, **options)  # type: ignore[arg-type]
+        ext._store_sources = store_sources
+        # The key only when the name was loaded before: from the warm-load
+        # record when it answers (a same-process repeat costs its checks,
+        # no native call), else a native key.
+        key = ext._current_key() if loaded else None
+        if key is not None and key in loaded:
+            as_name, path, module = loaded[key]
+        else:
+            as_name = f"{name}_v{len(loaded)}" if loaded and is_python_module else name
+            if as_name != name:
+                ext = TorchOpsExtension(as_name, sources, **options)  # type: ignore[arg-type]
+                ext._store_sources = store_sources
+            try:
+                path, module = ext._load()
+            except Exception as e:
+                # `abicache._native` is imported only when something failed.
+                from ._load import with_torch_prefix
+
+                wrapped = with_torch_prefix(as_name, e)
+                if wrapped is None:
+                    raise
+                raise wrapped from e
+            if key is None:
+                key = ext._loaded_key
+            assert key is not None
+            loaded[key] = (as_name, path, module)
+    if build_directory is not None:
+        from ._load import copy_to_build_directory
+
+        path = copy_to_build_directory(build_directory, as_name, path)
+    if is_python_module:
+        assert module is not None
+        return module
+    return path
+
+
+def load(
+    name: str,
+    sources: Union[StrPath, List[StrPath]],
+    extra_cflags: Optional[List[str]] = None,
+    extra_cuda_cflags: Optional[List[str]] = None,
+    extra_sycl_cflags: Optional[List[str]] = None,
+    extra_ldflags: Optional[List[str]] = None,
+    extra_include_paths: Optional[List[StrPath]] = None,
+    build_directory: Optional[StrPath] = None,
+    verbose: bool = False,
+    with_cuda: Optional[bool] = None,
+    with_sycl: Optional[bool] = None,
+    is_python_module: bool = True,
+    is_standalone: bool = False,
+    keep_intermediates: bool = True,
+    *,
+    cache_dir: Optional[StrPath] = None,
+) -> Union[ModuleType, str]:
+    """Build (or reuse) and load a C++/CUDA extension, like
+    ``torch.utils.cpp_extension.load`` with the same signature and return
+    values: the imported module when ``is_python_module`` (the default), else
+    the library path after ``torch.ops.load_library``. Switching is a one-line
+    change: ``from abicache import load``.
+
+    Like torch's ``load``:
+
+    - flags are stripped, empty ones dropped, and an entry holding several
+      (``"-O0 -Wall"``) is split as torch's command line splits it; include
+      paths are stripped and made absolute;
+    - a changed extension loaded again under the same name in one process is
+      imported as ``<name>_v1``, ``<name>_v2``, … and returns the new code;
+      an unchanged one returns the module loaded first;
+    - with ``build_directory=D`` the library is reachable as ``D/<name>.so``
+      (``D/<name>_v1.so`` for a reload), a copy of the verified cache entry;
+    - a failed build raises a ``RuntimeError`` (:class:`abicache.BuildError`,
+      with the compiler's ``.output`` and ``.command``) whose message starts
+      with ``Error building extension '<name>'``.
+
+    What differs:
+
+    - The binary is cached under a key of what it depends on (sources and the
+      headers they include, flags, Python ABI when used, torch release or
+      stable-ABI target, CUDA, archs), in the abicache cache (``cache_dir``,
+      keyword-only, default ``ABICACHE_DIR``, else ``~/.cache/abicache``), not
+      in a build directory: a hit costs a hash of the sources and a
+      ``dlopen``, never a ninja run, and editing a header rebuilds.
+    - ``verbose`` prints whether it was a hit; build progress always goes to
+      stderr while a build runs.
+    - ``keep_intermediates`` is accepted and ignored (objects are kept in the
+      object cache so shared and unchanged units are not recompiled).
+    - ``is_standalone`` (an executable) and SYCL (``with_sycl``,
+      ``extra_sycl_cflags``) are not supported and raise :class:`abicache.Error`.
+    - Missing sources raise ``FileNotFoundError``; ABI refusals
+      :class:`abicache.AbiError`; lock time-outs :class:`abicache.LockTimeout`.
+    """
+    if is_standalone or with_sycl or extra_sycl_cflags:
+        from ._load import refuse_unsupported
+
+        refuse_unsupported(with_sycl, extra_sycl_cflags, "load", is_standalone)
+    del keep_intermediates  # accepted for compatibility; see the docstring
+    return _load_sources(
+        name,
+        sources,
+        extra_cflags=extra_cflags,
+        extra_cuda_cflags=extra_cuda_cflags,
+        extra_ldflags=extra_ldflags,
+        extra_include_paths=extra_include_paths,
+        build_directory=build_directory,
+        verbose=verbose,
+        with_cuda=with_cuda,
+        is_python_module=is_python_module,
+        cache_dir=cache_dir,
+    )
+
+
 __all__ = [
     "AbiError",
     "BuildError",
@@ -666,7 +906,6 @@ _LAZY = {
     "prebuild": "_api",
     "stats": "_api",
     "torch_stable_abi_target_define": "_api",
-    "load": "_load",
     "load_inline": "_inline",
     "intercept": "_intercept",
     "environment": "_env",

@@ -13,12 +13,15 @@ import os
 from types import ModuleType
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple, Union
 
+from . import _load_sources
+
+# Type aliases for type checkers only: at run time (annotations are strings)
+# building them would cost a warm `load_inline` ~0.1 ms.
 if TYPE_CHECKING:
     from . import StrPath
-from ._load import load_sources, refuse_unsupported
 
-Sources = Union[str, Sequence[str]]
-Functions = Union[str, List[str], Dict[str, str], None]
+    Sources = Union[str, Sequence[str]]
+    Functions = Union[str, List[str], Dict[str, str], None]
 
 
 def _source_list(sources: Optional[Sources], what: str) -> List[str]:
@@ -129,7 +132,10 @@ def load_inline(
     ``use_pch`` writes a precompiled header into the torch installation;
     abicache leaves it alone). SYCL is not supported.
     """
-    refuse_unsupported(with_sycl, sycl_sources or extra_sycl_cflags, "load_inline")
+    if with_sycl or sycl_sources or extra_sycl_cflags:
+        from ._load import refuse_unsupported
+
+        refuse_unsupported(with_sycl, sycl_sources or extra_sycl_cflags, "load_inline")
     del keep_intermediates, use_pch  # accepted for compatibility; see the docstring
     files = generated_sources(
         cpp_sources, cuda_sources, functions, with_pytorch_error_handling, no_implicit_headers, gil_not_used
@@ -148,7 +154,7 @@ def load_inline(
 
         return _native.store_generated_sources(files, None if cache_dir is None else os.fspath(cache_dir))
 
-    return load_sources(
+    return _load_sources(
         name,
         [f"{directory}/{file_name}" for file_name, _ in files],
         extra_cflags=extra_cflags,

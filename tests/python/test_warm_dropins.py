@@ -54,3 +54,35 @@ def test_a_warm_dropin_takes_no_native_call_and_a_repeat_returns_the_first_resul
     assert warm["same"] and warm["path"] == built["path"]
     if kind.endswith("module"):
         assert warm["value"] == 7
+
+
+REPEAT_AFTER_EDIT = """
+first = abicache.load("pyb_mod", [ARGS["pyb"]], cache_dir=CACHE)
+warm_dir = os.path.join(CACHE, "v1", "warm")
+for name in os.listdir(warm_dir):
+    with open(os.path.join(warm_dir, name), "w") as out:
+        out.write("not a record")
+again = abicache.load("pyb_mod", [ARGS["pyb"]], cache_dir=CACHE)
+native_after_repeat = "abicache._native" in sys.modules
+with open(ARGS["pyb"], "a") as src:
+    src.write("// edited\\n")
+edited = abicache.load("pyb_mod", [ARGS["pyb"]], cache_dir=CACHE)
+emit({"same": again is first, "native_after_repeat": native_after_repeat,
+      "edited": edited.__name__, "edited_value": edited.f(), "first": first.__name__})
+"""
+
+
+def test_a_same_process_repeat_reads_no_record_and_still_sees_an_edited_source(tmp_path: Path) -> None:
+    # The repeat is answered by what this process already checked (the
+    # record is garbage by then); an edited source is a new key all the same.
+    (tmp_path / "main.cpp").write_text(PYBIND)
+    args = {"pyb": str(tmp_path / "main.cpp")}
+    cache = tmp_path / "cache"
+    load = 'm = abicache.load("pyb_mod", [ARGS["pyb"]], cache_dir=CACHE)\nemit({"native": "abicache._native" in sys.modules})'
+    run_python(load, cache, args=args)
+    time.sleep(RACY_WINDOW_S)
+    run_python(load, cache, args=args)  # the native hit writes the record
+    assert not run_python(load, cache, args=args)["native"], "answered by the record"
+    out = run_python(REPEAT_AFTER_EDIT, cache, args=args)
+    assert out["same"] and not out["native_after_repeat"], "the repeat needs neither the record nor the native module"
+    assert out["first"] == "pyb_mod" and out["edited"] == "pyb_mod_v1" and out["edited_value"] == 7

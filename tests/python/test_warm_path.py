@@ -74,12 +74,14 @@ def test_the_interpreter_is_probed_once_per_process() -> None:
     assert _env.site_packages() == _env.site_packages()
 
 
-def test_import_abicache_leaves_the_load_dropin_for_first_use() -> None:
+def test_import_abicache_leaves_load_inline_and_the_drop_ins_cold_parts_for_first_use() -> None:
     code = (
         "import sys, abicache\n"
-        "assert 'abicache._load' not in sys.modules, 'imported eagerly'\n"
         "from abicache import load\n"
-        "assert load is abicache.load and 'abicache._load' in sys.modules\n"
+        "assert 'abicache._load' not in sys.modules and 'abicache._inline' not in sys.modules, 'imported eagerly'\n"
+        "from abicache import load_inline\n"
+        "assert load_inline is abicache.load_inline and 'abicache._inline' in sys.modules\n"
+        "assert 'abicache._load' not in sys.modules and 'abicache._native' not in sys.modules\n"
         "print('ok')\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
