@@ -70,6 +70,9 @@ pub struct GcReport {
     /// Generated-source sets (`v1/sources/`) no entry was built from, unused
     /// within the grace period, removed.
     pub sources_removed: usize,
+    /// PCH demand records (`v1/pch-demand/`) no build added to within
+    /// [`crate::PCH_DEMAND_MAX_AGE`], and leftovers of interrupted writes there, removed.
+    pub pch_demand_removed: usize,
     /// `v1/matrix-envs/run.*` directories of `prebuild --matrix` runs that
     /// died (their lock is free), removed.
     pub matrix_runs_removed: usize,
@@ -138,6 +141,7 @@ impl Store {
             .map(|e| e.manifest.payload.as_str())
             .collect();
         report.sources_removed = self.gc_sources(&payloads).0;
+        report.pch_demand_removed = self.gc_pch_demand();
         self.gc_warm_records(&entries.iter().map(|e| e.key.as_str()).collect());
         let entry_bytes: u64 = entries.iter().map(|e| e.size).sum();
         let objects = self.objects_oldest_first();

@@ -107,7 +107,7 @@ pub use objects::{ObjectCache, ObjectCheck, OBJECT_RECORD_SUFFIX};
 pub use pch::{PchLookup, PchPaths, PCH_FAILED_RETRY};
 pub use pch_budget::{
     parse_jobs as parse_pch_jobs, MachineSlots, PchPermit, PchSkip, DEFAULT_PCH_JOBS,
-    DEFAULT_PCH_MAX_SIZE, PCH_NEEDS_BEFORE_BUILD,
+    DEFAULT_PCH_MAX_SIZE, PCH_DEMAND_MAX_AGE, PCH_NEEDS_BEFORE_BUILD,
 };
 pub use provenance::{Provenance, PROVENANCE_FILE};
 pub use publish::{BuildGuard, Published};

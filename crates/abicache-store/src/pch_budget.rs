@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! <root>/v1/pch-demand/<key>          one line per build that needed the PCH and had none
+//!                                     (gc removes it [`PCH_DEMAND_MAX_AGE`] after the last)
 //! <root>/v1/pch-demand/<key>.too-large  size of a PCH that alone exceeded the cap
 //! <root>/v1/locks/pch-build.lock      held by the one PCH compile of this cache
 //! <slots dir>/slot-<n>.lock           held by a PCH compile of this user, n < ABICACHE_PCH_JOBS
@@ -46,6 +47,10 @@ pub const DEFAULT_PCH_JOBS: u32 = 1;
 
 /// How many builds must have needed a PCH before it is built.
 pub const PCH_NEEDS_BEFORE_BUILD: u32 = 2;
+
+/// How long gc keeps a PCH demand record no build has added to: a header and flag set
+/// needed a second time within 30 days of the last need gets its PCH.
+pub const PCH_DEMAND_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(30 * 24 * 3600);
 
 /// Why a background PCH build was not started.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -252,6 +257,40 @@ impl Store {
             if self.pch_remove(key).is_ok() {
                 total = total.saturating_sub(size);
                 removed.push(dir);
+            }
+        }
+        removed
+    }
+
+    /// Removes the PCH demand records no build added to within [`PCH_DEMAND_MAX_AGE`],
+    /// and temporary files an interrupted write left, once past the gc grace. The
+    /// records of PCHs too large for the cap stay (until the cap grows, they are what
+    /// stops a rebuild). Returns how many files were removed; best effort.
+    pub(crate) fn gc_pch_demand(&self) -> usize {
+        let Ok(rd) = std::fs::read_dir(self.pch_demand_dir()) else {
+            return 0;
+        };
+        let now = std::time::SystemTime::now();
+        let mut removed = 0;
+        for entry in rd.flatten() {
+            let path = entry.path();
+            let Ok(meta) = std::fs::symlink_metadata(&path) else {
+                continue;
+            };
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if !meta.is_file() || name.ends_with(".too-large") {
+                continue;
+            }
+            let modified = meta.modified().unwrap_or(now);
+            let expired = if name.ends_with(".tmp") {
+                !self.is_recent(modified)
+            } else {
+                now.duration_since(modified)
+                    .is_ok_and(|age| age > PCH_DEMAND_MAX_AGE)
+            };
+            if expired && std::fs::remove_file(&path).is_ok() {
+                removed += 1;
             }
         }
         removed

@@ -35,6 +35,10 @@ impl Store {
             let Ok(meta) = std::fs::symlink_metadata(&dir) else {
                 continue;
             };
+            if meta.is_file() && dir.extension().is_some_and(|e| e == "used") {
+                self.remove_orphan_marker(&dir, &meta);
+                continue;
+            }
             if !meta.is_dir() || self.is_recent(last_used(&dir, &meta)) {
                 continue;
             }
@@ -69,6 +73,25 @@ impl Store {
             }
         }
         (removed, bytes)
+    }
+}
+
+impl Store {
+    /// Removes `marker` (a `<digest>.used` file, whose metadata is `meta`) when its set is
+    /// gone and it was not touched within the grace period: under the set's lock, so a
+    /// writer marking a set it just stored is never undone. Best effort.
+    fn remove_orphan_marker(&self, marker: &Path, meta: &std::fs::Metadata) {
+        let set = marker.with_extension("");
+        if self.is_recent(meta.modified().unwrap_or(SystemTime::now())) || set.exists() {
+            return;
+        }
+        let Ok(Some(lock)) = FileLock::try_acquire(&sources_lock_path(self, &set)) else {
+            return;
+        };
+        if !set.exists() {
+            let _ = std::fs::remove_file(marker);
+            lock.unlink();
+        }
     }
 }
 
@@ -211,6 +234,32 @@ mod tests {
             .unwrap();
         assert_eq!(store.gc_sources(&[&payload]).0, 0);
         assert!(again.is_dir());
+    }
+
+    #[test]
+    fn a_use_marker_whose_set_is_gone_is_removed_once_past_the_grace_period() {
+        let root = tempfile::tempdir().unwrap();
+        let store = Store::open(root.path()).unwrap();
+        let old = Duration::from_secs(3600) + store.gc_grace();
+        let make = |contents: &'static [u8]| {
+            let files = [GeneratedFile {
+                name: "main.cpp",
+                contents,
+            }];
+            let dir = store.store_generated_sources(&files).unwrap();
+            store.store_generated_sources(&files).unwrap(); // found in place: marked used
+            let marker = super::used_marker(&dir);
+            assert!(marker.is_file());
+            // The set removed behind gc's back (by hand, or a crash after the rename).
+            std::fs::remove_dir_all(&dir).unwrap();
+            marker
+        };
+        let stale = make(b"int stale;");
+        let fresh = make(b"int fresh;");
+        set_mtime(&stale, old);
+        assert_eq!(store.gc_sources(&[]).0, 0, "markers are not sets");
+        assert!(!stale.exists(), "its set is gone and it is old");
+        assert!(fresh.exists(), "touched within the grace period");
     }
 
     /// gc read a set's mtime, hashed it and deleted it in place without a lock:

@@ -105,3 +105,45 @@ fn gc_evicts_pch_directories_with_the_objects() {
     assert!(report.object_bytes_freed >= 4096);
     assert!(!paths.dir.exists());
 }
+
+#[test]
+fn gc_forgets_pch_demand_no_build_added_to_for_thirty_days_and_keeps_the_rest() {
+    let (t, store) = temp_store();
+    let (stale, recent, too_large) = (key("stale"), key("recent"), key("large"));
+    assert_eq!(store.pch_record_need(&stale).unwrap(), 1);
+    assert_eq!(store.pch_record_need(&recent).unwrap(), 1);
+    let demand = t.path().join("cache").join("v1").join("pch-demand");
+    let age = |name: &str, ago: Duration| {
+        std::fs::File::options()
+            .write(true)
+            .open(demand.join(name))
+            .unwrap()
+            .set_modified(std::time::SystemTime::now() - ago)
+            .unwrap();
+    };
+    let month = abicache_store::PCH_DEMAND_MAX_AGE + Duration::from_secs(3600);
+    age(&stale, month);
+    // A too-large record stops a rebuild until the cap grows: it stays however old.
+    std::fs::write(
+        demand.join(format!("{too_large}.too-large")),
+        r#"{"bytes":1}"#,
+    )
+    .unwrap();
+    age(&format!("{too_large}.too-large"), month);
+    // A write interrupted between its temporary file and the rename.
+    std::fs::write(demand.join(format!("{too_large}.4242.tmp")), "{").unwrap();
+    age(&format!("{too_large}.4242.tmp"), Duration::from_secs(3600));
+
+    let report = store.gc(u64::MAX).unwrap();
+    assert_eq!(report.pch_demand_removed, 2);
+    assert!(
+        !demand.join(&stale).exists(),
+        "no need recorded for over 30 days"
+    );
+    assert!(!demand.join(format!("{too_large}.4242.tmp")).exists());
+    assert!(demand.join(&recent).exists());
+    assert!(demand.join(format!("{too_large}.too-large")).exists());
+    // The forgotten flag set starts over: its next build is a first use again.
+    assert_eq!(store.pch_record_need(&stale).unwrap(), 1);
+    assert_eq!(store.pch_record_need(&recent).unwrap(), 2);
+}
