@@ -3,7 +3,16 @@
 # their targets. Benchmarks measure, not test: this exits 0 when the
 # measurements ran, whatever the ratios. See benches/README.md.
 #
-#   scripts/bench.sh            (after scripts/setup-venv.sh dev)
+#   scripts/bench.sh [--floors] [--reference COMMIT]   (after scripts/setup-venv.sh dev)
+#
+# --floors: only the figures measured against a floor, in one run (~15
+#   minutes): the GPTQModel keys, the generated tree's cold key against its
+#   read+BLAKE3 floor, the lexer alone, the cold keys of machete and of the
+#   tree against the reference scanner, and every warm path against its
+#   floor (bench_warm_paths.py: TorchOpsExtension CPU and CUDA, the
+#   drop-ins, same-process repeats, `abicache key`).
+# --reference COMMIT: the earlier abicache whose key_time the cold keys are
+#   compared with (default 91db52b, before the stat cache and key memo).
 #
 # Takes ~5 minutes on a 2-core machine (the GPTQModel reference alone needs
 # ~2 minutes: marlin ~2.5 s and swordfish ~6 s a key, machete ~1 min once),
@@ -13,6 +22,17 @@
 # and the nvidia-cutlass wheel (CUTLASS headers); installs benches/requirements.txt
 # (PyPcre, LogBar: what GPTQModel's cpp.py imports) into .venv.
 set -euo pipefail
+floors_only=0
+reference_commit=91db52b
+while [ $# -gt 0 ]; do
+  case $1 in
+    --floors) floors_only=1 ;;
+    --reference) reference_commit=${2:?--reference needs a commit}; shift ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
+    *) echo "bench: unknown argument \`$1\` (see --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
 work=$repo/benches/.work
@@ -24,6 +44,8 @@ if [ ! -x "$venv/bin/python" ]; then
   exit 2
 fi
 mkdir -p "$work"
+# The summary shows this run's figures only.
+rm -f "$work"/*.json
 
 # Bench-only Python packages, installed once (a stamp keyed by the file).
 stamp=$venv/.abicache-bench-$(sha256sum benches/requirements.txt | cut -c1-16)
@@ -49,15 +71,22 @@ cargo run --release --quiet -p abicache-scan --example lex_time -- "$work/tree"
 # The cold keys of machete and of the tree against the previous scanner
 # (commit 91db52b), whose key_time is built once per machine (~12 minutes
 # the first time).
-if reference=$(benches/build_reference_key_time.sh); then
+if reference=$(benches/build_reference_key_time.sh "$reference_commit"); then
   python3 benches/bench_cold_key.py --key-time "$bin/examples/key_time" \
-    --reference-key-time "$reference" --out "$work" --name machete \
+    --reference-key-time "$reference" --reference-label "$reference_commit" --out "$work" --name machete \
     --spec "$work/gptqmodel-7.7.0/abicache-bench-machete.toml" --env "$work/gptq-env.toml"
   python3 benches/bench_cold_key.py --key-time "$bin/examples/key_time" \
-    --reference-key-time "$reference" --out "$work" --name tree \
+    --reference-key-time "$reference" --reference-label "$reference_commit" --out "$work" --name tree \
     --spec "$work/tree/abicache.toml" --env "$work/gptq-env.toml"
 else
   echo "bench: no reference key_time (above): the cold keys against the previous scanner are skipped" >&2
+fi
+if [ "$floors_only" = 1 ]; then
+  # Every warm path against its floor (needs the package in .venv).
+  scripts/install-python-package.sh .venv
+  "$venv/bin/python" benches/bench_warm_paths.py --work "$work" --abicache "$bin/abicache"
+  python3 benches/summary.py "$work"
+  exit 0
 fi
 "$venv/bin/python" -W ignore benches/bench_build.py --abicache "$bin/abicache" \
   --audit-time "$bin/examples/audit_time" --work "$work"
