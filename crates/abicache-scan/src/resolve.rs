@@ -16,6 +16,9 @@
 //! in a missing directory, so the many candidates under include paths that
 //! lack a subdirectory (`cutlass/…` looked up in every CUDA include dir)
 //! cost one `stat` for the whole missing subtree instead of one each.
+//! A directory many names are looked up in is listed once, and the rest
+//! of its lookups are answered from the listing (`listing.rs` says
+//! when that answer is exactly the `lstat`'s).
 //!
 //! A header's own includes are resolved from the directory it was *found*
 //! in (as a compiler does, which matters for symlink forests: a symlinked
@@ -38,6 +41,7 @@ use crate::absent::{AbsentLookups, DirSlot, Known};
 use crate::deps::Recorder;
 use crate::fast_hash::FastMap;
 use crate::lexer::IncludeKind;
+use crate::listing::{Listed, Listings};
 
 /// A directory headers were found in (interned by the [`Resolver`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -96,6 +100,8 @@ pub struct Resolver {
     /// start with a name no root has and are then answered without a
     /// `stat` per root.
     system_tops: Option<Vec<std::collections::HashSet<OsString>>>,
+    /// The listings of directories many names were looked up in.
+    listings: Listings,
     /// Failed lookups remembered by directory stamp (scans through a stat
     /// cache only): a candidate known absent costs no `stat`.
     absent: Option<AbsentLookups>,
@@ -273,21 +279,33 @@ impl Resolver {
     fn look_up(&mut self, found: &Path) -> Option<Resolution> {
         // Split once: each use below would otherwise parse the path again.
         let (dir, name) = (found.parent()?, found.file_name()?);
-        let slot = match self.enter_dir(dir) {
+        let (slot, at) = match self.enter_dir(dir) {
             Entered::Missing => return None,
-            Entered::Present(slot) => slot,
+            Entered::Present(slot, at) => (slot, at),
         };
-        let known = self.known(slot, name);
-        match known {
+        let plain_file = |this: &mut Self| {
+            let parent = this.canonical_dir(dir)?;
+            let canonical = parent.join(name);
+            let dir = this.dir_id(&parent);
+            let file = this.file(&canonical);
+            Some(Resolution::Local { dir, file })
+        };
+        match self.known(slot, name) {
             Known::Absent => return None,
-            Known::File => {
-                let parent = self.canonical_dir(dir)?;
-                let canonical = parent.join(name);
-                let dir = self.dir_id(&parent);
-                let file = self.file(&canonical);
-                return Some(Resolution::Local { dir, file });
-            }
+            Known::File => return plain_file(self),
             Known::Unknown => {}
+        }
+        match self.listings.lookup(at, dir, found, name) {
+            Listed::Absent => {
+                self.note(slot, name, false);
+                return None;
+            }
+            Listed::File => {
+                self.note(slot, name, true);
+                return plain_file(self);
+            }
+            Listed::Other => return None,
+            Listed::Look => {}
         }
         let meta = match std::fs::symlink_metadata(found) {
             Ok(meta) => meta,
@@ -325,14 +343,26 @@ impl Resolver {
         let Some((dir, name)) = path.parent().zip(path.file_name()) else {
             return is_file(path);
         };
-        let slot = match self.enter_dir(dir) {
+        let (slot, at) = match self.enter_dir(dir) {
             Entered::Missing => return false,
-            Entered::Present(slot) => slot,
+            Entered::Present(slot, at) => (slot, at),
         };
         match self.known(slot, name) {
             Known::Absent => return false,
             Known::File => return true,
             Known::Unknown => {}
+        }
+        match self.listings.lookup(at, dir, path, name) {
+            Listed::Absent => {
+                self.note(slot, name, false);
+                return false;
+            }
+            Listed::File => {
+                self.note(slot, name, true);
+                return true;
+            }
+            Listed::Other => return false,
+            Listed::Look => {}
         }
         // `lstat` first: one call answers the common cases (no entry, a
         // plain file), as the `stat` of `is_file` does. Only a symlink is
@@ -390,7 +420,10 @@ impl Resolver {
         }
         let entered = match stamp {
             None => Entered::Missing,
-            Some(stamp) => Entered::Present(self.absent.as_mut().map(|a| a.enter(dir, stamp))),
+            Some(stamp) => Entered::Present(
+                self.absent.as_mut().map(|a| a.enter(dir, stamp)),
+                self.listings.add(stamp.size),
+            ),
         };
         if let Some(looked) = self.lookup_dirs.get_mut(dir.as_os_str()) {
             looked.entered = Some(entered);
@@ -462,8 +495,8 @@ enum Entered {
     /// Missing or not a directory: no name exists in it.
     Missing,
     /// A directory, with its slot in the absent lookups when the scan has
-    /// them.
-    Present(Option<DirSlot>),
+    /// them, and its index in the listings.
+    Present(Option<DirSlot>, u32),
 }
 
 /// Distinct names looked up under the system roots one `stat` per root
