@@ -276,6 +276,7 @@ fn walk(
         files: Vec::new(),
         stamp: Vec::new(),
         macros: Macros::new(&config.defines),
+        buf: Vec::new(),
         report: ScanReport {
             sources: Vec::new(),
             python_markers: Vec::new(),
@@ -383,6 +384,8 @@ struct Walk<'c> {
     stamp: Vec<usize>,
     macros: Macros,
     report: ScanReport,
+    /// The read buffer of files read on this thread.
+    buf: Vec<u8>,
 }
 
 /// The macro table of the extension, filled from the files read so far
@@ -455,9 +458,12 @@ impl Walk<'_> {
                         for _ in 0..READ_THREADS {
                             let (queue, done, root) = (&queue, done.clone(), &root);
                             s.spawn(move || {
+                                let mut buf = Vec::new();
                                 while let Some(jobs) = queue.pop_some() {
                                     let read = jobs.into_iter().map(|(file, path)| {
-                                        let entry = || read_entry(root, &path, cache);
+                                        let entry = std::panic::AssertUnwindSafe(|| {
+                                            read_entry(root, &path, cache, &mut buf)
+                                        });
                                         (file, std::panic::catch_unwind(entry))
                                     });
                                     let _ = done.send(read.collect());
@@ -469,7 +475,8 @@ impl Walk<'_> {
                     if done.is_some() {
                         // No workers yet: few files, read here.
                         for file in to_read {
-                            let slot = read_entry(&root, self.resolver.file_path(file), cache);
+                            let path = self.resolver.file_path(file);
+                            let slot = read_entry(&root, path, cache, &mut self.buf);
                             self.arrived(&mut p, file, slot);
                         }
                     } else {
@@ -613,7 +620,8 @@ impl Walk<'_> {
     fn load(&mut self, id: FileId) -> Result<&FileEntry, ScanError> {
         let k = id.index();
         if matches!(self.slot(id), Slot::Empty) {
-            self.files[k] = read_entry(&self.root, self.resolver.file_path(id), self.cache);
+            let path = self.resolver.file_path(id);
+            self.files[k] = read_entry(&self.root, path, self.cache, &mut self.buf);
             self.macros.stale = true;
         }
         if let Slot::Failed(_) = self.files[k] {
@@ -803,7 +811,8 @@ fn resolved_includes(inc: &Include, expansion: &Expansion) -> Vec<Include> {
 
 /// Reads, hashes and lexes one file, unless `cache` has an entry whose
 /// stamp matches the file's current one (then only a `stat` is made).
-fn read_entry(root: &Path, path: &Path, cache: Option<&StatCache>) -> Slot {
+/// `buf` is scratch space, reused from file to file.
+fn read_entry(root: &Path, path: &Path, cache: Option<&StatCache>, buf: &mut Vec<u8>) -> Slot {
     let display: Arc<str> = display_path(root, path).into();
     if let Some(cache) = cache.filter(|c| c.knows(path)) {
         if let Ok(meta) = std::fs::metadata(path) {
@@ -824,7 +833,7 @@ fn read_entry(root: &Path, path: &Path, cache: Option<&StatCache>) -> Slot {
     let now = SystemTime::now();
     // A FIFO, device or directory is refused, never read (no hang, no
     // unbounded read through a symlink to `/dev/zero`).
-    let read = || -> io::Result<(Vec<u8>, std::fs::Metadata)> {
+    let read = |buf: &mut Vec<u8>| -> io::Result<(usize, std::fs::Metadata)> {
         let (file, meta) = abicache_fs::open_regular(path, abicache_fs::Follow::Yes)?;
         if meta.len() > MAX_SOURCE_SIZE {
             return Err(abicache_fs::FsError::TooLarge {
@@ -834,14 +843,14 @@ fn read_entry(root: &Path, path: &Path, cache: Option<&StatCache>) -> Slot {
             }
             .into());
         }
-        let mut bytes = Vec::with_capacity(meta.len() as usize);
-        file.take(MAX_SOURCE_SIZE + 1).read_to_end(&mut bytes)?;
-        Ok((bytes, meta))
+        let filled = read_whole(file, meta.len(), buf)?;
+        Ok((filled, meta))
     };
-    match read() {
-        Ok((bytes, meta)) => {
-            let blake3: Arc<str> = blake3::hash(&bytes).to_hex().as_str().into();
-            let facts = Arc::new(lex(&bytes));
+    match read(buf) {
+        Ok((filled, meta)) => {
+            let bytes = &buf[..filled];
+            let blake3: Arc<str> = blake3::hash(bytes).to_hex().as_str().into();
+            let facts = Arc::new(lex(bytes));
             let origin = match cache {
                 Some(cache) => {
                     cache.count_read();
@@ -864,6 +873,42 @@ fn read_entry(root: &Path, path: &Path, cache: Option<&StatCache>) -> Slot {
         Err(e) => Slot::Failed(e),
     }
 }
+
+/// Reads `file` (whose `stat` said `size` bytes) to its end, at most
+/// [`MAX_SOURCE_SIZE`] + 1 bytes, into the front of `buf`; returns how many
+/// bytes were read. Usually one `read`: it asks for one byte more than
+/// `size`, and a regular file that returns fewer bytes than asked for, and
+/// at least `size`, is at its end (else it reads on until a `read` returns
+/// nothing, as `read_to_end` does).
+fn read_whole(mut file: std::fs::File, size: u64, buf: &mut Vec<u8>) -> io::Result<usize> {
+    let limit = usize::try_from(MAX_SOURCE_SIZE + 1).unwrap_or(usize::MAX);
+    let mut filled = 0usize;
+    let mut want = usize::try_from(size).map_or(limit, |s| s.saturating_add(1).min(limit));
+    while want > 0 {
+        if buf.len() < filled + want {
+            buf.resize(filled + want, 0);
+        }
+        let n = match file.read(&mut buf[filled..filled + want]) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        filled += n;
+        if n == 0 || (n < want && filled as u64 >= size) {
+            break;
+        }
+        want = if n < want {
+            want - n
+        } else {
+            filled.max(READ_CHUNK).min(limit - filled)
+        };
+    }
+    Ok(filled)
+}
+
+/// What [`read_whole`] asks for at least once a file turned out larger
+/// than its `stat` said.
+const READ_CHUNK: usize = 8192;
 
 /// The largest source or header read (generated headers reach tens of MiB).
 const MAX_SOURCE_SIZE: u64 = 1 << 30;
@@ -974,5 +1019,36 @@ fn display_path(root: &Path, canonical: &Path) -> String {
             .collect::<Vec<_>>()
             .join("/"),
         Err(_) => canonical.to_string_lossy().into_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `read_whole` of a file whose `stat` said `said` bytes.
+    fn read_said(bytes: &[u8], said: u64, buf: &mut Vec<u8>) -> Vec<u8> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, bytes).unwrap();
+        let n = read_whole(std::fs::File::open(&path).unwrap(), said, buf).unwrap();
+        buf[..n].to_vec()
+    }
+
+    #[test]
+    fn a_whole_file_is_read_whatever_its_stat_said_and_whatever_the_buffer_held() {
+        let big: Vec<u8> = (0..100_000u32).map(|k| (k % 251) as u8).collect();
+        let mut buf = vec![7u8; 50];
+        for (bytes, said) in [
+            (&big[..], big.len() as u64),
+            // Grown since its `stat`, shrunk since, empty.
+            (&big[..], 3),
+            (&big[..1000], 5000),
+            (&big[..0], 0),
+            (&big[..0], 10),
+            (&big[..17], 17),
+        ] {
+            assert_eq!(read_said(bytes, said, &mut buf), bytes, "said {said}");
+        }
     }
 }
