@@ -277,6 +277,7 @@ fn walk(
         stamp: Vec::new(),
         macros: Macros::new(&config.defines),
         buf: Vec::new(),
+        resolved: Vec::new(),
         report: ScanReport {
             sources: Vec::new(),
             python_markers: Vec::new(),
@@ -386,6 +387,11 @@ struct Walk<'c> {
     report: ScanReport,
     /// The read buffer of files read on this thread.
     buf: Vec<u8>,
+    /// Indexed by [`FileId::index`]: per directory the file was found in,
+    /// what each of its includes resolved to (in order; computed ones as
+    /// [`Resolution::System`], expanded when walked), as the prefetch
+    /// found: each source's walk reuses them instead of asking again.
+    resolved: Vec<Vec<(DirId, Box<[Resolution]>)>>,
 }
 
 /// The macro table of the extension, filled from the files read so far
@@ -544,18 +550,33 @@ impl Walk<'_> {
             return;
         };
         let facts = Arc::clone(&entry.facts);
+        let mut resolved = Vec::with_capacity(facts.includes.len());
         for inc in &facts.includes {
             if inc.kind == IncludeKind::Computed {
                 if p.computed_seen.insert((dir, inc.name.clone())) {
                     p.computed.push((dir, inc.name.clone()));
                 }
+                resolved.push(Resolution::System);
                 continue;
             }
-            if let Resolution::Local { dir, file } = self.resolver.resolve(dir, &inc.name, inc.kind)
-            {
+            let found = self.resolver.resolve(dir, &inc.name, inc.kind);
+            resolved.push(found);
+            if let Resolution::Local { dir, file } = found {
                 self.reach(p, (file, dir));
             }
         }
+        let k = file.index();
+        if self.resolved.len() <= k {
+            self.resolved.resize_with(k + 1, Vec::new);
+        }
+        self.resolved[k].push((dir, resolved.into_boxed_slice()));
+    }
+
+    /// What the prefetch resolved the includes of `file` found in `dir`
+    /// to, if it did.
+    fn resolved(&self, file: FileId, dir: DirId) -> Option<&[Resolution]> {
+        let found = self.resolved.get(file.index())?;
+        found.iter().find(|(d, _)| *d == dir).map(|(_, r)| &**r)
     }
 
     /// Expands every computed include met so far with the macros read so
@@ -653,7 +674,7 @@ impl Walk<'_> {
             uses_extension_name: false,
         };
         let mut stack = vec![(first, dir)];
-        let mut children = Vec::new();
+        let (mut children, mut known) = (Vec::new(), Vec::new());
         while let Some((id, dir)) = stack.pop() {
             self.load(id)?;
             if self.stamp[id.index()] == number {
@@ -673,9 +694,18 @@ impl Walk<'_> {
             if std::mem::replace(&mut self.stamp[id.index()], number) == 0 {
                 self.collect_facts(display, &facts);
             }
-            for inc in &facts.includes {
+            // What the prefetch resolved (copied: the loop needs `self`).
+            known.clear();
+            if let Some(r) = self.resolved(id, dir) {
+                known.extend_from_slice(r);
+            }
+            let reuse = known.len() == facts.includes.len();
+            for (n, inc) in facts.includes.iter().enumerate() {
                 if inc.kind != IncludeKind::Computed {
-                    let found = self.resolver.resolve(dir, &inc.name, inc.kind);
+                    let found = match known.get(n) {
+                        Some(&found) if reuse => found,
+                        _ => self.resolver.resolve(dir, &inc.name, inc.kind),
+                    };
                     note_found(
                         found,
                         display,
