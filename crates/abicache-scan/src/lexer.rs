@@ -261,7 +261,8 @@ impl Lexer<'_> {
 
     /// The main loop. Ordinary code is skipped 16 bytes at a time
     /// ([`crate::lexer_skip::Candidates`]): only a newline, `#`, `%`, `/`, a quote,
-    /// and a digit or a [`may_matter`] letter that starts a token can change the facts.
+    /// and a digit or the first letter of a marker that starts a token can change the
+    /// facts (a raw string's prefix is recognised at its quote, [`raw_prefix_before`]).
     /// A line's leading whitespace and block comments are walked byte by byte, since a
     /// `#` (or `%:`) after them starts a directive. Gives exactly the facts of
     /// [`Lexer::run_scalar`] (see the module's differential tests).
@@ -269,6 +270,8 @@ impl Lexer<'_> {
         let s = self.s;
         let mut i = 0;
         let mut candidates = crate::lexer_skip::Candidates::default();
+        // Where the last pp-number ended: a raw-string prefix must not be its tail.
+        let mut number_end = usize::MAX;
         'line: loop {
             // At a line start: whitespace and block comments may come before a directive.
             loop {
@@ -304,8 +307,12 @@ impl Lexer<'_> {
                     }
                     b'/' if s.get(i + 1) == Some(&b'/') => i = self.skip_line_comment(i),
                     b'/' if s.get(i + 1) == Some(&b'*') => i = self.skip_block_comment(i),
+                    b'"' if number_end != i && raw_prefix_before(s, i) => i = self.skip_raw(i),
                     b'"' | b'\'' => i = self.skip_quoted(i, c),
-                    b'0'..=b'9' => i = self.skip_number(i),
+                    b'0'..=b'9' => {
+                        i = self.skip_number(i);
+                        number_end = i;
+                    }
                     _ if may_matter(c) => i = self.identifier(i),
                     // `#` or `%` inside a line, a `/` that starts no comment.
                     _ => i += 1,
@@ -650,6 +657,20 @@ impl Lexer<'_> {
         }
         s.len()
     }
+}
+
+/// Whether the identifier that ends at the quote `q` (and starts a token)
+/// is a raw string's prefix: `R`, `u8R`, `uR`, `UR` or `LR`. What
+/// [`Lexer::identifier`] checks when it meets the prefix first.
+fn raw_prefix_before(s: &[u8], q: usize) -> bool {
+    if q == 0 || s[q - 1] != b'R' {
+        return false;
+    }
+    let start = s[..q]
+        .iter()
+        .rposition(|&c| !is_ident_continue(c))
+        .map_or(0, |k| k + 1);
+    matches!(&s[start..q], b"R" | b"u8R" | b"uR" | b"UR" | b"LR")
 }
 
 /// The end of the first `needle` (non-empty) in `s` at or after `from`.

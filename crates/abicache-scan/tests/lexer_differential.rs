@@ -66,6 +66,11 @@ const FIXTURES: &[&str] = &[
     "#include MACRO_NAME // c\n#include PyComputed /* c */\n#include\n#include <>\n",
     "#pragma once\n#if defined(PyX) // c\n#endif\n#\n# \n#  define X 1\n",
     "u'a' U'b' L'c' u8'd' u\"e\" U\"f\" L\"g\" u8\"h\" uR\"(i)\" UR\"(j)\" R\"(k)\"",
+    // Raw prefixes are recognised at their quote: never the tail of a pp-number or of a
+    // longer identifier, whatever came before.
+    "1R\"(\n#include <a1.h>\n)\" 1'R\"(PyA)\" 1e+R\"(PyB)\" .5R\"(PyC)\" x1R\"(PyD)\" $R\"(PyE)\"\n",
+    "\"s\"R\"(PyF)\" /*c*/R\"(PyG)\" 'c'u8R\"(PyH)\" (LR\"(PyI)\") xu8R\"(PyJ)\" \u{e9}R\"(PyK)\"\n",
+    "RE REGISTER_EXTENSION(x) ST STABLE_TORCH_LIBRARY TO TORCH_EXTENSION_NAME pY Py PY py PyZ\n",
     "a/b/c //\n/ /* */ / /**/#include <x.h>\n/*/ still */ #include <y.h>\n",
     "\t\x0b\x0c\r#include <ws.h>\r\n \r\n#include <crlf.h>\r\n",
     "\u{feff}#include <bom.h>\n",
@@ -202,6 +207,15 @@ const PIECES: &[&str] = &[
     "u",
     "p",
     "P",
+    "uR",
+    "UR",
+    "RE",
+    "ST",
+    "TO",
+    "y",
+    "Y",
+    "E",
+    "O",
 ];
 
 proptest! {
