@@ -254,6 +254,23 @@ fn is_hspace(c: u8) -> bool {
     matches!(c, b' ' | b'\t' | b'\r' | b'\x0b' | b'\x0c')
 }
 
+/// The first byte at or after `i` that is not horizontal whitespace: runs
+/// of spaces (indentation) eight bytes at a time.
+fn skip_hspace(s: &[u8], mut i: usize) -> usize {
+    while let Some(word) = s.get(i..i + 8) {
+        let other = u64::from_le_bytes(word.try_into().expect("8 bytes")) ^ 0x2020_2020_2020_2020;
+        if other != 0 {
+            i += (other.trailing_zeros() / 8) as usize;
+            break;
+        }
+        i += 8;
+    }
+    while s.get(i).is_some_and(|&c| is_hspace(c)) {
+        i += 1;
+    }
+    i
+}
+
 impl Lexer<'_> {
     fn line(&mut self, off: usize) -> u32 {
         self.lines.line_at(self.s, off)
@@ -275,9 +292,7 @@ impl Lexer<'_> {
         'line: loop {
             // At a line start: whitespace and block comments may come before a directive.
             loop {
-                while s.get(i).is_some_and(|&c| is_hspace(c)) {
-                    i += 1;
-                }
+                i = skip_hspace(s, i);
                 match s.get(i) {
                     None => return,
                     Some(b'\n') => i += 1,
