@@ -91,7 +91,8 @@ pub struct Resolver {
     /// from different directories (`x.h` from `d`, `d/x.h` via an include
     /// path, `../d/x.h` from a sibling) often lead to the same candidate.
     candidates: FastMap<OsString, Option<Resolution>>,
-    canonical_dirs: FastMap<OsString, Option<PathBuf>>,
+    /// Per directory as written, the id of its `realpath`.
+    canonical_dirs: FastMap<OsString, Option<DirId>>,
     /// Directories names were looked up in, and their ancestors, by path
     /// as written: each `stat`ed once, before any lookup in it.
     lookup_dirs: FastMap<OsString, LookupDir>,
@@ -149,10 +150,10 @@ impl Resolver {
     /// The id of directory `path`, canonicalised (when it exists) so that
     /// every directory has one id and relative includes stay short.
     pub fn dir(&mut self, path: &Path) -> DirId {
-        let path = self
-            .canonical_dir(path)
-            .unwrap_or_else(|| path.to_path_buf());
-        self.dir_id(&path)
+        match self.canonical_dir(path) {
+            Some(id) => id,
+            None => self.dir_id(path),
+        }
     }
 
     fn dir_id(&mut self, path: &Path) -> DirId {
@@ -284,9 +285,8 @@ impl Resolver {
             Entered::Present(slot, at) => (slot, at),
         };
         let plain_file = |this: &mut Self| {
-            let parent = this.canonical_dir(dir)?;
-            let canonical = parent.join(name);
-            let dir = this.dir_id(&parent);
+            let dir = this.canonical_dir(dir)?;
+            let canonical = this.dir_path(dir).join(name);
             let file = this.file(&canonical);
             Some(Resolution::Local { dir, file })
         };
@@ -319,7 +319,7 @@ impl Resolver {
         let parent = self.canonical_dir(dir)?;
         let canonical = if meta.is_file() {
             self.note(slot, name, true);
-            parent.join(name)
+            self.dir_path(parent).join(name)
         } else if meta.file_type().is_symlink() {
             if let Some(recorder) = self.recorder.as_mut() {
                 recorder.followed(found);
@@ -331,9 +331,8 @@ impl Resolver {
         } else {
             return None;
         };
-        let dir = self.dir_id(&parent);
         let file = self.file(&canonical);
-        Some(Resolution::Local { dir, file })
+        Some(Resolution::Local { dir: parent, file })
     }
 
     /// Whether `path` is a file ([`is_file`]), answered without a lookup
@@ -462,10 +461,10 @@ impl Resolver {
         stamp
     }
 
-    /// `realpath` of a directory, cached by the path as written.
-    fn canonical_dir(&mut self, dir: &Path) -> Option<PathBuf> {
-        if let Some(known) = self.canonical_dirs.get(dir.as_os_str()) {
-            return known.clone();
+    /// The id of the `realpath` of a directory, cached by the path as written.
+    fn canonical_dir(&mut self, dir: &Path) -> Option<DirId> {
+        if let Some(&known) = self.canonical_dirs.get(dir.as_os_str()) {
+            return known;
         }
         let canonical = std::fs::canonicalize(dir).ok();
         if let Some(recorder) = self.recorder.as_mut() {
@@ -474,9 +473,9 @@ impl Resolver {
                 recorder.canonical(canonical);
             }
         }
-        self.canonical_dirs
-            .insert(dir.as_os_str().to_owned(), canonical.clone());
-        canonical
+        let id = canonical.map(|c| self.dir_id(&c));
+        self.canonical_dirs.insert(dir.as_os_str().to_owned(), id);
+        id
     }
 }
 

@@ -1,7 +1,7 @@
 //! The scan itself: an iterative depth-first walk over each source's
 //! local includes, reading, hashing and lexing every file once.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::io::{self, Read};
 use std::path::{Component, Path, PathBuf};
 use std::sync::{mpsc, Arc, Condvar, Mutex};
@@ -12,7 +12,7 @@ use abicache_fs::FileStamp;
 use crate::absent::AbsentLookups;
 use crate::deps::{Dependencies, Recorder};
 use crate::error::ScanError;
-use crate::fast_hash::FastMap;
+use crate::fast_hash::{FastMap, FastSet};
 use crate::lexer::{lex, FileFacts, Include, IncludeKind};
 use crate::macros::{Expansion, MacroDef, MacroTable};
 use crate::report::{
@@ -960,7 +960,7 @@ const JOBS_AT_ONCE: usize = 16;
 #[derive(Default)]
 struct Frontier {
     /// Every (file, directory found in) pair reached.
-    seen: HashSet<(FileId, DirId)>,
+    seen: FastSet<(FileId, DirId)>,
     /// Pairs whose file is loaded: their includes are next.
     ready: Vec<(FileId, DirId)>,
     /// Pairs whose file is asked for and not loaded yet, by file.
@@ -969,7 +969,7 @@ struct Frontier {
     to_read: Vec<FileId>,
     /// Computed includes met so far, each once per directory.
     computed: Vec<(DirId, String)>,
-    computed_seen: HashSet<(DirId, String)>,
+    computed_seen: FastSet<(DirId, String)>,
 }
 
 /// Files waiting for a worker ([`Walk::prefetch`]); `pop_some` waits for
@@ -1036,10 +1036,24 @@ pub fn is_stable_header(name: &str) -> bool {
     name.starts_with("torch/csrc/stable/") || name.starts_with("torch/headeronly/")
 }
 
+/// Whether `text` is a relative path of plain components only (no empty
+/// one, no `.` nor `..`): the same text as its components joined by `/`.
+fn is_plain_relative(text: &str) -> bool {
+    !text.is_empty()
+        && text
+            .split('/')
+            .all(|c| !c.is_empty() && c != "." && c != "..")
+}
+
 /// `canonical` relative to `root` as POSIX text when under it, else the
 /// absolute canonical path.
 fn display_path(root: &Path, canonical: &Path) -> String {
     match canonical.strip_prefix(root) {
+        // A canonical path has no `.`, `..` nor repeated `/`: its text is
+        // already the POSIX form.
+        Ok(rel) if rel.to_str().is_some_and(is_plain_relative) => {
+            rel.to_str().unwrap_or_default().to_owned()
+        }
         Ok(rel) => rel
             .components()
             .filter_map(|c| match c {
