@@ -247,13 +247,18 @@ impl Resolver {
         }
         // Only a plain first component can be answered from the listing.
         let first = match Path::new(name).components().next() {
-            Some(std::path::Component::Normal(f)) => Some(f.to_owned()),
+            Some(std::path::Component::Normal(f)) => Some(f),
             _ => None,
         };
-        let listed = |k: usize| match (&self.system_tops, &first) {
+        let listed = |k: usize| match (&self.system_tops, first) {
             (Some(tops), Some(f)) => tops[k].contains(f),
             _ => true,
         };
+        if self.system_tops.is_some() && first.is_some() && !(0..roots.len()).any(listed) {
+            // No root has its first component: answered by the listing
+            // alone (a lookup cheaper than remembering the answer).
+            return false;
+        }
         let candidates: Vec<PathBuf> = (0..roots.len())
             .filter(|&k| listed(k))
             .map(|k| roots[k].join(name))

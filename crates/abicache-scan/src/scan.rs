@@ -843,7 +843,7 @@ fn resolved_includes(inc: &Include, expansion: &Expansion) -> Vec<Include> {
 /// stamp matches the file's current one (then only a `stat` is made).
 /// `buf` is scratch space, reused from file to file.
 fn read_entry(root: &Path, path: &Path, cache: Option<&StatCache>, buf: &mut Vec<u8>) -> Slot {
-    let display: Arc<str> = display_path(root, path).into();
+    let display = display_path(root, path);
     if let Some(cache) = cache.filter(|c| c.knows(path)) {
         if let Ok(meta) = std::fs::metadata(path) {
             let stamp = FileStamp::of(&meta);
@@ -1047,12 +1047,12 @@ fn is_plain_relative(text: &str) -> bool {
 
 /// `canonical` relative to `root` as POSIX text when under it, else the
 /// absolute canonical path.
-fn display_path(root: &Path, canonical: &Path) -> String {
+fn display_path(root: &Path, canonical: &Path) -> Arc<str> {
     match canonical.strip_prefix(root) {
         // A canonical path has no `.`, `..` nor repeated `/`: its text is
         // already the POSIX form.
         Ok(rel) if rel.to_str().is_some_and(is_plain_relative) => {
-            rel.to_str().unwrap_or_default().to_owned()
+            Arc::from(rel.to_str().unwrap_or_default())
         }
         Ok(rel) => rel
             .components()
@@ -1061,8 +1061,9 @@ fn display_path(root: &Path, canonical: &Path) -> String {
                 _ => None,
             })
             .collect::<Vec<_>>()
-            .join("/"),
-        Err(_) => canonical.to_string_lossy().into_owned(),
+            .join("/")
+            .into(),
+        Err(_) => canonical.to_string_lossy().into(),
     }
 }
 
