@@ -276,19 +276,28 @@ impl Resolver {
         if let Some(&known) = self.candidates.get(found.as_os_str()) {
             return known;
         }
-        let answer = self.look_up(&found);
+        // Split once: each use below would otherwise parse the path again.
+        let (dir, name) = (found.parent()?, found.file_name()?);
+        let (slot, at) = match self.enter_dir(dir) {
+            // Answered by the directory alone: not worth remembering.
+            Entered::Missing => return None,
+            Entered::Present(slot, at) => (slot, at),
+        };
+        let answer = self.look_up(&found, dir, name, slot, at);
         self.candidates.insert(found.into_os_string(), answer);
         answer
     }
 
-    /// [`Resolver::local`] the first time `found` is asked about.
-    fn look_up(&mut self, found: &Path) -> Option<Resolution> {
-        // Split once: each use below would otherwise parse the path again.
-        let (dir, name) = (found.parent()?, found.file_name()?);
-        let (slot, at) = match self.enter_dir(dir) {
-            Entered::Missing => return None,
-            Entered::Present(slot, at) => (slot, at),
-        };
+    /// [`Resolver::local`] the first time `found` (`name` in the existing
+    /// directory `dir`, entered as `slot` and `at`) is asked about.
+    fn look_up(
+        &mut self,
+        found: &Path,
+        dir: &Path,
+        name: &std::ffi::OsStr,
+        slot: Option<DirSlot>,
+        at: u32,
+    ) -> Option<Resolution> {
         let plain_file = |this: &mut Self| {
             let dir = this.canonical_dir(dir)?;
             let canonical = this.dir_path(dir).join(name);
