@@ -429,8 +429,10 @@ impl Walk<'_> {
     /// are read on two worker threads while this thread resolves the
     /// includes of each file as soon as it arrives, so resolution (a
     /// `stat` per candidate) overlaps the reading instead of leaving a core
-    /// idle between levels; a walk that reaches fewer than
-    /// [`PARALLEL_FROM`] files at once reads them here, without threads.
+    /// idle between levels; with nothing to resolve, this thread reads a
+    /// few waiting files itself rather than sleep until the workers'
+    /// arrive. A walk that reaches fewer than [`PARALLEL_FROM`] files at
+    /// once reads them here, without threads.
     /// Only speeds up the walk: results are stored by file id, and read
     /// errors wait until the walk visits the file.
     ///
@@ -496,6 +498,23 @@ impl Walk<'_> {
                     continue;
                 }
                 if outstanding > 0 {
+                    // Nothing to resolve: read a few waiting files here rather
+                    // than sleep until a worker's arrive.
+                    if let Some(jobs) = queue.try_pop(MAIN_JOBS_AT_ONCE) {
+                        for (file, path) in jobs {
+                            outstanding -= 1;
+                            let slot = read_entry(&root, &path, cache, &mut self.buf);
+                            self.arrived(&mut p, file, slot);
+                        }
+                        for (file, read) in arrivals.try_iter().flatten() {
+                            outstanding -= 1;
+                            match read {
+                                Ok(slot) => self.arrived(&mut p, file, slot),
+                                Err(panic) => std::panic::resume_unwind(panic),
+                            }
+                        }
+                        continue;
+                    }
                     // Everything that arrived meanwhile, waiting only when nothing has.
                     let first = arrivals.recv().expect("every job is answered");
                     for (file, read) in std::iter::once(first).chain(arrivals.try_iter()).flatten()
@@ -953,6 +972,10 @@ const READ_THREADS: usize = 2;
 /// dependencies on a thread of their own.
 const STORE_BESIDE_FROM: usize = 128;
 
+/// The most files the walking thread reads at once while it has nothing
+/// to resolve (few, so that what the workers read is not kept waiting).
+const MAIN_JOBS_AT_ONCE: usize = 2;
+
 /// The most files a worker takes from the queue at once.
 const JOBS_AT_ONCE: usize = 16;
 
@@ -1002,6 +1025,16 @@ impl JobQueue {
             }
             state = self.more.wait(state).unwrap_or_else(|e| e.into_inner());
         }
+    }
+
+    /// Up to `most` waiting jobs, without waiting; `None` when none wait.
+    fn try_pop(&self, most: usize) -> Option<Vec<(FileId, PathBuf)>> {
+        let mut state = self.lock();
+        if state.0.is_empty() {
+            return None;
+        }
+        let take = state.0.len().min(most);
+        Some(state.0.drain(..take).collect())
     }
 
     fn close(&self) {
