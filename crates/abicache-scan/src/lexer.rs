@@ -109,7 +109,7 @@ pub fn lex(bytes: &[u8]) -> FileFacts {
 }
 
 /// [`lex`] through the scalar reference loop: every byte classified one at a time, as the
-/// lexer did before it skipped ordinary code 16 bytes at a time. Kept for the
+/// lexer did before it skipped ordinary code a block of bytes at a time. Kept for the
 /// differential tests (`tests/lexer_differential.rs`), which assert both give identical
 /// facts; not for production use.
 #[doc(hidden)]
@@ -276,7 +276,7 @@ impl Lexer<'_> {
         self.lines.line_at(self.s, off)
     }
 
-    /// The main loop. Ordinary code is skipped 16 bytes at a time
+    /// The main loop. Ordinary code is skipped 32 bytes at a time
     /// ([`crate::lexer_skip::Candidates`]): only a newline, `#`, `%`, `/`, a quote,
     /// and a digit or the first letter of a marker that starts a token can change the
     /// facts (a raw string's prefix is recognised at its quote, [`raw_prefix_before`]).
