@@ -11,8 +11,6 @@
 //! where the directive (`#`) or identifier starts. A leading UTF-8 byte-order
 //! mark is skipped, as compilers do, so it hides no directive.
 
-use std::borrow::Cow;
-
 use memchr::{memchr, memchr2, memchr3};
 use serde::{Deserialize, Serialize};
 
@@ -105,7 +103,20 @@ pub struct FileFacts {
 
 /// Lexes one file. Never panics, whatever the bytes.
 pub fn lex(bytes: &[u8]) -> FileFacts {
-    lex_with(bytes, |lexer| lexer.run())
+    lex_reusing(bytes, &mut LexScratch::default())
+}
+
+/// Space [`lex_reusing`] keeps from one file to the next (the text with its
+/// continuations removed), so that lexing many files allocates it once.
+#[derive(Debug, Default)]
+pub(crate) struct LexScratch {
+    text: Vec<u8>,
+    splices: Vec<usize>,
+}
+
+/// [`lex`], with scratch space reused from earlier calls.
+pub(crate) fn lex_reusing(bytes: &[u8], scratch: &mut LexScratch) -> FileFacts {
+    lex_with(bytes, scratch, |lexer| lexer.run())
 }
 
 /// [`lex`] through the scalar reference loop: every byte classified one at a time, as the
@@ -114,19 +125,26 @@ pub fn lex(bytes: &[u8]) -> FileFacts {
 /// facts; not for production use.
 #[doc(hidden)]
 pub fn lex_scalar(bytes: &[u8]) -> FileFacts {
-    lex_with(bytes, |lexer| lexer.run_scalar())
+    lex_with(bytes, &mut LexScratch::default(), |lexer| {
+        lexer.run_scalar()
+    })
 }
 
 /// The facts of `bytes`, lexed by `run` (one of the two loops).
-fn lex_with(bytes: &[u8], run: impl for<'s> FnOnce(&mut Lexer<'s>)) -> FileFacts {
+fn lex_with(
+    bytes: &[u8],
+    scratch: &mut LexScratch,
+    run: impl for<'s> FnOnce(&mut Lexer<'s>),
+) -> FileFacts {
     // A byte-order mark is not text: skipping it keeps a first-line
     // directive at a line start (lines are unaffected: it has no newline).
     let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
-    let (text, splices) = splice(bytes);
+    let LexScratch { text, splices } = scratch;
+    let text = splice(bytes, text, splices);
     let mut lexer = Lexer {
-        s: &text,
+        s: text,
         lines: LineCounter {
-            splices: &splices,
+            splices,
             pos: 0,
             line: 1,
             next_splice: 0,
@@ -137,12 +155,13 @@ fn lex_with(bytes: &[u8], run: impl for<'s> FnOnce(&mut Lexer<'s>)) -> FileFacts
     lexer.facts
 }
 
-/// Removes backslash-newline continuations. Returns the spliced text and,
-/// for each removed continuation, the offset in the spliced text where the
-/// next physical line begins.
-fn splice(bytes: &[u8]) -> (Cow<'_, [u8]>, Vec<usize>) {
-    let mut splices = Vec::new();
-    let mut out: Option<Vec<u8>> = None;
+/// Removes backslash-newline continuations. Returns the spliced text
+/// (`bytes` itself when it has none, else built in `out`) and fills
+/// `splices` with, for each removed continuation, the offset in the spliced
+/// text where the next physical line begins.
+fn splice<'a>(bytes: &'a [u8], out: &'a mut Vec<u8>, splices: &mut Vec<usize>) -> &'a [u8] {
+    splices.clear();
+    out.clear();
     let mut copied = 0; // bytes of `bytes` already handled
     let mut search = 0;
     while let Some(k) = memchr(b'\\', &bytes[search..]) {
@@ -155,19 +174,19 @@ fn splice(bytes: &[u8]) -> (Cow<'_, [u8]>, Vec<usize>) {
                 continue;
             }
         };
-        let buf = out.get_or_insert_with(|| Vec::with_capacity(bytes.len()));
-        buf.extend_from_slice(&bytes[copied..at]);
-        splices.push(buf.len());
+        if splices.is_empty() {
+            out.reserve(bytes.len());
+        }
+        out.extend_from_slice(&bytes[copied..at]);
+        splices.push(out.len());
         copied = at + len;
         search = copied;
     }
-    match out {
-        None => (Cow::Borrowed(bytes), splices),
-        Some(mut buf) => {
-            buf.extend_from_slice(&bytes[copied..]);
-            (Cow::Owned(buf), splices)
-        }
+    if splices.is_empty() {
+        return bytes;
     }
+    out.extend_from_slice(&bytes[copied..]);
+    out
 }
 
 /// Maps increasing offsets of the spliced text to physical lines.

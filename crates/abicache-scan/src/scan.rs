@@ -13,7 +13,7 @@ use crate::absent::AbsentLookups;
 use crate::deps::{Dependencies, Recorder};
 use crate::error::ScanError;
 use crate::fast_hash::{FastMap, FastSet};
-use crate::lexer::{lex, FileFacts, Include, IncludeKind};
+use crate::lexer::{lex_reusing, FileFacts, Include, IncludeKind, LexScratch};
 use crate::macros::{Expansion, MacroDef, MacroTable};
 use crate::report::{
     ComputedInclude, Location, PythonMarker, ScanReport, ScannedFile, SourceReport, TorchInclude,
@@ -276,7 +276,7 @@ fn walk(
         files: Vec::new(),
         stamp: Vec::new(),
         macros: Macros::new(&config.defines),
-        buf: Vec::new(),
+        buf: ReadScratch::default(),
         resolved: Vec::new(),
         report: ScanReport {
             sources: Vec::new(),
@@ -385,8 +385,8 @@ struct Walk<'c> {
     stamp: Vec<usize>,
     macros: Macros,
     report: ScanReport,
-    /// The read buffer of files read on this thread.
-    buf: Vec<u8>,
+    /// The scratch space of files read on this thread.
+    buf: ReadScratch,
     /// Indexed by [`FileId::index`]: per directory the file was found in,
     /// what each of its includes resolved to (in order; computed ones as
     /// [`Resolution::System`], expanded when walked), as the prefetch
@@ -466,7 +466,7 @@ impl Walk<'_> {
                         for _ in 0..READ_THREADS {
                             let (queue, done, root) = (&queue, done.clone(), &root);
                             s.spawn(move || {
-                                let mut buf = Vec::new();
+                                let mut buf = ReadScratch::default();
                                 while let Some(jobs) = queue.pop_some() {
                                     let read = jobs.into_iter().map(|(file, path)| {
                                         let entry = std::panic::AssertUnwindSafe(|| {
@@ -860,8 +860,13 @@ fn resolved_includes(inc: &Include, expansion: &Expansion) -> Vec<Include> {
 
 /// Reads, hashes and lexes one file, unless `cache` has an entry whose
 /// stamp matches the file's current one (then only a `stat` is made).
-/// `buf` is scratch space, reused from file to file.
-fn read_entry(root: &Path, path: &Path, cache: Option<&StatCache>, buf: &mut Vec<u8>) -> Slot {
+/// `scratch` is reused from file to file.
+fn read_entry(
+    root: &Path,
+    path: &Path,
+    cache: Option<&StatCache>,
+    scratch: &mut ReadScratch,
+) -> Slot {
     let display = display_path(root, path);
     if let Some(cache) = cache.filter(|c| c.knows(path)) {
         if let Ok(meta) = std::fs::metadata(path) {
@@ -895,11 +900,11 @@ fn read_entry(root: &Path, path: &Path, cache: Option<&StatCache>, buf: &mut Vec
         let filled = read_whole(file, meta.len(), buf)?;
         Ok((filled, meta))
     };
-    match read(buf) {
+    match read(&mut scratch.bytes) {
         Ok((filled, meta)) => {
-            let bytes = &buf[..filled];
+            let bytes = &scratch.bytes[..filled];
             let blake3: Arc<str> = blake3::hash(bytes).to_hex().as_str().into();
-            let facts = Arc::new(lex(bytes));
+            let facts = Arc::new(lex_reusing(bytes, &mut scratch.lex));
             let origin = match cache {
                 Some(cache) => {
                     cache.count_read();
@@ -921,6 +926,15 @@ fn read_entry(root: &Path, path: &Path, cache: Option<&StatCache>, buf: &mut Vec
         }
         Err(e) => Slot::Failed(e),
     }
+}
+
+/// What a thread that reads files reuses from one file to the next.
+#[derive(Default)]
+struct ReadScratch {
+    /// The file's bytes.
+    bytes: Vec<u8>,
+    /// The lexer's.
+    lex: LexScratch,
 }
 
 /// Reads `file` (whose `stat` said `size` bytes) to its end, at most
