@@ -11,8 +11,6 @@
 //! where the directive (`#`) or identifier starts. A leading UTF-8 byte-order
 //! mark is skipped, as compilers do, so it hides no directive.
 
-use std::borrow::Cow;
-
 use memchr::{memchr, memchr2, memchr3};
 use serde::{Deserialize, Serialize};
 
@@ -105,28 +103,48 @@ pub struct FileFacts {
 
 /// Lexes one file. Never panics, whatever the bytes.
 pub fn lex(bytes: &[u8]) -> FileFacts {
-    lex_with(bytes, |lexer| lexer.run())
+    lex_reusing(bytes, &mut LexScratch::default())
+}
+
+/// Space [`lex_reusing`] keeps from one file to the next (the text with its
+/// continuations removed), so that lexing many files allocates it once.
+#[derive(Debug, Default)]
+pub(crate) struct LexScratch {
+    text: Vec<u8>,
+    splices: Vec<usize>,
+}
+
+/// [`lex`], with scratch space reused from earlier calls.
+pub(crate) fn lex_reusing(bytes: &[u8], scratch: &mut LexScratch) -> FileFacts {
+    lex_with(bytes, scratch, |lexer| lexer.run())
 }
 
 /// [`lex`] through the scalar reference loop: every byte classified one at a time, as the
-/// lexer did before it skipped ordinary code 16 bytes at a time. Kept for the
+/// lexer did before it skipped ordinary code a block of bytes at a time. Kept for the
 /// differential tests (`tests/lexer_differential.rs`), which assert both give identical
 /// facts; not for production use.
 #[doc(hidden)]
 pub fn lex_scalar(bytes: &[u8]) -> FileFacts {
-    lex_with(bytes, |lexer| lexer.run_scalar())
+    lex_with(bytes, &mut LexScratch::default(), |lexer| {
+        lexer.run_scalar()
+    })
 }
 
 /// The facts of `bytes`, lexed by `run` (one of the two loops).
-fn lex_with(bytes: &[u8], run: impl for<'s> FnOnce(&mut Lexer<'s>)) -> FileFacts {
+fn lex_with(
+    bytes: &[u8],
+    scratch: &mut LexScratch,
+    run: impl for<'s> FnOnce(&mut Lexer<'s>),
+) -> FileFacts {
     // A byte-order mark is not text: skipping it keeps a first-line
     // directive at a line start (lines are unaffected: it has no newline).
     let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
-    let (text, splices) = splice(bytes);
+    let LexScratch { text, splices } = scratch;
+    let text = splice(bytes, text, splices);
     let mut lexer = Lexer {
-        s: &text,
+        s: text,
         lines: LineCounter {
-            splices: &splices,
+            splices,
             pos: 0,
             line: 1,
             next_splice: 0,
@@ -137,12 +155,13 @@ fn lex_with(bytes: &[u8], run: impl for<'s> FnOnce(&mut Lexer<'s>)) -> FileFacts
     lexer.facts
 }
 
-/// Removes backslash-newline continuations. Returns the spliced text and,
-/// for each removed continuation, the offset in the spliced text where the
-/// next physical line begins.
-fn splice(bytes: &[u8]) -> (Cow<'_, [u8]>, Vec<usize>) {
-    let mut splices = Vec::new();
-    let mut out: Option<Vec<u8>> = None;
+/// Removes backslash-newline continuations. Returns the spliced text
+/// (`bytes` itself when it has none, else built in `out`) and fills
+/// `splices` with, for each removed continuation, the offset in the spliced
+/// text where the next physical line begins.
+fn splice<'a>(bytes: &'a [u8], out: &'a mut Vec<u8>, splices: &mut Vec<usize>) -> &'a [u8] {
+    splices.clear();
+    out.clear();
     let mut copied = 0; // bytes of `bytes` already handled
     let mut search = 0;
     while let Some(k) = memchr(b'\\', &bytes[search..]) {
@@ -155,19 +174,19 @@ fn splice(bytes: &[u8]) -> (Cow<'_, [u8]>, Vec<usize>) {
                 continue;
             }
         };
-        let buf = out.get_or_insert_with(|| Vec::with_capacity(bytes.len()));
-        buf.extend_from_slice(&bytes[copied..at]);
-        splices.push(buf.len());
+        if splices.is_empty() {
+            out.reserve(bytes.len());
+        }
+        out.extend_from_slice(&bytes[copied..at]);
+        splices.push(out.len());
         copied = at + len;
         search = copied;
     }
-    match out {
-        None => (Cow::Borrowed(bytes), splices),
-        Some(mut buf) => {
-            buf.extend_from_slice(&bytes[copied..]);
-            (Cow::Owned(buf), splices)
-        }
+    if splices.is_empty() {
+        return bytes;
     }
+    out.extend_from_slice(&bytes[copied..]);
+    out
 }
 
 /// Maps increasing offsets of the spliced text to physical lines.
@@ -254,14 +273,32 @@ fn is_hspace(c: u8) -> bool {
     matches!(c, b' ' | b'\t' | b'\r' | b'\x0b' | b'\x0c')
 }
 
+/// The first byte at or after `i` that is not horizontal whitespace: runs
+/// of spaces (indentation) eight bytes at a time.
+fn skip_hspace(s: &[u8], mut i: usize) -> usize {
+    while let Some(word) = s.get(i..i + 8) {
+        let other = u64::from_le_bytes(word.try_into().expect("8 bytes")) ^ 0x2020_2020_2020_2020;
+        if other != 0 {
+            i += (other.trailing_zeros() / 8) as usize;
+            break;
+        }
+        i += 8;
+    }
+    while s.get(i).is_some_and(|&c| is_hspace(c)) {
+        i += 1;
+    }
+    i
+}
+
 impl Lexer<'_> {
     fn line(&mut self, off: usize) -> u32 {
         self.lines.line_at(self.s, off)
     }
 
-    /// The main loop. Ordinary code is skipped 16 bytes at a time
+    /// The main loop. Ordinary code is skipped 32 bytes at a time
     /// ([`crate::lexer_skip::Candidates`]): only a newline, `#`, `%`, `/`, a quote,
-    /// and a digit or a [`may_matter`] letter that starts a token can change the facts.
+    /// and a digit or the first letter of a marker that starts a token can change the
+    /// facts (a raw string's prefix is recognised at its quote, [`raw_prefix_before`]).
     /// A line's leading whitespace and block comments are walked byte by byte, since a
     /// `#` (or `%:`) after them starts a directive. Gives exactly the facts of
     /// [`Lexer::run_scalar`] (see the module's differential tests).
@@ -269,12 +306,12 @@ impl Lexer<'_> {
         let s = self.s;
         let mut i = 0;
         let mut candidates = crate::lexer_skip::Candidates::default();
+        // Where the last pp-number ended: a raw-string prefix must not be its tail.
+        let mut number_end = usize::MAX;
         'line: loop {
             // At a line start: whitespace and block comments may come before a directive.
             loop {
-                while s.get(i).is_some_and(|&c| is_hspace(c)) {
-                    i += 1;
-                }
+                i = skip_hspace(s, i);
                 match s.get(i) {
                     None => return,
                     Some(b'\n') => i += 1,
@@ -304,8 +341,12 @@ impl Lexer<'_> {
                     }
                     b'/' if s.get(i + 1) == Some(&b'/') => i = self.skip_line_comment(i),
                     b'/' if s.get(i + 1) == Some(&b'*') => i = self.skip_block_comment(i),
+                    b'"' if number_end != i && raw_prefix_before(s, i) => i = self.skip_raw(i),
                     b'"' | b'\'' => i = self.skip_quoted(i, c),
-                    b'0'..=b'9' => i = self.skip_number(i),
+                    b'0'..=b'9' => {
+                        i = self.skip_number(i);
+                        number_end = i;
+                    }
                     _ if may_matter(c) => i = self.identifier(i),
                     // `#` or `%` inside a line, a `/` that starts no comment.
                     _ => i += 1,
@@ -650,6 +691,20 @@ impl Lexer<'_> {
         }
         s.len()
     }
+}
+
+/// Whether the identifier that ends at the quote `q` (and starts a token)
+/// is a raw string's prefix: `R`, `u8R`, `uR`, `UR` or `LR`. What
+/// [`Lexer::identifier`] checks when it meets the prefix first.
+fn raw_prefix_before(s: &[u8], q: usize) -> bool {
+    if q == 0 || s[q - 1] != b'R' {
+        return false;
+    }
+    let start = s[..q]
+        .iter()
+        .rposition(|&c| !is_ident_continue(c))
+        .map_or(0, |k| k + 1);
+    matches!(&s[start..q], b"R" | b"u8R" | b"uR" | b"UR" | b"LR")
 }
 
 /// The end of the first `needle` (non-empty) in `s` at or after `from`.

@@ -41,6 +41,7 @@ mod join;
 pub mod key_memo;
 pub mod lexer;
 mod lexer_skip;
+mod listing;
 pub mod macros;
 mod report;
 pub mod resolve;

@@ -16,6 +16,9 @@
 //! in a missing directory, so the many candidates under include paths that
 //! lack a subdirectory (`cutlass/…` looked up in every CUDA include dir)
 //! cost one `stat` for the whole missing subtree instead of one each.
+//! A directory many names are looked up in is listed once, and the rest
+//! of its lookups are answered from the listing (`listing.rs` says
+//! when that answer is exactly the `lstat`'s).
 //!
 //! A header's own includes are resolved from the directory it was *found*
 //! in (as a compiler does, which matters for symlink forests: a symlinked
@@ -38,6 +41,7 @@ use crate::absent::{AbsentLookups, DirSlot, Known};
 use crate::deps::Recorder;
 use crate::fast_hash::FastMap;
 use crate::lexer::IncludeKind;
+use crate::listing::{Listed, Listings};
 
 /// A directory headers were found in (interned by the [`Resolver`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -87,7 +91,8 @@ pub struct Resolver {
     /// from different directories (`x.h` from `d`, `d/x.h` via an include
     /// path, `../d/x.h` from a sibling) often lead to the same candidate.
     candidates: FastMap<OsString, Option<Resolution>>,
-    canonical_dirs: FastMap<OsString, Option<PathBuf>>,
+    /// Per directory as written, the id of its `realpath`.
+    canonical_dirs: FastMap<OsString, Option<DirId>>,
     /// Directories names were looked up in, and their ancestors, by path
     /// as written: each `stat`ed once, before any lookup in it.
     lookup_dirs: FastMap<OsString, LookupDir>,
@@ -96,6 +101,8 @@ pub struct Resolver {
     /// start with a name no root has and are then answered without a
     /// `stat` per root.
     system_tops: Option<Vec<std::collections::HashSet<OsString>>>,
+    /// The listings of directories many names were looked up in.
+    listings: Listings,
     /// Failed lookups remembered by directory stamp (scans through a stat
     /// cache only): a candidate known absent costs no `stat`.
     absent: Option<AbsentLookups>,
@@ -143,10 +150,10 @@ impl Resolver {
     /// The id of directory `path`, canonicalised (when it exists) so that
     /// every directory has one id and relative includes stay short.
     pub fn dir(&mut self, path: &Path) -> DirId {
-        let path = self
-            .canonical_dir(path)
-            .unwrap_or_else(|| path.to_path_buf());
-        self.dir_id(&path)
+        match self.canonical_dir(path) {
+            Some(id) => id,
+            None => self.dir_id(path),
+        }
     }
 
     fn dir_id(&mut self, path: &Path) -> DirId {
@@ -240,13 +247,18 @@ impl Resolver {
         }
         // Only a plain first component can be answered from the listing.
         let first = match Path::new(name).components().next() {
-            Some(std::path::Component::Normal(f)) => Some(f.to_owned()),
+            Some(std::path::Component::Normal(f)) => Some(f),
             _ => None,
         };
-        let listed = |k: usize| match (&self.system_tops, &first) {
+        let listed = |k: usize| match (&self.system_tops, first) {
             (Some(tops), Some(f)) => tops[k].contains(f),
             _ => true,
         };
+        if self.system_tops.is_some() && first.is_some() && !(0..roots.len()).any(listed) {
+            // No root has its first component: answered by the listing
+            // alone (a lookup cheaper than remembering the answer).
+            return false;
+        }
         let candidates: Vec<PathBuf> = (0..roots.len())
             .filter(|&k| listed(k))
             .map(|k| roots[k].join(name))
@@ -264,30 +276,50 @@ impl Resolver {
         if let Some(&known) = self.candidates.get(found.as_os_str()) {
             return known;
         }
-        let answer = self.look_up(&found);
+        // Split once: each use below would otherwise parse the path again.
+        let (dir, name) = (found.parent()?, found.file_name()?);
+        let (slot, at) = match self.enter_dir(dir) {
+            // Answered by the directory alone: not worth remembering.
+            Entered::Missing => return None,
+            Entered::Present(slot, at) => (slot, at),
+        };
+        let answer = self.look_up(&found, dir, name, slot, at);
         self.candidates.insert(found.into_os_string(), answer);
         answer
     }
 
-    /// [`Resolver::local`] the first time `found` is asked about.
-    fn look_up(&mut self, found: &Path) -> Option<Resolution> {
-        // Split once: each use below would otherwise parse the path again.
-        let (dir, name) = (found.parent()?, found.file_name()?);
-        let slot = match self.enter_dir(dir) {
-            Entered::Missing => return None,
-            Entered::Present(slot) => slot,
+    /// [`Resolver::local`] the first time `found` (`name` in the existing
+    /// directory `dir`, entered as `slot` and `at`) is asked about.
+    fn look_up(
+        &mut self,
+        found: &Path,
+        dir: &Path,
+        name: &std::ffi::OsStr,
+        slot: Option<DirSlot>,
+        at: u32,
+    ) -> Option<Resolution> {
+        let plain_file = |this: &mut Self| {
+            let dir = this.canonical_dir(dir)?;
+            let canonical = this.dir_path(dir).join(name);
+            let file = this.file(&canonical);
+            Some(Resolution::Local { dir, file })
         };
-        let known = self.known(slot, name);
-        match known {
+        match self.known(slot, name) {
             Known::Absent => return None,
-            Known::File => {
-                let parent = self.canonical_dir(dir)?;
-                let canonical = parent.join(name);
-                let dir = self.dir_id(&parent);
-                let file = self.file(&canonical);
-                return Some(Resolution::Local { dir, file });
-            }
+            Known::File => return plain_file(self),
             Known::Unknown => {}
+        }
+        match self.listings.lookup(at, dir, found, name) {
+            Listed::Absent => {
+                self.note(slot, name, false);
+                return None;
+            }
+            Listed::File => {
+                self.note(slot, name, true);
+                return plain_file(self);
+            }
+            Listed::Other => return None,
+            Listed::Look => {}
         }
         let meta = match std::fs::symlink_metadata(found) {
             Ok(meta) => meta,
@@ -301,7 +333,7 @@ impl Resolver {
         let parent = self.canonical_dir(dir)?;
         let canonical = if meta.is_file() {
             self.note(slot, name, true);
-            parent.join(name)
+            self.dir_path(parent).join(name)
         } else if meta.file_type().is_symlink() {
             if let Some(recorder) = self.recorder.as_mut() {
                 recorder.followed(found);
@@ -313,9 +345,8 @@ impl Resolver {
         } else {
             return None;
         };
-        let dir = self.dir_id(&parent);
         let file = self.file(&canonical);
-        Some(Resolution::Local { dir, file })
+        Some(Resolution::Local { dir: parent, file })
     }
 
     /// Whether `path` is a file ([`is_file`]), answered without a lookup
@@ -325,14 +356,26 @@ impl Resolver {
         let Some((dir, name)) = path.parent().zip(path.file_name()) else {
             return is_file(path);
         };
-        let slot = match self.enter_dir(dir) {
+        let (slot, at) = match self.enter_dir(dir) {
             Entered::Missing => return false,
-            Entered::Present(slot) => slot,
+            Entered::Present(slot, at) => (slot, at),
         };
         match self.known(slot, name) {
             Known::Absent => return false,
             Known::File => return true,
             Known::Unknown => {}
+        }
+        match self.listings.lookup(at, dir, path, name) {
+            Listed::Absent => {
+                self.note(slot, name, false);
+                return false;
+            }
+            Listed::File => {
+                self.note(slot, name, true);
+                return true;
+            }
+            Listed::Other => return false,
+            Listed::Look => {}
         }
         // `lstat` first: one call answers the common cases (no entry, a
         // plain file), as the `stat` of `is_file` does. Only a symlink is
@@ -390,7 +433,10 @@ impl Resolver {
         }
         let entered = match stamp {
             None => Entered::Missing,
-            Some(stamp) => Entered::Present(self.absent.as_mut().map(|a| a.enter(dir, stamp))),
+            Some(stamp) => Entered::Present(
+                self.absent.as_mut().map(|a| a.enter(dir, stamp)),
+                self.listings.add(stamp.size),
+            ),
         };
         if let Some(looked) = self.lookup_dirs.get_mut(dir.as_os_str()) {
             looked.entered = Some(entered);
@@ -429,10 +475,10 @@ impl Resolver {
         stamp
     }
 
-    /// `realpath` of a directory, cached by the path as written.
-    fn canonical_dir(&mut self, dir: &Path) -> Option<PathBuf> {
-        if let Some(known) = self.canonical_dirs.get(dir.as_os_str()) {
-            return known.clone();
+    /// The id of the `realpath` of a directory, cached by the path as written.
+    fn canonical_dir(&mut self, dir: &Path) -> Option<DirId> {
+        if let Some(&known) = self.canonical_dirs.get(dir.as_os_str()) {
+            return known;
         }
         let canonical = std::fs::canonicalize(dir).ok();
         if let Some(recorder) = self.recorder.as_mut() {
@@ -441,9 +487,9 @@ impl Resolver {
                 recorder.canonical(canonical);
             }
         }
-        self.canonical_dirs
-            .insert(dir.as_os_str().to_owned(), canonical.clone());
-        canonical
+        let id = canonical.map(|c| self.dir_id(&c));
+        self.canonical_dirs.insert(dir.as_os_str().to_owned(), id);
+        id
     }
 }
 
@@ -462,8 +508,8 @@ enum Entered {
     /// Missing or not a directory: no name exists in it.
     Missing,
     /// A directory, with its slot in the absent lookups when the scan has
-    /// them.
-    Present(Option<DirSlot>),
+    /// them, and its index in the listings.
+    Present(Option<DirSlot>, u32),
 }
 
 /// Distinct names looked up under the system roots one `stat` per root

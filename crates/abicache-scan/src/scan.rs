@@ -1,7 +1,7 @@
 //! The scan itself: an iterative depth-first walk over each source's
 //! local includes, reading, hashing and lexing every file once.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::io::{self, Read};
 use std::path::{Component, Path, PathBuf};
 use std::sync::{mpsc, Arc, Condvar, Mutex};
@@ -12,8 +12,8 @@ use abicache_fs::FileStamp;
 use crate::absent::AbsentLookups;
 use crate::deps::{Dependencies, Recorder};
 use crate::error::ScanError;
-use crate::fast_hash::FastMap;
-use crate::lexer::{lex, FileFacts, Include, IncludeKind};
+use crate::fast_hash::{FastMap, FastSet};
+use crate::lexer::{lex_reusing, FileFacts, Include, IncludeKind, LexScratch};
 use crate::macros::{Expansion, MacroDef, MacroTable};
 use crate::report::{
     ComputedInclude, Location, PythonMarker, ScanReport, ScannedFile, SourceReport, TorchInclude,
@@ -276,6 +276,8 @@ fn walk(
         files: Vec::new(),
         stamp: Vec::new(),
         macros: Macros::new(&config.defines),
+        buf: ReadScratch::default(),
+        resolved: Vec::new(),
         report: ScanReport {
             sources: Vec::new(),
             python_markers: Vec::new(),
@@ -383,6 +385,13 @@ struct Walk<'c> {
     stamp: Vec<usize>,
     macros: Macros,
     report: ScanReport,
+    /// The scratch space of files read on this thread.
+    buf: ReadScratch,
+    /// Indexed by [`FileId::index`]: per directory the file was found in,
+    /// what each of its includes resolved to (in order; computed ones as
+    /// [`Resolution::System`], expanded when walked), as the prefetch
+    /// found: each source's walk reuses them instead of asking again.
+    resolved: Vec<Vec<(DirId, Box<[Resolution]>)>>,
 }
 
 /// The macro table of the extension, filled from the files read so far
@@ -420,8 +429,10 @@ impl Walk<'_> {
     /// are read on two worker threads while this thread resolves the
     /// includes of each file as soon as it arrives, so resolution (a
     /// `stat` per candidate) overlaps the reading instead of leaving a core
-    /// idle between levels; a walk that reaches fewer than
-    /// [`PARALLEL_FROM`] files at once reads them here, without threads.
+    /// idle between levels; with nothing to resolve, this thread reads a
+    /// few waiting files itself rather than sleep until the workers'
+    /// arrive. A walk that reaches fewer than [`PARALLEL_FROM`] files at
+    /// once reads them here, without threads.
     /// Only speeds up the walk: results are stored by file id, and read
     /// errors wait until the walk visits the file.
     ///
@@ -455,9 +466,12 @@ impl Walk<'_> {
                         for _ in 0..READ_THREADS {
                             let (queue, done, root) = (&queue, done.clone(), &root);
                             s.spawn(move || {
+                                let mut buf = ReadScratch::default();
                                 while let Some(jobs) = queue.pop_some() {
                                     let read = jobs.into_iter().map(|(file, path)| {
-                                        let entry = || read_entry(root, &path, cache);
+                                        let entry = std::panic::AssertUnwindSafe(|| {
+                                            read_entry(root, &path, cache, &mut buf)
+                                        });
                                         (file, std::panic::catch_unwind(entry))
                                     });
                                     let _ = done.send(read.collect());
@@ -469,7 +483,8 @@ impl Walk<'_> {
                     if done.is_some() {
                         // No workers yet: few files, read here.
                         for file in to_read {
-                            let slot = read_entry(&root, self.resolver.file_path(file), cache);
+                            let path = self.resolver.file_path(file);
+                            let slot = read_entry(&root, path, cache, &mut self.buf);
                             self.arrived(&mut p, file, slot);
                         }
                     } else {
@@ -483,6 +498,23 @@ impl Walk<'_> {
                     continue;
                 }
                 if outstanding > 0 {
+                    // Nothing to resolve: read a few waiting files here rather
+                    // than sleep until a worker's arrive.
+                    if let Some(jobs) = queue.try_pop(MAIN_JOBS_AT_ONCE) {
+                        for (file, path) in jobs {
+                            outstanding -= 1;
+                            let slot = read_entry(&root, &path, cache, &mut self.buf);
+                            self.arrived(&mut p, file, slot);
+                        }
+                        for (file, read) in arrivals.try_iter().flatten() {
+                            outstanding -= 1;
+                            match read {
+                                Ok(slot) => self.arrived(&mut p, file, slot),
+                                Err(panic) => std::panic::resume_unwind(panic),
+                            }
+                        }
+                        continue;
+                    }
                     // Everything that arrived meanwhile, waiting only when nothing has.
                     let first = arrivals.recv().expect("every job is answered");
                     for (file, read) in std::iter::once(first).chain(arrivals.try_iter()).flatten()
@@ -537,18 +569,33 @@ impl Walk<'_> {
             return;
         };
         let facts = Arc::clone(&entry.facts);
+        let mut resolved = Vec::with_capacity(facts.includes.len());
         for inc in &facts.includes {
             if inc.kind == IncludeKind::Computed {
                 if p.computed_seen.insert((dir, inc.name.clone())) {
                     p.computed.push((dir, inc.name.clone()));
                 }
+                resolved.push(Resolution::System);
                 continue;
             }
-            if let Resolution::Local { dir, file } = self.resolver.resolve(dir, &inc.name, inc.kind)
-            {
+            let found = self.resolver.resolve(dir, &inc.name, inc.kind);
+            resolved.push(found);
+            if let Resolution::Local { dir, file } = found {
                 self.reach(p, (file, dir));
             }
         }
+        let k = file.index();
+        if self.resolved.len() <= k {
+            self.resolved.resize_with(k + 1, Vec::new);
+        }
+        self.resolved[k].push((dir, resolved.into_boxed_slice()));
+    }
+
+    /// What the prefetch resolved the includes of `file` found in `dir`
+    /// to, if it did.
+    fn resolved(&self, file: FileId, dir: DirId) -> Option<&[Resolution]> {
+        let found = self.resolved.get(file.index())?;
+        found.iter().find(|(d, _)| *d == dir).map(|(_, r)| &**r)
     }
 
     /// Expands every computed include met so far with the macros read so
@@ -613,7 +660,8 @@ impl Walk<'_> {
     fn load(&mut self, id: FileId) -> Result<&FileEntry, ScanError> {
         let k = id.index();
         if matches!(self.slot(id), Slot::Empty) {
-            self.files[k] = read_entry(&self.root, self.resolver.file_path(id), self.cache);
+            let path = self.resolver.file_path(id);
+            self.files[k] = read_entry(&self.root, path, self.cache, &mut self.buf);
             self.macros.stale = true;
         }
         if let Slot::Failed(_) = self.files[k] {
@@ -645,7 +693,7 @@ impl Walk<'_> {
             uses_extension_name: false,
         };
         let mut stack = vec![(first, dir)];
-        let mut children = Vec::new();
+        let (mut children, mut known) = (Vec::new(), Vec::new());
         while let Some((id, dir)) = stack.pop() {
             self.load(id)?;
             if self.stamp[id.index()] == number {
@@ -665,9 +713,18 @@ impl Walk<'_> {
             if std::mem::replace(&mut self.stamp[id.index()], number) == 0 {
                 self.collect_facts(display, &facts);
             }
-            for inc in &facts.includes {
+            // What the prefetch resolved (copied: the loop needs `self`).
+            known.clear();
+            if let Some(r) = self.resolved(id, dir) {
+                known.extend_from_slice(r);
+            }
+            let reuse = known.len() == facts.includes.len();
+            for (n, inc) in facts.includes.iter().enumerate() {
                 if inc.kind != IncludeKind::Computed {
-                    let found = self.resolver.resolve(dir, &inc.name, inc.kind);
+                    let found = match known.get(n) {
+                        Some(&found) if reuse => found,
+                        _ => self.resolver.resolve(dir, &inc.name, inc.kind),
+                    };
                     note_found(
                         found,
                         display,
@@ -803,8 +860,14 @@ fn resolved_includes(inc: &Include, expansion: &Expansion) -> Vec<Include> {
 
 /// Reads, hashes and lexes one file, unless `cache` has an entry whose
 /// stamp matches the file's current one (then only a `stat` is made).
-fn read_entry(root: &Path, path: &Path, cache: Option<&StatCache>) -> Slot {
-    let display: Arc<str> = display_path(root, path).into();
+/// `scratch` is reused from file to file.
+fn read_entry(
+    root: &Path,
+    path: &Path,
+    cache: Option<&StatCache>,
+    scratch: &mut ReadScratch,
+) -> Slot {
+    let display = display_path(root, path);
     if let Some(cache) = cache.filter(|c| c.knows(path)) {
         if let Ok(meta) = std::fs::metadata(path) {
             let stamp = FileStamp::of(&meta);
@@ -824,7 +887,7 @@ fn read_entry(root: &Path, path: &Path, cache: Option<&StatCache>) -> Slot {
     let now = SystemTime::now();
     // A FIFO, device or directory is refused, never read (no hang, no
     // unbounded read through a symlink to `/dev/zero`).
-    let read = || -> io::Result<(Vec<u8>, std::fs::Metadata)> {
+    let read = |buf: &mut Vec<u8>| -> io::Result<(usize, std::fs::Metadata)> {
         let (file, meta) = abicache_fs::open_regular(path, abicache_fs::Follow::Yes)?;
         if meta.len() > MAX_SOURCE_SIZE {
             return Err(abicache_fs::FsError::TooLarge {
@@ -834,14 +897,14 @@ fn read_entry(root: &Path, path: &Path, cache: Option<&StatCache>) -> Slot {
             }
             .into());
         }
-        let mut bytes = Vec::with_capacity(meta.len() as usize);
-        file.take(MAX_SOURCE_SIZE + 1).read_to_end(&mut bytes)?;
-        Ok((bytes, meta))
+        let filled = read_whole(file, meta.len(), buf)?;
+        Ok((filled, meta))
     };
-    match read() {
-        Ok((bytes, meta)) => {
-            let blake3: Arc<str> = blake3::hash(&bytes).to_hex().as_str().into();
-            let facts = Arc::new(lex(&bytes));
+    match read(&mut scratch.bytes) {
+        Ok((filled, meta)) => {
+            let bytes = &scratch.bytes[..filled];
+            let blake3: Arc<str> = blake3::hash(bytes).to_hex().as_str().into();
+            let facts = Arc::new(lex_reusing(bytes, &mut scratch.lex));
             let origin = match cache {
                 Some(cache) => {
                     cache.count_read();
@@ -865,6 +928,51 @@ fn read_entry(root: &Path, path: &Path, cache: Option<&StatCache>) -> Slot {
     }
 }
 
+/// What a thread that reads files reuses from one file to the next.
+#[derive(Default)]
+struct ReadScratch {
+    /// The file's bytes.
+    bytes: Vec<u8>,
+    /// The lexer's.
+    lex: LexScratch,
+}
+
+/// Reads `file` (whose `stat` said `size` bytes) to its end, at most
+/// [`MAX_SOURCE_SIZE`] + 1 bytes, into the front of `buf`; returns how many
+/// bytes were read. Usually one `read`: it asks for one byte more than
+/// `size`, and a regular file that returns fewer bytes than asked for, and
+/// at least `size`, is at its end (else it reads on until a `read` returns
+/// nothing, as `read_to_end` does).
+fn read_whole(mut file: std::fs::File, size: u64, buf: &mut Vec<u8>) -> io::Result<usize> {
+    let limit = usize::try_from(MAX_SOURCE_SIZE + 1).unwrap_or(usize::MAX);
+    let mut filled = 0usize;
+    let mut want = usize::try_from(size).map_or(limit, |s| s.saturating_add(1).min(limit));
+    while want > 0 {
+        if buf.len() < filled + want {
+            buf.resize(filled + want, 0);
+        }
+        let n = match file.read(&mut buf[filled..filled + want]) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        filled += n;
+        if n == 0 || (n < want && filled as u64 >= size) {
+            break;
+        }
+        want = if n < want {
+            want - n
+        } else {
+            filled.max(READ_CHUNK).min(limit - filled)
+        };
+    }
+    Ok(filled)
+}
+
+/// What [`read_whole`] asks for at least once a file turned out larger
+/// than its `stat` said.
+const READ_CHUNK: usize = 8192;
+
 /// The largest source or header read (generated headers reach tens of MiB).
 const MAX_SOURCE_SIZE: u64 = 1 << 30;
 
@@ -878,6 +986,10 @@ const READ_THREADS: usize = 2;
 /// dependencies on a thread of their own.
 const STORE_BESIDE_FROM: usize = 128;
 
+/// The most files the walking thread reads at once while it has nothing
+/// to resolve (few, so that what the workers read is not kept waiting).
+const MAIN_JOBS_AT_ONCE: usize = 2;
+
 /// The most files a worker takes from the queue at once.
 const JOBS_AT_ONCE: usize = 16;
 
@@ -885,7 +997,7 @@ const JOBS_AT_ONCE: usize = 16;
 #[derive(Default)]
 struct Frontier {
     /// Every (file, directory found in) pair reached.
-    seen: HashSet<(FileId, DirId)>,
+    seen: FastSet<(FileId, DirId)>,
     /// Pairs whose file is loaded: their includes are next.
     ready: Vec<(FileId, DirId)>,
     /// Pairs whose file is asked for and not loaded yet, by file.
@@ -894,7 +1006,7 @@ struct Frontier {
     to_read: Vec<FileId>,
     /// Computed includes met so far, each once per directory.
     computed: Vec<(DirId, String)>,
-    computed_seen: HashSet<(DirId, String)>,
+    computed_seen: FastSet<(DirId, String)>,
 }
 
 /// Files waiting for a worker ([`Walk::prefetch`]); `pop_some` waits for
@@ -929,6 +1041,16 @@ impl JobQueue {
         }
     }
 
+    /// Up to `most` waiting jobs, without waiting; `None` when none wait.
+    fn try_pop(&self, most: usize) -> Option<Vec<(FileId, PathBuf)>> {
+        let mut state = self.lock();
+        if state.0.is_empty() {
+            return None;
+        }
+        let take = state.0.len().min(most);
+        Some(state.0.drain(..take).collect())
+    }
+
     fn close(&self) {
         self.lock().1 = true;
         self.more.notify_all();
@@ -961,10 +1083,24 @@ pub fn is_stable_header(name: &str) -> bool {
     name.starts_with("torch/csrc/stable/") || name.starts_with("torch/headeronly/")
 }
 
+/// Whether `text` is a relative path of plain components only (no empty
+/// one, no `.` nor `..`): the same text as its components joined by `/`.
+fn is_plain_relative(text: &str) -> bool {
+    !text.is_empty()
+        && text
+            .split('/')
+            .all(|c| !c.is_empty() && c != "." && c != "..")
+}
+
 /// `canonical` relative to `root` as POSIX text when under it, else the
 /// absolute canonical path.
-fn display_path(root: &Path, canonical: &Path) -> String {
+fn display_path(root: &Path, canonical: &Path) -> Arc<str> {
     match canonical.strip_prefix(root) {
+        // A canonical path has no `.`, `..` nor repeated `/`: its text is
+        // already the POSIX form.
+        Ok(rel) if rel.to_str().is_some_and(is_plain_relative) => {
+            Arc::from(rel.to_str().unwrap_or_default())
+        }
         Ok(rel) => rel
             .components()
             .filter_map(|c| match c {
@@ -972,7 +1108,39 @@ fn display_path(root: &Path, canonical: &Path) -> String {
                 _ => None,
             })
             .collect::<Vec<_>>()
-            .join("/"),
-        Err(_) => canonical.to_string_lossy().into_owned(),
+            .join("/")
+            .into(),
+        Err(_) => canonical.to_string_lossy().into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `read_whole` of a file whose `stat` said `said` bytes.
+    fn read_said(bytes: &[u8], said: u64, buf: &mut Vec<u8>) -> Vec<u8> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, bytes).unwrap();
+        let n = read_whole(std::fs::File::open(&path).unwrap(), said, buf).unwrap();
+        buf[..n].to_vec()
+    }
+
+    #[test]
+    fn a_whole_file_is_read_whatever_its_stat_said_and_whatever_the_buffer_held() {
+        let big: Vec<u8> = (0..100_000u32).map(|k| (k % 251) as u8).collect();
+        let mut buf = vec![7u8; 50];
+        for (bytes, said) in [
+            (&big[..], big.len() as u64),
+            // Grown since its `stat`, shrunk since, empty.
+            (&big[..], 3),
+            (&big[..1000], 5000),
+            (&big[..0], 0),
+            (&big[..0], 10),
+            (&big[..17], 17),
+        ] {
+            assert_eq!(read_said(bytes, said, &mut buf), bytes, "said {said}");
+        }
     }
 }

@@ -1,4 +1,4 @@
-//! The lexer skips ordinary code 16 bytes at a time (`lexer_skip`); its scalar reference
+//! The lexer skips ordinary code 32 bytes at a time (`lexer_skip`); its scalar reference
 //! loop classifies every byte. Both must find exactly the same facts (includes, markers,
 //! defines, registrations) in every input: the generated benchmark tree, every header
 //! torch ships in `.venv`, tricky hand-written fixtures and their truncations, and random
@@ -46,7 +46,7 @@ fn files_under(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// Fixtures where the candidates sit next to each other, at line starts, inside tokens,
-/// at 16-byte boundaries (the padding below shifts each over every offset).
+/// at block boundaries (the padding below shifts each over every offset).
 const FIXTURES: &[&str] = &[
     "#include <a.h>\n#include \"b.h\"\n  #  include_next <c.h>\n",
     "%:include <digraph.h>\n %: include \"d.h\"\n x %:include <no.h>\n",
@@ -66,6 +66,11 @@ const FIXTURES: &[&str] = &[
     "#include MACRO_NAME // c\n#include PyComputed /* c */\n#include\n#include <>\n",
     "#pragma once\n#if defined(PyX) // c\n#endif\n#\n# \n#  define X 1\n",
     "u'a' U'b' L'c' u8'd' u\"e\" U\"f\" L\"g\" u8\"h\" uR\"(i)\" UR\"(j)\" R\"(k)\"",
+    // Raw prefixes are recognised at their quote: never the tail of a pp-number or of a
+    // longer identifier, whatever came before.
+    "1R\"(\n#include <a1.h>\n)\" 1'R\"(PyA)\" 1e+R\"(PyB)\" .5R\"(PyC)\" x1R\"(PyD)\" $R\"(PyE)\"\n",
+    "\"s\"R\"(PyF)\" /*c*/R\"(PyG)\" 'c'u8R\"(PyH)\" (LR\"(PyI)\") xu8R\"(PyJ)\" \u{e9}R\"(PyK)\"\n",
+    "RE REGISTER_EXTENSION(x) ST STABLE_TORCH_LIBRARY TO TORCH_EXTENSION_NAME pY Py PY py PyZ\n",
     "a/b/c //\n/ /* */ / /**/#include <x.h>\n/*/ still */ #include <y.h>\n",
     "\t\x0b\x0c\r#include <ws.h>\r\n \r\n#include <crlf.h>\r\n",
     "\u{feff}#include <bom.h>\n",
@@ -83,7 +88,7 @@ const FIXTURES: &[&str] = &[
 #[test]
 fn fixtures_at_every_offset_and_truncation_give_the_same_facts() {
     for (n, fixture) in FIXTURES.iter().enumerate() {
-        for pad in 0..20 {
+        for pad in 0..36 {
             for lead in ["", " ", "x", "\n", "1", "/*", "\"", "Py"] {
                 let text = format!("{lead}{}{fixture}", " ".repeat(pad));
                 let bytes = text.as_bytes();
@@ -202,6 +207,15 @@ const PIECES: &[&str] = &[
     "u",
     "p",
     "P",
+    "uR",
+    "UR",
+    "RE",
+    "ST",
+    "TO",
+    "y",
+    "Y",
+    "E",
+    "O",
 ];
 
 proptest! {
