@@ -193,16 +193,28 @@ def _check_warm_record(name: str, cache_dir: Optional[str]) -> Optional[Any]:
         entries_st = os.lstat(root + "/v1/entries")
         if not (stat.S_ISDIR(warm_st.st_mode) and stat.S_ISDIR(entries_st.st_mode)):
             return None
-        for st in (os.stat(root), os.lstat(root + "/v1"), warm_st, entries_st):
+        # The root's real path: the root itself unless it is a symlink or
+        # not a plain absolute path (`.`, `..`, `//`, relative).
+        real = root
+        root_st = os.lstat(root)
+        parts = root.split("/")
+        if stat.S_ISLNK(root_st.st_mode) or parts[0] or "" in parts[1:] or "." in parts or ".." in parts:
+            root_st = os.stat(root)
+            real = os.path.realpath(root)
+        for st in (root_st, os.lstat(root + "/v1"), warm_st, entries_st):
             if st.st_uid != uid or st.st_mode & 0o022:
                 return None
         # No directory on the root's real path, from `/` down, that others
         # can write without the sticky bit: they could swap the cache away
-        # between these checks and the load.
-        parent = os.path.realpath(root)
-        while parent != "/":
-            parent = os.path.dirname(parent)
-            mode = os.stat(parent).st_mode
+        # between these checks and the load. One `lstat` per directory; a
+        # symlink among them is resolved, and the walk goes on from where
+        # it points.
+        while real != "/":
+            real = real.rsplit("/", 1)[0] or "/"
+            mode = os.lstat(real).st_mode
+            if stat.S_ISLNK(mode):
+                real = os.path.realpath(real)
+                mode = os.stat(real).st_mode
             if mode & 0o022 and not mode & 0o1000:
                 return None
         fd = os.open(warm_dir + "/" + name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)

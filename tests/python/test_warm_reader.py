@@ -307,6 +307,33 @@ def test_a_parent_others_can_write_without_the_sticky_bit_is_refused(shared: Pro
         parent.chmod(mode)
 
 
+def test_a_cache_reached_through_symlinks_or_dots_is_judged_by_its_real_path(
+    shared: Project, record: Dict[str, Any], tmp_path: Path
+) -> None:
+    # The root a symlink, a symlink above the root, and `..` in the root:
+    # each reads the record while the real path is safe, and none does once
+    # a directory above the real root is writable by others.
+    (tmp_path / "root-link").symlink_to(shared.cache)
+    (tmp_path / "above-link").symlink_to(shared.base)
+    roots = [tmp_path / "root-link", tmp_path / "above-link" / "cache", shared.base / "src" / ".." / "cache"]
+
+    def read(root: Path) -> Any:
+        found = abicache._check_warm_record(shared.name, str(root))
+        if found is not None:
+            os.close(found.pop("fd"))
+        return found
+
+    for root in roots:
+        assert read(root) is not None, root
+    mode = shared.base.stat().st_mode & 0o7777
+    shared.base.chmod(0o777)
+    try:
+        for root in roots:
+            assert read(root) is None, root
+    finally:
+        shared.base.chmod(mode)
+
+
 # --- Each check, made to fail by the file system -----------------------------
 
 
