@@ -36,7 +36,7 @@ mod verify;
 
 pub use error::{FsError, Result};
 pub use fields::FieldHasher;
-pub use open::{open_regular, read_bounded, Follow};
+pub use open::{open_regular, read_bounded, DirHandles, Follow};
 pub use stamp::{FileStamp, RACY_WINDOW};
 pub use verify::{
     blake3_hex, hash_reader, verify_file, Checked, Digest, DigestWriter, Expected, Mismatch,

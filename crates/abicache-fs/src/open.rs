@@ -1,9 +1,14 @@
 //! Opening files that may be hostile: FIFOs, devices, symlinks, huge files.
 
+use std::collections::HashMap;
 use std::fs::{File, Metadata, OpenOptions};
 use std::io::Read;
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::Path;
+
+use rustix::fs::{Mode, OFlags};
 
 use crate::error::{FsError, Result};
 
@@ -33,6 +38,12 @@ pub fn open_regular(path: &Path, follow: Follow) -> Result<(File, Metadata)> {
         }
         Err(e) => return Err(FsError::io(path, e)),
     };
+    regular(file, path)
+}
+
+/// `file`'s metadata when it is a regular file, else the error naming
+/// what it is instead.
+fn regular(file: File, path: &Path) -> Result<(File, Metadata)> {
     let meta = file.metadata().map_err(|e| FsError::io(path, e))?;
     let ft = meta.file_type();
     if !ft.is_file() {
@@ -82,9 +93,90 @@ pub fn read_bounded(path: &Path, follow: Follow, cap: u64) -> Result<Vec<u8>> {
     Ok(bytes)
 }
 
+/// How many directories a [`DirHandles`] keeps open at most; files in
+/// further directories are opened by their whole path.
+const MAX_DIR_HANDLES: usize = 256;
+
+/// Opens many files of a few directories the way [`open_regular`] does,
+/// with [`Follow::Yes`], but relative to a handle on each file's directory
+/// (`openat`), kept open from file to file: the kernel then resolves one
+/// name per file instead of every component of its path. Any failure on
+/// that way (including a directory that cannot be opened) falls back to
+/// [`open_regular`] on the whole path, so results and errors are those of
+/// [`open_regular`]; a directory renamed or replaced while its handle is
+/// held is still read through the handle, as a file opened before the
+/// change would be.
+#[derive(Debug, Default)]
+pub struct DirHandles {
+    /// Each directory's index in `handles`.
+    index: HashMap<Box<[u8]>, usize>,
+    /// Each directory's `O_PATH` handle, or `None` when it could not be
+    /// opened (its files are then opened by path).
+    handles: Vec<Option<OwnedFd>>,
+    /// The directory used last and its index (`None`: none yet):
+    /// consecutive files usually share it.
+    last: Vec<u8>,
+    /// See `last`.
+    last_index: Option<usize>,
+}
+
+impl DirHandles {
+    /// Opens `path` (see [`open_regular`] with [`Follow::Yes`]).
+    pub fn open_regular(&mut self, path: &Path) -> Result<(File, Metadata)> {
+        if let Some(file) = self.open_at(path) {
+            if let Ok(opened) = regular(file, path) {
+                return Ok(opened);
+            }
+        }
+        open_regular(path, Follow::Yes)
+    }
+
+    /// `path` opened relative to its directory's handle, or `None` when
+    /// that is not possible (no parent, a path not ending in its name,
+    /// too many directories, any error).
+    fn open_at(&mut self, path: &Path) -> Option<File> {
+        let parent = path.parent()?.as_os_str().as_bytes();
+        let name = path.file_name()?.as_bytes();
+        if parent.is_empty() || !path.as_os_str().as_bytes().ends_with(name) {
+            return None;
+        }
+        let dir = self.dir(parent)?;
+        let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC;
+        rustix::fs::openat(dir, name, flags, Mode::empty())
+            .ok()
+            .map(File::from)
+    }
+
+    /// The handle of directory `parent`, opened on first use.
+    fn dir(&mut self, parent: &[u8]) -> Option<&OwnedFd> {
+        let index = match self.last_index.filter(|_| self.last == parent) {
+            Some(i) => i,
+            None => {
+                let i = match self.index.get(parent) {
+                    Some(&i) => i,
+                    None if self.handles.len() < MAX_DIR_HANDLES => {
+                        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+                        let handle = rustix::fs::open(parent, flags, Mode::empty()).ok();
+                        self.handles.push(handle);
+                        self.index.insert(parent.into(), self.handles.len() - 1);
+                        self.handles.len() - 1
+                    }
+                    None => return None,
+                };
+                self.last.clear();
+                self.last.extend_from_slice(parent);
+                self.last_index = Some(i);
+                i
+            }
+        };
+        self.handles[index].as_ref()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
 
     #[test]
     fn a_fifo_is_refused_without_blocking() {
@@ -157,5 +249,65 @@ mod tests {
             "{err}"
         );
         assert_eq!(read_bounded(&path, Follow::Yes, 11).unwrap().len(), 11);
+    }
+
+    #[test]
+    fn dir_handles_open_what_open_regular_opens_and_refuse_the_same() {
+        let dir = tempfile::tempdir().unwrap();
+        let sub = dir.path().join("sub");
+        std::fs::create_dir(&sub).unwrap();
+        std::fs::write(sub.join("a.h"), "a").unwrap();
+        std::fs::write(dir.path().join("b.h"), "b").unwrap();
+        std::os::unix::fs::symlink(sub.join("a.h"), sub.join("link.h")).unwrap();
+        let fifo = sub.join("fifo");
+        assert!(std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success());
+        let mut dirs = DirHandles::default();
+        let read = |dirs: &mut DirHandles, p: &Path| {
+            let (mut f, meta) = dirs.open_regular(p).unwrap();
+            let mut s = String::new();
+            f.read_to_string(&mut s).unwrap();
+            assert_eq!(meta.len(), s.len() as u64);
+            s
+        };
+        for _ in 0..2 {
+            assert_eq!(read(&mut dirs, &sub.join("a.h")), "a");
+            assert_eq!(read(&mut dirs, &dir.path().join("b.h")), "b");
+            assert_eq!(read(&mut dirs, &sub.join("link.h")), "a");
+            assert_eq!(read(&mut dirs, &sub.join("../b.h")), "b");
+        }
+        let err = dirs.open_regular(&fifo).unwrap_err();
+        assert!(
+            matches!(err, FsError::NotRegular { kind: "FIFO", .. }),
+            "{err}"
+        );
+        for odd in [sub.clone(), sub.join("."), sub.join("..")] {
+            let err = dirs.open_regular(&odd).unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    FsError::NotRegular {
+                        kind: "directory",
+                        ..
+                    }
+                ),
+                "{err}"
+            );
+        }
+        let missing = dirs.open_regular(&sub.join("missing.h")).unwrap_err();
+        let expected = open_regular(&sub.join("missing.h"), Follow::Yes).unwrap_err();
+        assert_eq!(missing.to_string(), expected.to_string());
+        let trailing = PathBuf::from(format!("{}/", sub.join("a.h").display()));
+        assert!(dirs.open_regular(&trailing).is_err());
+        // Past the cap on handles, files are opened by path.
+        for i in 0..MAX_DIR_HANDLES + 3 {
+            let d = dir.path().join(format!("d{i}"));
+            std::fs::create_dir(&d).unwrap();
+            std::fs::write(d.join("x.h"), format!("{i}")).unwrap();
+            assert_eq!(read(&mut dirs, &d.join("x.h")), i.to_string());
+        }
     }
 }

@@ -887,8 +887,10 @@ fn read_entry(
     let now = SystemTime::now();
     // A FIFO, device or directory is refused, never read (no hang, no
     // unbounded read through a symlink to `/dev/zero`).
-    let read = |buf: &mut Vec<u8>| -> io::Result<(usize, std::fs::Metadata)> {
-        let (file, meta) = abicache_fs::open_regular(path, abicache_fs::Follow::Yes)?;
+    let read = |buf: &mut Vec<u8>,
+                dirs: &mut abicache_fs::DirHandles|
+     -> io::Result<(usize, std::fs::Metadata)> {
+        let (file, meta) = dirs.open_regular(path)?;
         if meta.len() > MAX_SOURCE_SIZE {
             return Err(abicache_fs::FsError::TooLarge {
                 path: path.to_owned(),
@@ -900,7 +902,7 @@ fn read_entry(
         let filled = read_whole(file, meta.len(), buf)?;
         Ok((filled, meta))
     };
-    match read(&mut scratch.bytes) {
+    match read(&mut scratch.bytes, &mut scratch.dirs) {
         Ok((filled, meta)) => {
             let bytes = &scratch.bytes[..filled];
             let blake3: Arc<str> = blake3::hash(bytes).to_hex().as_str().into();
@@ -935,6 +937,8 @@ struct ReadScratch {
     bytes: Vec<u8>,
     /// The lexer's.
     lex: LexScratch,
+    /// The handles of the directories files were read from.
+    dirs: abicache_fs::DirHandles,
 }
 
 /// Reads `file` (whose `stat` said `size` bytes) to its end, at most
