@@ -37,7 +37,8 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
 work=$repo/benches/.work
 venv=$repo/.venv
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$repo/target}
+# The per-machine target directory the other scripts build in (scripts/dev-env.sh).
+. "$repo/scripts/dev-env.sh"
 
 if [ ! -x "$venv/bin/python" ]; then
   echo "bench: no project venv at \`.venv\`: run \`scripts/setup-venv.sh dev\` first" >&2
