@@ -85,7 +85,7 @@ fi
 if [ "$floors_only" = 1 ]; then
   # Every warm path against its floor (needs the package in .venv).
   scripts/install-python-package.sh .venv
-  "$venv/bin/python" benches/bench_warm_paths.py --work "$work" --abicache "$bin/abicache"
+  "$venv/bin/python" benches/bench_warm_paths.py --work "$work" --abicache "$bin/abicache" --runs 21
   python3 benches/summary.py "$work"
   exit 0
 fi
@@ -113,7 +113,7 @@ cargo run --release --quiet -p abicache-store --example lookup_latency
 # Every warm path against its floor, in one run: TorchOpsExtension.load (CPU,
 # CUDA), load/load_inline (is_python_module True and False), same-process
 # repeats, `abicache key` and `build` warm (benches/README.md's table).
-"$venv/bin/python" benches/bench_warm_paths.py --work "$work" --abicache "$bin/abicache"
+"$venv/bin/python" benches/bench_warm_paths.py --work "$work" --abicache "$bin/abicache" --runs 21
 # PyTorch's JIT-extension tests, cold and warm, torch's vs abicache's load/load_inline.
 scripts/link-torch-jit-upstream.sh
 "$venv/bin/python" -m pip install --quiet -r tests/torch_jit/requirements.txt
