@@ -14,10 +14,11 @@
 # --reference COMMIT: the earlier abicache whose key_time the cold keys are
 #   compared with (default 91db52b, before the stat cache and key memo).
 #
-# Takes ~5 minutes on a 2-core machine (the GPTQModel reference alone needs
-# ~2 minutes: marlin ~2.5 s and swordfish ~6 s a key, machete ~1 min once),
-# plus ~12 minutes once per machine to build the previous scanner's key_time that
-# machete's cold key is compared with.
+# The whole run takes about an hour on a 2-core machine (the interception
+# clients, PyTorch's JIT file cold and warm, the PCH and build benchmarks;
+# the GPTQModel reference alone needs ~2 minutes: marlin ~2.5 s and swordfish
+# ~6 s a key, machete ~1 min once), plus ~12 minutes once per machine to
+# build the reference scanner's key_time that the cold keys are compared with.
 # Downloads once into benches/.work/ (git-ignored): the GPTQModel 7.7.0 sdist
 # and the nvidia-cutlass wheel (CUTLASS headers); installs benches/requirements.txt
 # (PyPcre, LogBar: what GPTQModel's cpp.py imports) into .venv.
