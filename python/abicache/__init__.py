@@ -78,6 +78,10 @@ _registry_lock = threading.Lock()
 #   that descriptor, so the file loaded is the file checked.
 # - the CPU has every instruction-set extension the library requires (only
 #   read when it requires any: ``/proc/cpuinfo``).
+# - for a CUDA extension: nvcc's search and stamp and the arch list's
+#   variable (or the driver's GPU listing); for one with a native CPU flag
+#   (``-march=native``): the host compiler's search and stamp and this
+#   CPU's identity (``/proc/cpuinfo``'s first processor, read once).
 #
 # The entry's ``last-used`` is touched before the checks (so gc spares it
 # for its grace); the hit then makes the other writes a hit makes
@@ -91,8 +95,8 @@ _registry_lock = threading.Lock()
 # Rust (`crates/abicache/src/session/warm_load.rs`; row positions are
 # indexed as its `WARM_*_ROW` say; tests/python/test_warm_reader.py pins them).
 # BEGIN warm-record format: generated from crates/abicache/src/session/warm_load.rs; do not edit
-WARM_RECORD_FORMAT = 2
-WARM_RECORD_FIELDS = ("format", "key", "library", "environ", "stat", "missing", "directory", "same", "entry", "entry_files", "last_used", "count", "isa", "gpus")
+WARM_RECORD_FORMAT = 3
+WARM_RECORD_FIELDS = ("format", "key", "library", "environ", "stat", "missing", "directory", "same", "entry", "entry_files", "last_used", "count", "isa", "gpus", "host_cpu")
 WARM_ENVIRON_ROW = ("variable", "value")
 WARM_STAMP_ROW = ("path", "dev", "ino", "size", "mtime_ns", "ctime_ns")
 WARM_IDENTITY_ROW = ("path", "dev", "ino")
@@ -102,6 +106,8 @@ WARM_ISA_ROW = ("feature", "flag")
 WARM_GPUS_ROW = ("directory", "names")
 WARM_HIT_VARIABLES = ("ABICACHE_DIR", "XDG_CACHE_HOME", "HOME", "ABICACHE_REBUILD")
 WARM_CUDA_HIT_VARIABLES = ("CUDA_HOME", "CUDA_PATH", "PATH", "TORCH_CUDA_ARCH_LIST")
+WARM_HOST_CPU_HIT_VARIABLES = ("CXX", "PATH")
+WARM_CPU_IDENTITY_FIELDS = ("vendor_id", "cpu family", "model", "model name", "stepping", "microcode", "flags", "CPU implementer", "CPU architecture", "CPU variant", "CPU part", "CPU revision", "Features")
 # END warm-record format
 
 
@@ -269,12 +275,7 @@ def _check_warm_record(name: str, cache_dir: Optional[str]) -> Optional[Any]:
             if guard != "0":
                 if guard not in ("", "1"):
                     return None
-                cpu: Set[str] = set()
-                with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-                    for line in f:
-                        if line.startswith(("flags", "Features")):
-                            cpu.update(line.partition(":")[2].split())
-                            break
+                cpu = _cpu()[1]
                 for feature, _flag in isa:
                     if feature not in cpu:
                         return None
@@ -335,9 +336,45 @@ def _key_inputs_hold(record: Any) -> bool:
                 names = None
             if names != gpus[1]:
                 return False
+        # An extension with a native CPU flag: the CPU it was resolved on
+        # (the compiler that resolved it is among the stamps and variables).
+        host_cpu = record["host_cpu"]
+        if host_cpu is not None and host_cpu != _cpu()[0]:
+            return False
         return True
     except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError):
         return False
+
+
+# This CPU as `/proc/cpuinfo`'s first processor describes it, read once per
+# process: `(identity, feature names)`, Rust's `CpuFeatures::from_cpuinfo`
+# restated (the identity: each `WARM_CPU_IDENTITY_FIELDS` field of that
+# block, as `field=value` lines in the file's order; the names: its `flags`
+# or `Features` words). Raises `OSError` or `ValueError` when unreadable.
+_cpuinfo: Optional[Tuple[str, Set[str]]] = None
+
+
+def _cpu() -> Tuple[str, Set[str]]:
+    global _cpuinfo
+    if _cpuinfo is None:
+        identity: List[str] = []
+        names: Set[str] = set()
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if not line.strip():
+                    if identity:
+                        break  # one processor is enough: they are alike
+                    continue
+                field, sep, value = line.partition(":")
+                if not sep:
+                    continue
+                field = field.strip()
+                if field in WARM_CPU_IDENTITY_FIELDS:
+                    identity.append(f"{field}={value.strip()}\n")
+                if field in ("flags", "Features"):
+                    names.update(value.split())
+        _cpuinfo = ("".join(identity), names)
+    return _cpuinfo
 
 
 def _count_warm_hit(record: Any) -> bool:

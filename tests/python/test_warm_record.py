@@ -260,3 +260,64 @@ def test_a_cuda_extension_gets_a_record_that_checks_nvcc_and_the_arch_list(tmp_p
     (shadow / "nvcc").write_text("#!/bin/sh\nexit 1\n")
     (shadow / "nvcc").chmod(0o755)
     assert not run_python(CUDA_LOAD, cache, args=check, env=env)["answers"], "another nvcc is found first"
+
+
+# An extension with a native CPU flag (DeepSpeed's ops build with
+# `-march=native`): the record holds the CPU the flag was resolved on and the
+# host compiler that resolved it, compared by value.
+NATIVE_LOAD = """
+ext = abicache.TorchOpsExtension("stable_scale", [ARGS["source"]], required_ops=["scale_shift"],
+                                 extra_cflags=["-O2", "-march=native"],
+                                 torch_stable_abi_target=[2, 10], cache_dir=CACHE)
+if ARGS.get("cpu_identity") is not None:
+    # Another CPU cannot exist on this machine: the reader is told this one
+    # reads differently (its one read of /proc/cpuinfo, replaced).
+    abicache._cpuinfo = (ARGS["cpu_identity"], abicache._cpu()[1])
+if ARGS.get("check_only"):
+    record = abicache._check_warm_record(abicache._warm_record_name(ext._spec, ext._root, ext.cache_dir), CACHE)
+    emit({"answers": record is not None})
+else:
+    path = ext.load()
+    out = torch.ops.stable_scale.scale_shift(torch.ones(3), 2.0, 1.0).tolist()
+    emit({"native": "abicache._native" in sys.modules, "key": ext._loaded_key, "path": path, "out": out,
+          "cpu": abicache._cpu()[0] if "abicache._native" not in sys.modules else None})
+"""
+
+
+def test_a_native_cpu_flag_extension_gets_a_record_that_checks_the_cpu_and_the_compiler(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    shutil.copytree(EXAMPLES / "stable_scale", src)
+    cache = tmp_path / "cache"
+    shadow = tmp_path / "shadow"
+    shadow.mkdir()
+    env = {"PATH": f"{shadow}:{os.environ.get('PATH', '')}"}
+    env_without_cxx = {"CXX": ""}  # an empty CXX counts as unset: `c++` on PATH
+    args = {"source": str(src / "scale.cpp")}
+    built = run_python(NATIVE_LOAD, cache, args=args, env={**env, **env_without_cxx})
+    assert built["native"] and built["out"] == [3.0, 3.0, 3.0]
+    time.sleep(RACY_WINDOW_S)
+    second = run_python(NATIVE_LOAD, cache, args=args, env={**env, **env_without_cxx})
+    assert second["native"], "the native hit writes the record"
+    (record_file,) = list((cache / "v1" / "warm").iterdir())
+    record = json.loads(record_file.read_text())
+    environ = dict(record["environ"])
+    assert environ["PATH"] == env["PATH"] and environ["CXX"] == ""
+    assert str(shadow / "c++") in record["missing"], "a compiler appearing earlier on PATH is a miss"
+    assert any(row[0].endswith("/c++") for row in record["stat"]), "the compiler's stamp"
+    assert record["host_cpu"] and "flags=" in record["host_cpu"]
+
+    warm = run_python(NATIVE_LOAD, cache, args=args, env={**env, **env_without_cxx})
+    assert not warm["native"], "the record answered: no native module, no compiler probe"
+    assert (warm["key"], warm["path"], warm["out"]) == (built["key"], built["path"], [3.0, 3.0, 3.0])
+    assert warm["cpu"] == record["host_cpu"], "the reader reads this CPU as the writer did"
+
+    check = dict(args, check_only=True)
+    assert run_python(NATIVE_LOAD, cache, args=check, env={**env, **env_without_cxx})["answers"]
+    other_cpu = dict(check, cpu_identity=record["host_cpu"].replace("flags=", "flags=avx512f "))
+    assert not run_python(NATIVE_LOAD, cache, args=other_cpu, env={**env, **env_without_cxx})["answers"]
+    assert not run_python(NATIVE_LOAD, cache, args=check, env={**env, "CXX": "g++"})["answers"]
+    (shadow / "c++").write_text("#!/bin/sh\nexit 1\n")
+    (shadow / "c++").chmod(0o755)
+    assert not run_python(NATIVE_LOAD, cache, args=check, env={**env, **env_without_cxx})["answers"], (
+        "another compiler is found first"
+    )

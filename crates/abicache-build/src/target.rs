@@ -15,7 +15,7 @@
 //!   (`-dM -E`) with and without the target flags
 //!   ([`abicache_isa::requirements_from_macros`]).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 use std::time::SystemTime;
 
@@ -47,12 +47,7 @@ pub fn resolve_host_cpu(
     cache_dir: Option<&Path>,
 ) -> Result<String, BuildError> {
     static ANSWERS: Mutex<Vec<(String, String)>> = Mutex::new(Vec::new());
-    let (wanted, looked_for) = match &env.cxx {
-        Some(cxx) => (cxx.as_str(), format!("`CXX={cxx}` (no such executable)")),
-        None => ("c++", "`c++` on `PATH` (`CXX` is not set)".to_string()),
-    };
-    let compiler = resolve_program(wanted, env.path.as_deref())
-        .ok_or(BuildError::CompilerNotFound { looked_for })?;
+    let compiler = host_cpu_compiler(env)?;
     let stamp = std::fs::metadata(&compiler)
         .ok()
         .and_then(|m| FileStamp::trusted(&m, SystemTime::now()));
@@ -94,6 +89,16 @@ pub fn resolve_host_cpu(
             .push((digest, value.clone()));
     }
     Ok(value)
+}
+
+/// The compiler [`resolve_host_cpu`] asks: `CXX` (a name searched on
+/// `PATH`, or a path), else `c++` on `PATH`.
+pub fn host_cpu_compiler(env: &ToolchainEnv) -> Result<PathBuf, BuildError> {
+    let (wanted, looked_for) = match &env.cxx {
+        Some(cxx) => (cxx.as_str(), format!("`CXX={cxx}` (no such executable)")),
+        None => ("c++", "`c++` on `PATH` (`CXX` is not set)".to_string()),
+    };
+    resolve_program(wanted, env.path.as_deref()).ok_or(BuildError::CompilerNotFound { looked_for })
 }
 
 /// The name of a remembered answer: a BLAKE3 of everything it depends on.

@@ -73,8 +73,10 @@ impl CpuFeatures {
     }
 }
 
-/// The `/proc/cpuinfo` fields that identify a CPU (x86-64 and AArch64).
-const IDENTITY_FIELDS: &[&str] = &[
+/// The `/proc/cpuinfo` fields that identify a CPU (x86-64 and AArch64):
+/// [`CpuFeatures::identity`] is each of them present in the first
+/// processor's block, as `field=value` lines in the file's order.
+pub const IDENTITY_FIELDS: &[&str] = &[
     "vendor_id",
     "cpu family",
     "model",

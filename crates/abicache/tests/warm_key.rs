@@ -199,3 +199,87 @@ fn a_warm_load_record_needs_a_stamped_entry_and_a_cuda_one_records_what_nvcc_was
     }
     assert!(record["gpus"].is_null(), "{record}");
 }
+
+#[test]
+fn a_native_cpu_flag_record_holds_the_cpu_and_the_compiler_that_resolved_it() {
+    // `-march=native` resolved here by the real host compiler (`c++` on
+    // `PATH`, `CXX` unset in the test environment or naming it).
+    let project = tempfile::tempdir().unwrap();
+    let root = project.path().to_path_buf();
+    write(&root.join("ops.cpp"), "int ops;\n");
+    let cache = tempfile::tempdir().unwrap();
+    let store = Store::open(cache.path()).unwrap();
+    let native = ExtensionSpec::new("ops", [root.join("ops.cpp")])
+        .with_extra_cflags(["-O2", "-march=native"]);
+    let session = Session::new(store.clone(), cpython312("2.9.1"));
+    std::thread::sleep(RACY_WINDOW + Duration::from_millis(100));
+    let key = session.key(&native, &root).unwrap();
+    publish_entry(&store, &key);
+    std::thread::sleep(RACY_WINDOW + Duration::from_millis(100));
+    assert!(
+        store.lookup(&key).unwrap().hit.is_some(),
+        "hashed and stamped"
+    );
+    assert!(session.remember_warm_load(&native, &root, "native", &[]));
+    let record: serde_json::Value =
+        serde_json::from_slice(&fs::read(cache.path().join("v1/warm/native")).unwrap()).unwrap();
+    assert_eq!(record["key"], key.as_str());
+    let cpu = abicache_isa::running_cpu().expect("this machine has /proc/cpuinfo");
+    assert_eq!(
+        record["host_cpu"],
+        cpu.identity(),
+        "the CPU the flag was resolved on"
+    );
+    let recorded: Vec<&str> = record["environ"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| row[0].as_str().unwrap())
+        .collect();
+    for variable in abicache::warm_record::HOST_CPU_HIT_VARIABLES {
+        assert!(recorded.contains(&variable), "{variable} in {record}");
+    }
+    let compiler =
+        abicache_build::host_cpu_compiler(&abicache_build::ToolchainEnv::from_process()).unwrap();
+    let stamped: Vec<&str> = record["stat"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| row[0].as_str().unwrap())
+        .collect();
+    assert!(
+        stamped.contains(&compiler.to_str().unwrap()),
+        "the compiler's stamp: {record}"
+    );
+
+    // Keyed for a CPU an environment file names (another machine's): not
+    // resolved here, so nothing to check it by, and no record.
+    let elsewhere = Session::new(
+        store.clone(),
+        Environment {
+            host_cpu: Some("-march=znver4".into()),
+            ..cpython312("2.9.1")
+        },
+    );
+    let key = elsewhere.key(&native, &root).unwrap();
+    publish_entry(&store, &key);
+    std::thread::sleep(RACY_WINDOW + Duration::from_millis(100));
+    assert!(
+        store.lookup(&key).unwrap().hit.is_some(),
+        "hashed and stamped"
+    );
+    assert!(!elsewhere.remember_warm_load(&native, &root, "elsewhere", &[]));
+    // A spec without a native flag has no `host_cpu`.
+    let plain = ExtensionSpec::new("ops", [root.join("ops.cpp")]);
+    let key = session.key(&plain, &root).unwrap();
+    publish_entry(&store, &key);
+    std::thread::sleep(RACY_WINDOW + Duration::from_millis(100));
+    assert!(
+        store.lookup(&key).unwrap().hit.is_some(),
+        "hashed and stamped"
+    );
+    assert!(session.remember_warm_load(&plain, &root, "plain", &[]));
+    let record: serde_json::Value =
+        serde_json::from_slice(&fs::read(cache.path().join("v1/warm/plain")).unwrap()).unwrap();
+    assert!(record["host_cpu"].is_null(), "{record}");
+}

@@ -20,6 +20,8 @@
 //!   and flag, usually none), which the reader compares with the CPU's
 //!   `/proc/cpuinfo` flags before it loads anything; anything missing sends
 //!   it to the native path, which refuses the load with the full message.
+//!   A feature this CPU has that `/proc/cpuinfo` does not list (only
+//!   `cpuid` shows it) makes the record hold for this CPU only (`host_cpu`).
 //!
 //! - for a CUDA extension, what its environment depends on beyond a CPU
 //!   one's, as values compared by equality: the variables nvcc is searched
@@ -29,10 +31,19 @@
 //!   `TORCH_CUDA_ARCH_LIST`), the driver's GPU listing ([`GPU_LISTING`])
 //!   instead of an `nvidia-smi` query.
 //!
+//! - for an extension with a native CPU flag (`-march=native`), what that
+//!   flag's resolution depends on (`Session::resolve_host_cpu`): the
+//!   variables the host compiler is found by ([`HOST_CPU_HIT_VARIABLES`]),
+//!   the compiler found (its stamp) and the absence of every candidate
+//!   searched before it, and the CPU's identity (`host_cpu`: the
+//!   [`IDENTITY_FIELDS`] of the first processor in `/proc/cpuinfo`, as
+//!   `field=value` lines), which the reader computes the same way.
+//!
 //! So the record answers exactly when [`Session::build`] would answer the
-//! same library as a hit from the key memo. It is not written for an
-//! extension with a native CPU flag: `-march=native`'s resolution depends
-//! on the compiler found and the CPU, which no stat check covers.
+//! same library as a hit from the key memo. It is not written for a
+//! native-flag extension keyed for a `host_cpu` the environment file names
+//! (resolved on another machine), nor for a compiler named by a relative
+//! path (resolved against the current directory).
 //!
 //! The format has one definition, here: [`WARM_RECORD_FORMAT`],
 //! [`WARM_RECORD_FIELDS`] and [`WARM_RECORD_ROWS`] say what the JSON holds
@@ -42,7 +53,9 @@
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
+use abicache_build::ToolchainEnv;
 use abicache_fs::FileStamp;
+use abicache_isa::IDENTITY_FIELDS;
 use abicache_key::ExtensionSpec;
 use abicache_scan::Expect;
 use abicache_store::HitRecipe;
@@ -52,11 +65,11 @@ use super::warm_key::inputs;
 use super::Session;
 
 /// The record's format; its reader refuses any other.
-pub const WARM_RECORD_FORMAT: u32 = 2;
+pub const WARM_RECORD_FORMAT: u32 = 3;
 
 /// The record's top-level fields, in the order they are written (the
 /// JSON object's keys; pinned by the `warm_record_json_shape` snapshot).
-pub const WARM_RECORD_FIELDS: [&str; 14] = [
+pub const WARM_RECORD_FIELDS: [&str; 15] = [
     "format",
     "key",
     "library",
@@ -71,6 +84,7 @@ pub const WARM_RECORD_FIELDS: [&str; 14] = [
     "count",
     "isa",
     "gpus",
+    "host_cpu",
 ];
 
 /// The positions of each kind of row in the record, as
@@ -128,6 +142,14 @@ pub fn python_format_block() -> String {
         "WARM_CUDA_HIT_VARIABLES = {}\n",
         tuple(&CUDA_HIT_VARIABLES)
     ));
+    out.push_str(&format!(
+        "WARM_HOST_CPU_HIT_VARIABLES = {}\n",
+        tuple(&HOST_CPU_HIT_VARIABLES)
+    ));
+    out.push_str(&format!(
+        "WARM_CPU_IDENTITY_FIELDS = {}\n",
+        tuple(IDENTITY_FIELDS)
+    ));
     out.push_str(PYTHON_BLOCK_END);
     out.push('\n');
     out
@@ -155,6 +177,11 @@ pub const CUDA_HIT_VARIABLES: [&str; 4] = [
     abicache_env_vars::PATH,
     abicache_env_vars::TORCH_CUDA_ARCH_LIST,
 ];
+
+/// The variables an extension with a native CPU flag's hit reads besides
+/// [`HIT_VARIABLES`]: where the host compiler that resolves the flag is
+/// found (`CXX`, else `c++` on `PATH`).
+pub const HOST_CPU_HIT_VARIABLES: [&str; 2] = [abicache_env_vars::CXX, abicache_env_vars::PATH];
 
 /// Where the NVIDIA driver lists the GPUs (one directory per GPU, named by
 /// its PCI address): the record's `gpus` check, standing in for the
@@ -197,6 +224,14 @@ struct Record {
     /// listing of the directory must be `names` (`null`: it cannot be read).
     /// Only for a CUDA extension whose arch list came from the GPUs.
     gpus: Option<(String, Option<Vec<String>>)>,
+    /// The identity of the only CPU the record holds for (`null`: any CPU
+    /// with the `isa` features): the first processor's [`IDENTITY_FIELDS`]
+    /// in `/proc/cpuinfo`, as `field=value` lines, which the reader's must
+    /// equal. Set for an extension with a native CPU flag (the CPU it was
+    /// resolved on), and for one requiring a feature this CPU has but
+    /// `/proc/cpuinfo` does not list (a hypervisor or the kernel can hide
+    /// one that `cpuid` shows), which the reader could not check.
+    host_cpu: Option<String>,
 }
 
 /// The raw value of `name` (an empty one too: the reader compares raw
@@ -262,6 +297,7 @@ impl Record {
                 .map(|r| (r.feature, r.flag))
                 .collect(),
             gpus: None,
+            host_cpu: None,
         })
     }
 
@@ -347,6 +383,61 @@ impl Record {
         Some(())
     }
 
+    /// Adds what the resolution of a native CPU flag depends on: the
+    /// variables the host compiler is found by, the compiler found (its
+    /// trusted stamp) and the absence of every `PATH` candidate before it
+    /// (so another compiler appearing earlier is a miss), and this CPU's
+    /// identity (`host_cpu`). `None` (no record) when the CPU cannot be
+    /// identified, the compiler is not found or is named by a relative
+    /// path, or a skipped candidate exists (not provable by absence).
+    fn host_cpu_inputs(&mut self, toolchain: &ToolchainEnv) -> Option<()> {
+        for name in HOST_CPU_HIT_VARIABLES {
+            self.environ.push((name, raw_var(name).ok()?));
+        }
+        let cpu = abicache_isa::running_cpu()?;
+        let wanted = toolchain.cxx.as_deref().unwrap_or("c++");
+        let found = abicache_build::host_cpu_compiler(toolchain).ok()?;
+        if wanted.contains('/') {
+            if !Path::new(wanted).is_absolute() {
+                return None;
+            }
+        } else {
+            let path = toolchain.path.as_deref().unwrap_or_default();
+            for dir in std::env::split_paths(path).filter(|d| !d.as_os_str().is_empty()) {
+                let candidate = dir.join(wanted);
+                if candidate == found {
+                    break;
+                }
+                if candidate.metadata().is_ok() {
+                    return None; // a candidate the search skipped: not provable by absence
+                }
+                self.check(&candidate, Expect::Missing)?;
+            }
+        }
+        let stamp = FileStamp::trusted(&std::fs::metadata(&found).ok()?, SystemTime::now())?;
+        self.check(&found, Expect::Stamp(stamp))?;
+        self.host_cpu = Some(cpu.identity().to_owned());
+        Some(())
+    }
+
+    /// Takes out of `isa` the requirements this CPU meets that
+    /// `/proc/cpuinfo` does not list (only `cpuid` shows them): the reader
+    /// could not check them, so the record then holds for this CPU only
+    /// (`host_cpu`). What `/proc/cpuinfo` lists, and what this CPU lacks,
+    /// stays for the reader (which leaves a lacking one to the native path,
+    /// which refuses the load with the full message, unless the guard is off).
+    fn isa_beyond_cpuinfo(&mut self) {
+        let Some(cpu) = abicache_isa::running_cpu() else {
+            return;
+        };
+        let before = self.isa.len();
+        self.isa
+            .retain(|(feature, _)| cpu.names().any(|name| name == feature) || !cpu.has(feature));
+        if self.isa.len() != before {
+            self.host_cpu = Some(cpu.identity().to_owned());
+        }
+    }
+
     fn check(&mut self, path: &Path, expect: Expect) -> Option<()> {
         let p = text(path)?;
         match expect {
@@ -386,7 +477,8 @@ impl Session {
     }
 
     fn warm_record(&self, spec: &ExtensionSpec, root: &Path, also: &[PathBuf]) -> Option<Record> {
-        if self.options.rebuild || !abicache_key::native_cpu_flags(spec).is_empty() {
+        let native = !abicache_key::native_cpu_flags(spec).is_empty();
+        if self.options.rebuild || (native && self.env.host_cpu.is_some()) {
             return None;
         }
         self.check(spec).ok()?;
@@ -401,6 +493,7 @@ impl Session {
             .symlink_metadata()
             .is_ok();
         let mut record = Record::new(key, recipe)?;
+        record.isa_beyond_cpuinfo();
         if pulled {
             // A pulled entry is served only while the trusted keys that let
             // it in are the same: their variables and the config file too.
@@ -411,6 +504,9 @@ impl Session {
                 && self.env.cuda_archs.is_none()
                 && self.arch_list_env.is_none();
             record.cuda_inputs(self.nvcc.get(), &self.site_packages, archs_from_gpus)?;
+        }
+        if native {
+            record.host_cpu_inputs(&self.toolchain_env)?;
         }
         for (path, expect) in deps.iter() {
             record.check(path, expect)?;
@@ -445,6 +541,7 @@ mod tests {
             count: ("/c/v1/stats.log".into(), "h\n".into(), 65536),
             isa: vec![("avx2".into(), "-mavx2".into())],
             gpus: Some((GPU_LISTING.into(), Some(vec!["0000:01:00.0".into()]))),
+            host_cpu: Some("vendor_id=GenuineIntel\nflags=fpu sse2 avx2\n".into()),
         }
     }
 
@@ -516,8 +613,37 @@ mod tests {
     }
 
     #[test]
+    fn isa_features_listed_or_lacking_stay_for_the_reader() {
+        let cpu = abicache_isa::running_cpu().expect("this machine has /proc/cpuinfo");
+        let mut isa: Vec<(String, String)> = cpu
+            .names()
+            .take(3)
+            .map(|name| (name.to_owned(), format!("-m{name}")))
+            .collect();
+        isa.push(("no_such_feature".into(), "-mno-such".into()));
+        let mut record = Record {
+            isa: isa.clone(),
+            host_cpu: None,
+            ..sample()
+        };
+        record.isa_beyond_cpuinfo();
+        assert_eq!(
+            record.isa, isa,
+            "the reader checks what /proc/cpuinfo lists and refuses what the CPU lacks"
+        );
+        assert_eq!(
+            record.host_cpu, None,
+            "any CPU listing them may take the record"
+        );
+    }
+
+    #[test]
     fn the_hit_variables_are_in_the_table() {
-        for name in HIT_VARIABLES {
+        for name in HIT_VARIABLES
+            .iter()
+            .chain(&CUDA_HIT_VARIABLES)
+            .chain(&HOST_CPU_HIT_VARIABLES)
+        {
             assert!(abicache_env_vars::lookup(name).is_some(), "{name}");
         }
     }
