@@ -20,6 +20,7 @@ importing torch before the clock starts; the figure is the time beyond
 | cpu ops | `TorchOpsExtension(...).load()` | `torch.ops.load_library(path)` |
 | cuda ops | `TorchOpsExtension(...).load()` | `torch.ops.load_library(path)` |
 | load ops | `abicache.load(..., is_python_module=False)` | `torch.ops.load_library(path)` |
+| load ops -march=native | the same with `extra_cflags=["-O3", "-march=native"]` (as DeepSpeed's ops) | `torch.ops.load_library(path)` |
 | load module | `abicache.load(..., is_python_module=True)` | importing the module from its path |
 | load_inline module | `abicache.load_inline(...)` | importing the module from its path |
 
@@ -82,6 +83,10 @@ path = abicache.TorchOpsExtension("cuda_axpy", {cuda!r}, required_ops=["axpy"], 
         "load ops": f"""
 import abicache
 path = abicache.load("muladd_example", {cpu!r}, is_python_module=False, cache_dir={cache!r})
+""",
+        "load ops -march=native": f"""
+import abicache
+path = abicache.load("muladd_example", {cpu!r}, extra_cflags=["-O3", "-march=native"], is_python_module=False, cache_dir={cache!r})
 """,
         "load module": f"""
 import abicache

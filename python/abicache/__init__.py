@@ -350,29 +350,44 @@ def _key_inputs_hold(record: Any) -> bool:
 # process: `(identity, feature names)`, Rust's `CpuFeatures::from_cpuinfo`
 # restated (the identity: each `WARM_CPU_IDENTITY_FIELDS` field of that
 # block, as `field=value` lines in the file's order; the names: its `flags`
-# or `Features` words). Raises `OSError` or `ValueError` when unreadable.
+# or `Features` words). Read only as far as that block's end (the kernel
+# writes the file a few processors at a time, ~14 us each). Raises
+# `OSError` or `ValueError` when unreadable.
 _cpuinfo: Optional[Tuple[str, Set[str]]] = None
 
 
 def _cpu() -> Tuple[str, Set[str]]:
     global _cpuinfo
     if _cpuinfo is None:
-        identity: List[str] = []
-        names: Set[str] = set()
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if not line.strip():
-                    if identity:
-                        break  # one processor is enough: they are alike
-                    continue
-                field, sep, value = line.partition(":")
-                if not sep:
-                    continue
-                field = field.strip()
-                if field in WARM_CPU_IDENTITY_FIELDS:
-                    identity.append(f"{field}={value.strip()}\n")
-                if field in ("flags", "Features"):
-                    names.update(value.split())
+        fd = os.open("/proc/cpuinfo", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            data = b""
+            while True:
+                chunk = os.read(fd, 16384)
+                data += chunk
+                # Whole lines only until the end (a chunk may end mid-line).
+                text = data.decode("utf-8") if not chunk else data[: data.rfind(b"\n") + 1].decode("utf-8")
+                identity: List[str] = []
+                names: Set[str] = set()
+                ended = False
+                for line in text.split("\n"):
+                    if not line.strip():
+                        if identity:
+                            ended = True  # one processor is enough: they are alike
+                            break
+                        continue
+                    field, sep, value = line.partition(":")
+                    if not sep:
+                        continue
+                    field = field.strip()
+                    if field in WARM_CPU_IDENTITY_FIELDS:
+                        identity.append(f"{field}={value.strip()}\n")
+                    if field in ("flags", "Features"):
+                        names.update(value.split())
+                if ended or not chunk:
+                    break
+        finally:
+            os.close(fd)
         _cpuinfo = ("".join(identity), names)
     return _cpuinfo
 
