@@ -32,14 +32,16 @@
 //! `"../d06/x.h"` from `d05` does not grow paths like `d05/../d06/../d07`
 //! that would defeat every cache.
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use abicache_fs::FileStamp;
 
 use crate::absent::{AbsentLookups, DirSlot, Known};
 use crate::deps::Recorder;
-use crate::fast_hash::FastMap;
+use crate::fast_hash::{FastMap, FastSet};
 use crate::lexer::IncludeKind;
 use crate::listing::{Listed, Listings};
 
@@ -100,7 +102,7 @@ pub struct Resolver {
     /// tree has many system-looking names: most angle includes (`<vector>`)
     /// start with a name no root has and are then answered without a
     /// `stat` per root.
-    system_tops: Option<Vec<std::collections::HashSet<OsString>>>,
+    system_tops: Option<Vec<FastSet<OsString>>>,
     /// The listings of directories many names were looked up in.
     listings: Listings,
     /// Failed lookups remembered by directory stamp (scans through a stat
@@ -179,6 +181,11 @@ impl Resolver {
         self.files.path(id.0)
     }
 
+    /// The canonical path of a file id, shared (no copy).
+    pub(crate) fn file_path_shared(&self, id: FileId) -> Arc<OsStr> {
+        self.files.shared(id.0)
+    }
+
     /// Resolves `name` of `kind` included from a file found in `dir`.
     /// Computed includes cannot be resolved and are reported as
     /// [`Resolution::System`] (the scan records them separately).
@@ -245,11 +252,13 @@ impl Resolver {
                 roots.iter().for_each(|r| recorder.followed(r));
             }
         }
-        // Only a plain first component can be answered from the listing.
-        let first = match Path::new(name).components().next() {
-            Some(std::path::Component::Normal(f)) => Some(f),
-            _ => None,
-        };
+        // Only a plain first component can be answered from the listing
+        // (what `Path::components` yields first, as `Normal`).
+        let first = name
+            .split('/')
+            .next()
+            .filter(|f| !f.is_empty() && *f != "." && *f != "..")
+            .map(OsStr::new);
         let listed = |k: usize| match (&self.system_tops, first) {
             (Some(tops), Some(f)) => tops[k].contains(f),
             _ => true,
@@ -277,7 +286,7 @@ impl Resolver {
             return known;
         }
         // Split once: each use below would otherwise parse the path again.
-        let (dir, name) = (found.parent()?, found.file_name()?);
+        let (dir, name) = parent_and_name(&found)?;
         let (slot, at) = match self.enter_dir(dir) {
             // Answered by the directory alone: not worth remembering.
             Entered::Missing => return None,
@@ -353,7 +362,7 @@ impl Resolver {
     /// when its directory is missing or the absent lookups know it, and
     /// telling them about a new answer.
     fn is_file_looked_up(&mut self, path: &Path) -> bool {
-        let Some((dir, name)) = path.parent().zip(path.file_name()) else {
+        let Some((dir, name)) = parent_and_name(path) else {
             return is_file(path);
         };
         let (slot, at) = match self.enter_dir(dir) {
@@ -519,6 +528,11 @@ const LIST_SYSTEM_ROOTS_AFTER: usize = 32;
 /// `base/name` with the leading `.` and `..` components of `name` applied
 /// lexically; exact when `base` is canonical (no symlink in it).
 fn join_normalized(base: &Path, name: &Path) -> PathBuf {
+    join_plain(base, name).unwrap_or_else(|| join_components(base, name))
+}
+
+/// [`join_normalized`] component by component, for any `base` and `name`.
+fn join_components(base: &Path, name: &Path) -> PathBuf {
     use std::path::Component;
     let mut out = base.to_path_buf();
     let mut rest = name.components().peekable();
@@ -536,8 +550,81 @@ fn join_normalized(base: &Path, name: &Path) -> PathBuf {
     out
 }
 
+/// [`join_normalized`] by byte operations, for the common case: `base` a
+/// plain absolute path (see [`split_plain`]) or `/`, and `name` some `../`
+/// followed by plain components. `None` for anything else (the general
+/// form then gives the answer). Gives exactly the path the general form
+/// does: a plain path's text is its components joined by `/`.
+fn join_plain(base: &Path, name: &Path) -> Option<PathBuf> {
+    let base = base.as_os_str().as_bytes();
+    let mut rest = name.as_os_str().as_bytes();
+    if base != b"/" && split_plain(base).is_none() {
+        return None;
+    }
+    let mut end = base.len();
+    // `..` of `/a/b` is `/a`, of `/a` it is `/`; at `/` the general form
+    // keeps the `..` (answered there).
+    while let Some(after) = rest.strip_prefix(b"../").filter(|_| end > 1) {
+        let slash = memchr::memrchr(b'/', &base[..end]).unwrap_or(0);
+        end = slash.max(1);
+        rest = after;
+    }
+    if !is_plain_bytes(rest) {
+        return None;
+    }
+    let kept = &base[..end];
+    let mut out = Vec::with_capacity(kept.len() + 1 + rest.len());
+    out.extend_from_slice(kept);
+    if kept != b"/" {
+        out.push(b'/');
+    }
+    out.extend_from_slice(rest);
+    Some(PathBuf::from(OsString::from_vec(out)))
+}
+
+/// Whether `bytes` is a relative path of plain components only (no empty
+/// one, no `.` nor `..`).
+fn is_plain_bytes(bytes: &[u8]) -> bool {
+    !bytes.is_empty()
+        && bytes
+            .split(|&b| b == b'/')
+            .all(|c| !c.is_empty() && c != b"." && c != b"..")
+}
+
+/// `path` split into its parent and file name, when `path` is absolute and
+/// every component after the root is plain (no empty one, no `.` nor
+/// `..`, no trailing `/`): then its text is the parent's, a `/` and the
+/// file name, which is exactly what [`Path::parent`] and
+/// [`Path::file_name`] give (without parsing components). `None` for any
+/// other path, `/` included.
+fn split_plain(path: &[u8]) -> Option<(&[u8], &[u8])> {
+    let rest = path.strip_prefix(b"/")?;
+    if !is_plain_bytes(rest) {
+        return None;
+    }
+    let slash = memchr::memrchr(b'/', path)?;
+    let parent = if slash == 0 {
+        &path[..1]
+    } else {
+        &path[..slash]
+    };
+    Some((parent, &path[slash + 1..]))
+}
+
+/// [`Path::parent`] and [`Path::file_name`] of `path`, both `Some`, or
+/// `None` when either is; by [`split_plain`] when `path` is plain.
+fn parent_and_name(path: &Path) -> Option<(&Path, &std::ffi::OsStr)> {
+    match split_plain(path.as_os_str().as_bytes()) {
+        Some((parent, name)) => Some((
+            Path::new(OsStr::from_bytes(parent)),
+            OsStr::from_bytes(name),
+        )),
+        None => path.parent().zip(path.file_name()),
+    }
+}
+
 /// The names of `dir`'s entries (empty when it cannot be read).
-fn top_level_names(dir: &Path) -> std::collections::HashSet<OsString> {
+fn top_level_names(dir: &Path) -> FastSet<OsString> {
     std::fs::read_dir(dir)
         .map(|entries| {
             entries
@@ -551,11 +638,12 @@ fn is_file(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.is_file())
 }
 
-/// Paths interned to dense ids, hashed as raw bytes.
+/// Paths interned to dense ids, hashed as raw bytes; each path is
+/// allocated once, shared by the map and the list.
 #[derive(Debug, Default)]
 struct Interner {
-    ids: FastMap<OsString, u32>,
-    paths: Vec<PathBuf>,
+    ids: FastMap<Arc<OsStr>, u32>,
+    paths: Vec<Arc<OsStr>>,
 }
 
 impl Interner {
@@ -564,12 +652,74 @@ impl Interner {
             return id;
         }
         let id = u32::try_from(self.paths.len()).expect("fewer than 2^32 paths");
-        self.ids.insert(path.as_os_str().to_owned(), id);
-        self.paths.push(path.to_path_buf());
+        let shared: Arc<OsStr> = Arc::from(path.as_os_str());
+        self.ids.insert(Arc::clone(&shared), id);
+        self.paths.push(shared);
         id
     }
 
     fn path(&self, id: u32) -> &Path {
-        &self.paths[id as usize]
+        Path::new(&*self.paths[id as usize])
+    }
+
+    fn shared(&self, id: u32) -> Arc<OsStr> {
+        Arc::clone(&self.paths[id as usize])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_byte_forms_agree_with_the_component_forms() {
+        let bases = [
+            "/", "/a", "/a/b", "/a/b/c", "/a//b", "/a/./b", "/a/b/", "/a/../b", "a/b", "",
+        ];
+        let names = [
+            "x.h",
+            "d/x.h",
+            "../x.h",
+            "../../x.h",
+            "../../../../x.h",
+            "./x.h",
+            "d//x.h",
+            "d/./x.h",
+            "d/../x.h",
+            "x.h/",
+            "..",
+            "../",
+            "../..",
+            ".",
+            "",
+            "..//x.h",
+            "../d/x.h",
+            "./../x.h",
+            "/abs/x.h",
+        ];
+        for base in bases {
+            for name in names {
+                let (base, name) = (Path::new(base), Path::new(name));
+                if let Some(fast) = join_plain(base, name) {
+                    assert_eq!(fast, join_components(base, name), "{base:?} + {name:?}");
+                }
+            }
+        }
+        for path in [
+            "/", "/a", "/a/b.h", "/a//b.h", "/a/./b.h", "/a/b/", "/a/..", "a/b", "", "/a/b/.",
+        ] {
+            let p = Path::new(path);
+            let general = p.parent().zip(p.file_name());
+            assert_eq!(parent_and_name(p), general, "{path:?}");
+            if let Some((parent, name)) = split_plain(path.as_bytes()) {
+                let fast = (
+                    Path::new(OsStr::from_bytes(parent)),
+                    OsStr::from_bytes(name),
+                );
+                assert_eq!(Some(fast), general, "{path:?}");
+            }
+        }
+        assert!(join_plain(Path::new("/a/b"), Path::new("../c/x.h")).is_some());
+        assert!(split_plain(b"/a/b.h").is_some());
     }
 }
