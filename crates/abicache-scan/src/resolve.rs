@@ -85,10 +85,16 @@ pub struct Resolver {
     system_roots: Vec<PathBuf>,
     dirs: Interner,
     files: Interner,
-    /// Per [`DirId`]: answers for `[quoted, angle]` names.
-    answers: Vec<[FastMap<String, Resolution>; 2]>,
-    under_system: FastMap<String, bool>,
-    via_include_paths: FastMap<String, Option<Resolution>>,
+    /// Include names, interned: the caches below are keyed by their ids,
+    /// so a name's text is hashed once per resolution, not once per cache.
+    names: FastMap<Box<str>, u32>,
+    /// Per name id: what is known of it whatever the directory.
+    name_facts: Vec<NameFacts>,
+    /// Answers by (directory, name id, angle).
+    answers: FastMap<(u32, u32, bool), Resolution>,
+    /// Names [`Resolver::under_system_root`] looked up with a `stat` per
+    /// root (not answered by the roots' listings).
+    under_system_looked: usize,
     /// [`Resolver::local`]'s answer per candidate path: different names
     /// from different directories (`x.h` from `d`, `d/x.h` via an include
     /// path, `../d/x.h` from a sibling) often lead to the same candidate.
@@ -159,11 +165,7 @@ impl Resolver {
     }
 
     fn dir_id(&mut self, path: &Path) -> DirId {
-        let id = DirId(self.dirs.intern(path));
-        if self.answers.len() <= id.0 as usize {
-            self.answers.push(Default::default());
-        }
-        id
+        DirId(self.dirs.intern(path))
     }
 
     /// The id of the file whose canonical path is `canonical`.
@@ -195,16 +197,27 @@ impl Resolver {
             IncludeKind::Quoted => false,
             IncludeKind::Computed => return Resolution::System,
         };
-        let slot = usize::from(angle);
-        if let Some(&hit) = self.answers[dir.0 as usize][slot].get(name) {
+        let id = self.name_id(name);
+        if let Some(&hit) = self.answers.get(&(dir.0, id, angle)) {
             return hit;
         }
-        let answer = self.resolve_uncached(dir, name, angle);
-        self.answers[dir.0 as usize][slot].insert(name.to_owned(), answer);
+        let answer = self.resolve_uncached(dir, name, id, angle);
+        self.answers.insert((dir.0, id, angle), answer);
         answer
     }
 
-    fn resolve_uncached(&mut self, dir: DirId, name: &str, angle: bool) -> Resolution {
+    /// The id of include name `name`, interned on first use.
+    fn name_id(&mut self, name: &str) -> u32 {
+        if let Some(&id) = self.names.get(name) {
+            return id;
+        }
+        let id = u32::try_from(self.name_facts.len()).expect("fewer than 2^32 names");
+        self.names.insert(name.into(), id);
+        self.name_facts.push(NameFacts::default());
+        id
+    }
+
+    fn resolve_uncached(&mut self, dir: DirId, name: &str, id: u32, angle: bool) -> Resolution {
         let path = Path::new(name);
         if path.is_absolute() {
             return match self.local(path.to_path_buf()) {
@@ -213,40 +226,42 @@ impl Resolver {
                 None => Resolution::Missing,
             };
         }
-        if angle && self.under_system_root(name) {
+        if angle && self.under_system_root(name, id) {
             return Resolution::System;
         }
         if let Some(found) = self.local(join_normalized(self.dir_path(dir), path)) {
             return found;
         }
-        if let Some(found) = self.in_include_paths(name) {
+        if let Some(found) = self.in_include_paths(name, id) {
             return found;
         }
-        if angle || self.under_system_root(name) {
+        if angle || self.under_system_root(name, id) {
             Resolution::System
         } else {
             Resolution::Missing
         }
     }
 
-    fn in_include_paths(&mut self, name: &str) -> Option<Resolution> {
-        if let Some(&hit) = self.via_include_paths.get(name) {
+    /// `name` (interned as `id`) found under an extra include path.
+    fn in_include_paths(&mut self, name: &str, id: u32) -> Option<Resolution> {
+        if let Some(hit) = self.name_facts[id as usize].via_include_paths {
             return hit;
         }
         let hit = (0..self.include_paths.len())
             .find_map(|k| self.local(self.include_paths[k].join(name)));
-        self.via_include_paths.insert(name.to_owned(), hit);
+        self.name_facts[id as usize].via_include_paths = Some(hit);
         hit
     }
 
-    fn under_system_root(&mut self, name: &str) -> bool {
-        if let Some(&hit) = self.under_system.get(name) {
+    /// Whether `name` (interned as `id`) is a file under a system root.
+    fn under_system_root(&mut self, name: &str, id: u32) -> bool {
+        if let Some(hit) = self.name_facts[id as usize].under_system {
             return hit;
         }
         let roots = &self.system_roots;
         // Listing the roots costs about as much as a few dozen `stat`s, so
         // it pays only for trees with many distinct system-looking names.
-        if self.system_tops.is_none() && self.under_system.len() >= LIST_SYSTEM_ROOTS_AFTER {
+        if self.system_tops.is_none() && self.under_system_looked >= LIST_SYSTEM_ROOTS_AFTER {
             self.system_tops = Some(roots.iter().map(|r| top_level_names(r)).collect());
             if let Some(recorder) = self.recorder.as_mut() {
                 roots.iter().for_each(|r| recorder.followed(r));
@@ -265,7 +280,8 @@ impl Resolver {
         };
         if self.system_tops.is_some() && first.is_some() && !(0..roots.len()).any(listed) {
             // No root has its first component: answered by the listing
-            // alone (a lookup cheaper than remembering the answer).
+            // alone (the listing stays, so the answer does too).
+            self.name_facts[id as usize].under_system = Some(false);
             return false;
         }
         let candidates: Vec<PathBuf> = (0..roots.len())
@@ -273,7 +289,8 @@ impl Resolver {
             .map(|k| roots[k].join(name))
             .collect();
         let hit = candidates.iter().any(|c| self.is_file_looked_up(c));
-        self.under_system.insert(name.to_owned(), hit);
+        self.under_system_looked += 1;
+        self.name_facts[id as usize].under_system = Some(hit);
         hit
     }
 
@@ -500,6 +517,16 @@ impl Resolver {
         self.canonical_dirs.insert(dir.as_os_str().to_owned(), id);
         id
     }
+}
+
+/// What a [`Resolver`] knows of one include name whatever the directory
+/// it is included from (`None`: not asked yet).
+#[derive(Debug, Clone, Copy, Default)]
+struct NameFacts {
+    /// Whether it is a file under a system root.
+    under_system: Option<bool>,
+    /// What it resolves to under the extra include paths.
+    via_include_paths: Option<Option<Resolution>>,
 }
 
 /// A directory looked at by [`Resolver::dir_stamp`].

@@ -4,6 +4,7 @@
 use std::collections::VecDeque;
 use std::ffi::OsStr;
 use std::io::{self, Read};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::time::SystemTime;
@@ -1103,6 +1104,22 @@ fn is_plain_relative(text: &str) -> bool {
 /// `canonical` relative to `root` as POSIX text when under it, else the
 /// absolute canonical path.
 fn display_path(root: &Path, canonical: &Path) -> Arc<str> {
+    // The common case by bytes: `root/rest` with `rest` plain UTF-8 text
+    // (what `strip_prefix` and the check below would give, without
+    // parsing components).
+    let (root_bytes, bytes) = (
+        root.as_os_str().as_bytes(),
+        canonical.as_os_str().as_bytes(),
+    );
+    if let Some(rest) = bytes
+        .strip_prefix(root_bytes)
+        .and_then(|r| r.strip_prefix(b"/"))
+        .filter(|_| root_bytes.len() > 1 && !root_bytes.ends_with(b"/"))
+        .and_then(|r| std::str::from_utf8(r).ok())
+        .filter(|r| is_plain_relative(r))
+    {
+        return Arc::from(rest);
+    }
     match canonical.strip_prefix(root) {
         // A canonical path has no `.`, `..` nor repeated `/`: its text is
         // already the POSIX form.
@@ -1133,6 +1150,25 @@ mod tests {
         std::fs::write(&path, bytes).unwrap();
         let n = read_whole(std::fs::File::open(&path).unwrap(), said, buf).unwrap();
         buf[..n].to_vec()
+    }
+
+    #[test]
+    fn display_paths_by_bytes_are_those_by_components() {
+        for (root, path, shown) in [
+            ("/r/t", "/r/t/a/b.h", "a/b.h"),
+            ("/r/t", "/r/tt/b.h", "/r/tt/b.h"),
+            ("/r/t", "/r/t/b.h", "b.h"),
+            ("/r/t", "/elsewhere/b.h", "/elsewhere/b.h"),
+            ("/r/t", "/r/t//a/b.h", "a/b.h"),
+            ("/", "/a/b.h", "a/b.h"),
+            ("/r/t/", "/r/t/a.h", "a.h"),
+        ] {
+            assert_eq!(
+                &*display_path(Path::new(root), Path::new(path)),
+                shown,
+                "{root} {path}"
+            );
+        }
     }
 
     #[test]
