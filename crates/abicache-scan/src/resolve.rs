@@ -32,14 +32,16 @@
 //! `"../d06/x.h"` from `d05` does not grow paths like `d05/../d06/../d07`
 //! that would defeat every cache.
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use abicache_fs::FileStamp;
 
 use crate::absent::{AbsentLookups, DirSlot, Known};
 use crate::deps::Recorder;
-use crate::fast_hash::FastMap;
+use crate::fast_hash::{FastMap, FastSet};
 use crate::lexer::IncludeKind;
 use crate::listing::{Listed, Listings};
 
@@ -83,10 +85,16 @@ pub struct Resolver {
     system_roots: Vec<PathBuf>,
     dirs: Interner,
     files: Interner,
-    /// Per [`DirId`]: answers for `[quoted, angle]` names.
-    answers: Vec<[FastMap<String, Resolution>; 2]>,
-    under_system: FastMap<String, bool>,
-    via_include_paths: FastMap<String, Option<Resolution>>,
+    /// Include names, interned: the caches below are keyed by their ids,
+    /// so a name's text is hashed once per resolution, not once per cache.
+    names: FastMap<Box<str>, u32>,
+    /// Per name id: what is known of it whatever the directory.
+    name_facts: Vec<NameFacts>,
+    /// Answers by (directory, name id, angle).
+    answers: FastMap<(u32, u32, bool), Resolution>,
+    /// Names [`Resolver::under_system_root`] looked up with a `stat` per
+    /// root (not answered by the roots' listings).
+    under_system_looked: usize,
     /// [`Resolver::local`]'s answer per candidate path: different names
     /// from different directories (`x.h` from `d`, `d/x.h` via an include
     /// path, `../d/x.h` from a sibling) often lead to the same candidate.
@@ -100,7 +108,7 @@ pub struct Resolver {
     /// tree has many system-looking names: most angle includes (`<vector>`)
     /// start with a name no root has and are then answered without a
     /// `stat` per root.
-    system_tops: Option<Vec<std::collections::HashSet<OsString>>>,
+    system_tops: Option<Vec<FastSet<OsString>>>,
     /// The listings of directories many names were looked up in.
     listings: Listings,
     /// Failed lookups remembered by directory stamp (scans through a stat
@@ -157,11 +165,7 @@ impl Resolver {
     }
 
     fn dir_id(&mut self, path: &Path) -> DirId {
-        let id = DirId(self.dirs.intern(path));
-        if self.answers.len() <= id.0 as usize {
-            self.answers.push(Default::default());
-        }
-        id
+        DirId(self.dirs.intern(path))
     }
 
     /// The id of the file whose canonical path is `canonical`.
@@ -179,6 +183,11 @@ impl Resolver {
         self.files.path(id.0)
     }
 
+    /// The canonical path of a file id, shared (no copy).
+    pub(crate) fn file_path_shared(&self, id: FileId) -> Arc<OsStr> {
+        self.files.shared(id.0)
+    }
+
     /// Resolves `name` of `kind` included from a file found in `dir`.
     /// Computed includes cannot be resolved and are reported as
     /// [`Resolution::System`] (the scan records them separately).
@@ -188,16 +197,27 @@ impl Resolver {
             IncludeKind::Quoted => false,
             IncludeKind::Computed => return Resolution::System,
         };
-        let slot = usize::from(angle);
-        if let Some(&hit) = self.answers[dir.0 as usize][slot].get(name) {
+        let id = self.name_id(name);
+        if let Some(&hit) = self.answers.get(&(dir.0, id, angle)) {
             return hit;
         }
-        let answer = self.resolve_uncached(dir, name, angle);
-        self.answers[dir.0 as usize][slot].insert(name.to_owned(), answer);
+        let answer = self.resolve_uncached(dir, name, id, angle);
+        self.answers.insert((dir.0, id, angle), answer);
         answer
     }
 
-    fn resolve_uncached(&mut self, dir: DirId, name: &str, angle: bool) -> Resolution {
+    /// The id of include name `name`, interned on first use.
+    fn name_id(&mut self, name: &str) -> u32 {
+        if let Some(&id) = self.names.get(name) {
+            return id;
+        }
+        let id = u32::try_from(self.name_facts.len()).expect("fewer than 2^32 names");
+        self.names.insert(name.into(), id);
+        self.name_facts.push(NameFacts::default());
+        id
+    }
+
+    fn resolve_uncached(&mut self, dir: DirId, name: &str, id: u32, angle: bool) -> Resolution {
         let path = Path::new(name);
         if path.is_absolute() {
             return match self.local(path.to_path_buf()) {
@@ -206,57 +226,62 @@ impl Resolver {
                 None => Resolution::Missing,
             };
         }
-        if angle && self.under_system_root(name) {
+        if angle && self.under_system_root(name, id) {
             return Resolution::System;
         }
         if let Some(found) = self.local(join_normalized(self.dir_path(dir), path)) {
             return found;
         }
-        if let Some(found) = self.in_include_paths(name) {
+        if let Some(found) = self.in_include_paths(name, id) {
             return found;
         }
-        if angle || self.under_system_root(name) {
+        if angle || self.under_system_root(name, id) {
             Resolution::System
         } else {
             Resolution::Missing
         }
     }
 
-    fn in_include_paths(&mut self, name: &str) -> Option<Resolution> {
-        if let Some(&hit) = self.via_include_paths.get(name) {
+    /// `name` (interned as `id`) found under an extra include path.
+    fn in_include_paths(&mut self, name: &str, id: u32) -> Option<Resolution> {
+        if let Some(hit) = self.name_facts[id as usize].via_include_paths {
             return hit;
         }
         let hit = (0..self.include_paths.len())
             .find_map(|k| self.local(self.include_paths[k].join(name)));
-        self.via_include_paths.insert(name.to_owned(), hit);
+        self.name_facts[id as usize].via_include_paths = Some(hit);
         hit
     }
 
-    fn under_system_root(&mut self, name: &str) -> bool {
-        if let Some(&hit) = self.under_system.get(name) {
+    /// Whether `name` (interned as `id`) is a file under a system root.
+    fn under_system_root(&mut self, name: &str, id: u32) -> bool {
+        if let Some(hit) = self.name_facts[id as usize].under_system {
             return hit;
         }
         let roots = &self.system_roots;
         // Listing the roots costs about as much as a few dozen `stat`s, so
         // it pays only for trees with many distinct system-looking names.
-        if self.system_tops.is_none() && self.under_system.len() >= LIST_SYSTEM_ROOTS_AFTER {
+        if self.system_tops.is_none() && self.under_system_looked >= LIST_SYSTEM_ROOTS_AFTER {
             self.system_tops = Some(roots.iter().map(|r| top_level_names(r)).collect());
             if let Some(recorder) = self.recorder.as_mut() {
                 roots.iter().for_each(|r| recorder.followed(r));
             }
         }
-        // Only a plain first component can be answered from the listing.
-        let first = match Path::new(name).components().next() {
-            Some(std::path::Component::Normal(f)) => Some(f),
-            _ => None,
-        };
+        // Only a plain first component can be answered from the listing
+        // (what `Path::components` yields first, as `Normal`).
+        let first = name
+            .split('/')
+            .next()
+            .filter(|f| !f.is_empty() && *f != "." && *f != "..")
+            .map(OsStr::new);
         let listed = |k: usize| match (&self.system_tops, first) {
             (Some(tops), Some(f)) => tops[k].contains(f),
             _ => true,
         };
         if self.system_tops.is_some() && first.is_some() && !(0..roots.len()).any(listed) {
             // No root has its first component: answered by the listing
-            // alone (a lookup cheaper than remembering the answer).
+            // alone (the listing stays, so the answer does too).
+            self.name_facts[id as usize].under_system = Some(false);
             return false;
         }
         let candidates: Vec<PathBuf> = (0..roots.len())
@@ -264,7 +289,8 @@ impl Resolver {
             .map(|k| roots[k].join(name))
             .collect();
         let hit = candidates.iter().any(|c| self.is_file_looked_up(c));
-        self.under_system.insert(name.to_owned(), hit);
+        self.under_system_looked += 1;
+        self.name_facts[id as usize].under_system = Some(hit);
         hit
     }
 
@@ -277,7 +303,7 @@ impl Resolver {
             return known;
         }
         // Split once: each use below would otherwise parse the path again.
-        let (dir, name) = (found.parent()?, found.file_name()?);
+        let (dir, name) = parent_and_name(&found)?;
         let (slot, at) = match self.enter_dir(dir) {
             // Answered by the directory alone: not worth remembering.
             Entered::Missing => return None,
@@ -353,7 +379,7 @@ impl Resolver {
     /// when its directory is missing or the absent lookups know it, and
     /// telling them about a new answer.
     fn is_file_looked_up(&mut self, path: &Path) -> bool {
-        let Some((dir, name)) = path.parent().zip(path.file_name()) else {
+        let Some((dir, name)) = parent_and_name(path) else {
             return is_file(path);
         };
         let (slot, at) = match self.enter_dir(dir) {
@@ -493,6 +519,16 @@ impl Resolver {
     }
 }
 
+/// What a [`Resolver`] knows of one include name whatever the directory
+/// it is included from (`None`: not asked yet).
+#[derive(Debug, Clone, Copy, Default)]
+struct NameFacts {
+    /// Whether it is a file under a system root.
+    under_system: Option<bool>,
+    /// What it resolves to under the extra include paths.
+    via_include_paths: Option<Option<Resolution>>,
+}
+
 /// A directory looked at by [`Resolver::dir_stamp`].
 #[derive(Debug, Clone, Copy)]
 struct LookupDir {
@@ -519,6 +555,11 @@ const LIST_SYSTEM_ROOTS_AFTER: usize = 32;
 /// `base/name` with the leading `.` and `..` components of `name` applied
 /// lexically; exact when `base` is canonical (no symlink in it).
 fn join_normalized(base: &Path, name: &Path) -> PathBuf {
+    join_plain(base, name).unwrap_or_else(|| join_components(base, name))
+}
+
+/// [`join_normalized`] component by component, for any `base` and `name`.
+fn join_components(base: &Path, name: &Path) -> PathBuf {
     use std::path::Component;
     let mut out = base.to_path_buf();
     let mut rest = name.components().peekable();
@@ -536,8 +577,81 @@ fn join_normalized(base: &Path, name: &Path) -> PathBuf {
     out
 }
 
+/// [`join_normalized`] by byte operations, for the common case: `base` a
+/// plain absolute path (see [`split_plain`]) or `/`, and `name` some `../`
+/// followed by plain components. `None` for anything else (the general
+/// form then gives the answer). Gives exactly the path the general form
+/// does: a plain path's text is its components joined by `/`.
+fn join_plain(base: &Path, name: &Path) -> Option<PathBuf> {
+    let base = base.as_os_str().as_bytes();
+    let mut rest = name.as_os_str().as_bytes();
+    if base != b"/" && split_plain(base).is_none() {
+        return None;
+    }
+    let mut end = base.len();
+    // `..` of `/a/b` is `/a`, of `/a` it is `/`; at `/` the general form
+    // keeps the `..` (answered there).
+    while let Some(after) = rest.strip_prefix(b"../").filter(|_| end > 1) {
+        let slash = memchr::memrchr(b'/', &base[..end]).unwrap_or(0);
+        end = slash.max(1);
+        rest = after;
+    }
+    if !is_plain_bytes(rest) {
+        return None;
+    }
+    let kept = &base[..end];
+    let mut out = Vec::with_capacity(kept.len() + 1 + rest.len());
+    out.extend_from_slice(kept);
+    if kept != b"/" {
+        out.push(b'/');
+    }
+    out.extend_from_slice(rest);
+    Some(PathBuf::from(OsString::from_vec(out)))
+}
+
+/// Whether `bytes` is a relative path of plain components only (no empty
+/// one, no `.` nor `..`).
+fn is_plain_bytes(bytes: &[u8]) -> bool {
+    !bytes.is_empty()
+        && bytes
+            .split(|&b| b == b'/')
+            .all(|c| !c.is_empty() && c != b"." && c != b"..")
+}
+
+/// `path` split into its parent and file name, when `path` is absolute and
+/// every component after the root is plain (no empty one, no `.` nor
+/// `..`, no trailing `/`): then its text is the parent's, a `/` and the
+/// file name, which is exactly what [`Path::parent`] and
+/// [`Path::file_name`] give (without parsing components). `None` for any
+/// other path, `/` included.
+fn split_plain(path: &[u8]) -> Option<(&[u8], &[u8])> {
+    let rest = path.strip_prefix(b"/")?;
+    if !is_plain_bytes(rest) {
+        return None;
+    }
+    let slash = memchr::memrchr(b'/', path)?;
+    let parent = if slash == 0 {
+        &path[..1]
+    } else {
+        &path[..slash]
+    };
+    Some((parent, &path[slash + 1..]))
+}
+
+/// [`Path::parent`] and [`Path::file_name`] of `path`, both `Some`, or
+/// `None` when either is; by [`split_plain`] when `path` is plain.
+fn parent_and_name(path: &Path) -> Option<(&Path, &std::ffi::OsStr)> {
+    match split_plain(path.as_os_str().as_bytes()) {
+        Some((parent, name)) => Some((
+            Path::new(OsStr::from_bytes(parent)),
+            OsStr::from_bytes(name),
+        )),
+        None => path.parent().zip(path.file_name()),
+    }
+}
+
 /// The names of `dir`'s entries (empty when it cannot be read).
-fn top_level_names(dir: &Path) -> std::collections::HashSet<OsString> {
+fn top_level_names(dir: &Path) -> FastSet<OsString> {
     std::fs::read_dir(dir)
         .map(|entries| {
             entries
@@ -551,11 +665,12 @@ fn is_file(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.is_file())
 }
 
-/// Paths interned to dense ids, hashed as raw bytes.
+/// Paths interned to dense ids, hashed as raw bytes; each path is
+/// allocated once, shared by the map and the list.
 #[derive(Debug, Default)]
 struct Interner {
-    ids: FastMap<OsString, u32>,
-    paths: Vec<PathBuf>,
+    ids: FastMap<Arc<OsStr>, u32>,
+    paths: Vec<Arc<OsStr>>,
 }
 
 impl Interner {
@@ -564,12 +679,74 @@ impl Interner {
             return id;
         }
         let id = u32::try_from(self.paths.len()).expect("fewer than 2^32 paths");
-        self.ids.insert(path.as_os_str().to_owned(), id);
-        self.paths.push(path.to_path_buf());
+        let shared: Arc<OsStr> = Arc::from(path.as_os_str());
+        self.ids.insert(Arc::clone(&shared), id);
+        self.paths.push(shared);
         id
     }
 
     fn path(&self, id: u32) -> &Path {
-        &self.paths[id as usize]
+        Path::new(&*self.paths[id as usize])
+    }
+
+    fn shared(&self, id: u32) -> Arc<OsStr> {
+        Arc::clone(&self.paths[id as usize])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_byte_forms_agree_with_the_component_forms() {
+        let bases = [
+            "/", "/a", "/a/b", "/a/b/c", "/a//b", "/a/./b", "/a/b/", "/a/../b", "a/b", "",
+        ];
+        let names = [
+            "x.h",
+            "d/x.h",
+            "../x.h",
+            "../../x.h",
+            "../../../../x.h",
+            "./x.h",
+            "d//x.h",
+            "d/./x.h",
+            "d/../x.h",
+            "x.h/",
+            "..",
+            "../",
+            "../..",
+            ".",
+            "",
+            "..//x.h",
+            "../d/x.h",
+            "./../x.h",
+            "/abs/x.h",
+        ];
+        for base in bases {
+            for name in names {
+                let (base, name) = (Path::new(base), Path::new(name));
+                if let Some(fast) = join_plain(base, name) {
+                    assert_eq!(fast, join_components(base, name), "{base:?} + {name:?}");
+                }
+            }
+        }
+        for path in [
+            "/", "/a", "/a/b.h", "/a//b.h", "/a/./b.h", "/a/b/", "/a/..", "a/b", "", "/a/b/.",
+        ] {
+            let p = Path::new(path);
+            let general = p.parent().zip(p.file_name());
+            assert_eq!(parent_and_name(p), general, "{path:?}");
+            if let Some((parent, name)) = split_plain(path.as_bytes()) {
+                let fast = (
+                    Path::new(OsStr::from_bytes(parent)),
+                    OsStr::from_bytes(name),
+                );
+                assert_eq!(Some(fast), general, "{path:?}");
+            }
+        }
+        assert!(join_plain(Path::new("/a/b"), Path::new("../c/x.h")).is_some());
+        assert!(split_plain(b"/a/b.h").is_some());
     }
 }

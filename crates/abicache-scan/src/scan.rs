@@ -2,7 +2,9 @@
 //! local includes, reading, hashing and lexing every file once.
 
 use std::collections::VecDeque;
+use std::ffi::OsStr;
 use std::io::{self, Read};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::time::SystemTime;
@@ -470,7 +472,7 @@ impl Walk<'_> {
                                 while let Some(jobs) = queue.pop_some() {
                                     let read = jobs.into_iter().map(|(file, path)| {
                                         let entry = std::panic::AssertUnwindSafe(|| {
-                                            read_entry(root, &path, cache, &mut buf)
+                                            read_entry(root, Path::new(&*path), cache, &mut buf)
                                         });
                                         (file, std::panic::catch_unwind(entry))
                                     });
@@ -492,7 +494,7 @@ impl Walk<'_> {
                         queue.push_all(
                             to_read
                                 .into_iter()
-                                .map(|file| (file, self.resolver.file_path(file).to_path_buf())),
+                                .map(|file| (file, self.resolver.file_path_shared(file))),
                         );
                     }
                     continue;
@@ -503,7 +505,7 @@ impl Walk<'_> {
                     if let Some(jobs) = queue.try_pop(MAIN_JOBS_AT_ONCE) {
                         for (file, path) in jobs {
                             outstanding -= 1;
-                            let slot = read_entry(&root, &path, cache, &mut self.buf);
+                            let slot = read_entry(&root, Path::new(&*path), cache, &mut self.buf);
                             self.arrived(&mut p, file, slot);
                         }
                         for (file, read) in arrivals.try_iter().flatten() {
@@ -1013,16 +1015,19 @@ struct Frontier {
     computed_seen: FastSet<(DirId, String)>,
 }
 
+/// A file to read: its id and canonical path (shared with the resolver's).
+type Job = (FileId, Arc<OsStr>);
+
 /// Files waiting for a worker ([`Walk::prefetch`]); `pop_some` waits for
 /// some and answers `None` once the queue is closed.
 #[derive(Default)]
 struct JobQueue {
-    state: Mutex<(VecDeque<(FileId, PathBuf)>, bool)>,
+    state: Mutex<(VecDeque<Job>, bool)>,
     more: Condvar,
 }
 
 impl JobQueue {
-    fn push_all(&self, jobs: impl Iterator<Item = (FileId, PathBuf)>) {
+    fn push_all(&self, jobs: impl Iterator<Item = Job>) {
         self.lock().0.extend(jobs);
         self.more.notify_all();
     }
@@ -1031,7 +1036,7 @@ impl JobQueue {
     /// some), up to [`JOBS_AT_ONCE`] from a long queue (one wake-up and one
     /// message per batch rather than per file: a tree of small headers
     /// otherwise spends more on futexes than on reading).
-    fn pop_some(&self) -> Option<Vec<(FileId, PathBuf)>> {
+    fn pop_some(&self) -> Option<Vec<Job>> {
         let mut state = self.lock();
         loop {
             if !state.0.is_empty() {
@@ -1046,7 +1051,7 @@ impl JobQueue {
     }
 
     /// Up to `most` waiting jobs, without waiting; `None` when none wait.
-    fn try_pop(&self, most: usize) -> Option<Vec<(FileId, PathBuf)>> {
+    fn try_pop(&self, most: usize) -> Option<Vec<Job>> {
         let mut state = self.lock();
         if state.0.is_empty() {
             return None;
@@ -1060,7 +1065,7 @@ impl JobQueue {
         self.more.notify_all();
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, (VecDeque<(FileId, PathBuf)>, bool)> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, (VecDeque<Job>, bool)> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
@@ -1099,6 +1104,22 @@ fn is_plain_relative(text: &str) -> bool {
 /// `canonical` relative to `root` as POSIX text when under it, else the
 /// absolute canonical path.
 fn display_path(root: &Path, canonical: &Path) -> Arc<str> {
+    // The common case by bytes: `root/rest` with `rest` plain UTF-8 text
+    // (what `strip_prefix` and the check below would give, without
+    // parsing components).
+    let (root_bytes, bytes) = (
+        root.as_os_str().as_bytes(),
+        canonical.as_os_str().as_bytes(),
+    );
+    if let Some(rest) = bytes
+        .strip_prefix(root_bytes)
+        .and_then(|r| r.strip_prefix(b"/"))
+        .filter(|_| root_bytes.len() > 1 && !root_bytes.ends_with(b"/"))
+        .and_then(|r| std::str::from_utf8(r).ok())
+        .filter(|r| is_plain_relative(r))
+    {
+        return Arc::from(rest);
+    }
     match canonical.strip_prefix(root) {
         // A canonical path has no `.`, `..` nor repeated `/`: its text is
         // already the POSIX form.
@@ -1129,6 +1150,25 @@ mod tests {
         std::fs::write(&path, bytes).unwrap();
         let n = read_whole(std::fs::File::open(&path).unwrap(), said, buf).unwrap();
         buf[..n].to_vec()
+    }
+
+    #[test]
+    fn display_paths_by_bytes_are_those_by_components() {
+        for (root, path, shown) in [
+            ("/r/t", "/r/t/a/b.h", "a/b.h"),
+            ("/r/t", "/r/tt/b.h", "/r/tt/b.h"),
+            ("/r/t", "/r/t/b.h", "b.h"),
+            ("/r/t", "/elsewhere/b.h", "/elsewhere/b.h"),
+            ("/r/t", "/r/t//a/b.h", "a/b.h"),
+            ("/", "/a/b.h", "a/b.h"),
+            ("/r/t/", "/r/t/a.h", "a.h"),
+        ] {
+            assert_eq!(
+                &*display_path(Path::new(root), Path::new(path)),
+                shown,
+                "{root} {path}"
+            );
+        }
     }
 
     #[test]

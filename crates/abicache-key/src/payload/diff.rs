@@ -294,7 +294,7 @@ impl Sections {
             lists: BTreeMap::new(),
         };
         for (f, v) in p.entries() {
-            match f.as_str() {
+            match f.as_ref() {
                 "source" => s.sources.push(SourceSection {
                     name: v.clone(),
                     files: Vec::new(),
@@ -307,12 +307,12 @@ impl Sections {
                 }
                 "missing_include" | "computed_include" if !s.sources.is_empty() => {
                     let last = s.sources.last_mut().expect("checked non-empty");
-                    last.extras.push((f.clone(), v.clone()));
+                    last.extras.push((f.to_string(), v.clone()));
                 }
                 f if LIST_FIELDS.contains(&f) => {
                     s.lists.entry(f.to_string()).or_default().push(v.clone())
                 }
-                _ => s.scalars.push((f.clone(), v.clone())),
+                _ => s.scalars.push((f.to_string(), v.clone())),
             }
         }
         s

@@ -45,6 +45,7 @@
 //! 32 lower-case hex digits. Any change to what goes into the payload bumps
 //! [`KEY_FORMAT`].
 
+use std::borrow::Cow;
 use std::path::{Component, Path, PathBuf};
 
 use serde::Serialize;
@@ -57,12 +58,17 @@ pub const KEY_FORMAT: u32 = 1;
 /// Number of hex digits in a key (128 bits).
 pub const KEY_HEX_LEN: usize = 32;
 
+/// The bytes of payload text [`Payload::key`] hashes at a time.
+const KEY_BLOCK: usize = 64 * 1024;
+
 /// The ordered `field=value` lines a key is the hash of.
 ///
 /// Serializes as the list of its [`lines`](Self::lines).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Payload {
-    entries: Vec<(String, String)>,
+    /// `(field, escaped value)`: a field is a name from the code (borrowed)
+    /// unless parsed back from text.
+    entries: Vec<(Cow<'static, str>, String)>,
 }
 
 impl Serialize for Payload {
@@ -72,25 +78,26 @@ impl Serialize for Payload {
 }
 
 impl Payload {
-    pub(crate) fn new() -> Self {
+    /// An empty payload with room for `lines` lines.
+    pub(crate) fn with_capacity(lines: usize) -> Self {
         Self {
-            entries: Vec::new(),
+            entries: Vec::with_capacity(lines),
         }
     }
 
-    pub(crate) fn push(&mut self, field: &str, value: impl AsRef<str>) {
+    pub(crate) fn push(&mut self, field: &'static str, value: impl AsRef<str>) {
         self.entries
-            .push((field.to_owned(), escape(value.as_ref())));
+            .push((Cow::Borrowed(field), escape(value.as_ref())));
     }
 
     /// [`Payload::push`] of a value built for it: kept as is (no copy)
     /// unless it needs escaping.
-    pub(crate) fn push_owned(&mut self, field: &str, value: String) {
+    pub(crate) fn push_owned(&mut self, field: &'static str, value: String) {
         let escaped = match needs_escape(&value) {
             false => value,
             true => escape(&value),
         };
-        self.entries.push((field.to_owned(), escaped));
+        self.entries.push((Cow::Borrowed(field), escaped));
     }
 
     /// Reads a stored payload text back (e.g. to [`diff`](Self::diff) it);
@@ -101,7 +108,7 @@ impl Payload {
             .enumerate()
             .map(|(i, line)| {
                 line.split_once('=')
-                    .map(|(f, v)| (f.to_string(), v.to_string()))
+                    .map(|(f, v)| (Cow::Owned(f.to_string()), v.to_string()))
                     .ok_or_else(|| KeyError::InvalidPayload {
                         line: i + 1,
                         text: line.to_string(),
@@ -112,7 +119,7 @@ impl Payload {
     }
 
     /// The `(field, escaped value)` pairs, in payload order.
-    pub fn entries(&self) -> &[(String, String)] {
+    pub fn entries(&self) -> &[(Cow<'static, str>, String)] {
         &self.entries
     }
 
@@ -134,21 +141,48 @@ impl Payload {
 
     /// The exact text that is hashed: lines joined by `\n`, with a trailing `\n`.
     pub fn text(&self) -> String {
-        let len = self.entries.iter().map(|(f, v)| f.len() + v.len() + 2);
-        let mut s = String::with_capacity(len.sum());
-        for (f, v) in &self.entries {
-            s.push_str(f);
-            s.push('=');
-            s.push_str(v);
-            s.push('\n');
-        }
+        let mut s = String::with_capacity(self.text_len());
+        self.write_text(&mut s);
         s
     }
 
+    /// The length of [`text`](Self::text) in bytes.
+    pub fn text_len(&self) -> usize {
+        self.entries
+            .iter()
+            .map(|(f, v)| f.len() + v.len() + 2)
+            .sum()
+    }
+
+    /// Appends [`text`](Self::text) to `out` (which the caller may have
+    /// sized with [`text_len`](Self::text_len)).
+    pub fn write_text(&self, out: &mut String) {
+        for (f, v) in &self.entries {
+            out.push_str(f);
+            out.push('=');
+            out.push_str(v);
+            out.push('\n');
+        }
+    }
+
     /// 32 lower-case hex digits: the first 128 bits of BLAKE3 of [`text`](Self::text).
+    /// The text is hashed as it is written, a block at a time, never whole
+    /// in memory (a payload of thousands of files is a megabyte).
     pub fn key(&self) -> String {
-        let hash = blake3::hash(self.text().as_bytes());
-        hash.to_hex()[..KEY_HEX_LEN].to_string()
+        let mut hasher = blake3::Hasher::new();
+        let mut block = String::with_capacity(KEY_BLOCK);
+        for (f, v) in &self.entries {
+            if block.len() + f.len() + v.len() + 2 > KEY_BLOCK {
+                hasher.update(block.as_bytes());
+                block.clear();
+            }
+            block.push_str(f);
+            block.push('=');
+            block.push_str(v);
+            block.push('\n');
+        }
+        hasher.update(block.as_bytes());
+        hasher.finalize().to_hex()[..KEY_HEX_LEN].to_string()
     }
 
     /// The `python_abi` field: `agnostic`, or the SOABI the binary is tied to.
@@ -170,7 +204,7 @@ impl Payload {
         let entries = self
             .entries
             .iter()
-            .filter(|(field, _)| ABI_FIELDS.contains(&field.as_str()))
+            .filter(|(field, _)| ABI_FIELDS.contains(&field.as_ref()))
             .cloned()
             .collect();
         Payload { entries }.text()
@@ -265,7 +299,7 @@ mod tests {
 
     #[test]
     fn a_value_pushed_owned_is_escaped_like_any_other() {
-        let mut p = Payload::new();
+        let mut p = Payload::with_capacity(4);
         p.push_owned("file", "abc inc/odd\nname\\.h".to_owned());
         p.push_owned("file", "abc inc/plain.h".to_owned());
         p.push("file", "abc inc/odd\nname\\.h");
@@ -289,7 +323,7 @@ mod tests {
 
     #[test]
     fn payload_roundtrips_through_text() {
-        let mut p = Payload::new();
+        let mut p = Payload::with_capacity(4);
         p.push("format", "1");
         p.push("cflag", "-DA=\"x\ny\"");
         let q = Payload::parse(&p.text()).unwrap();

@@ -106,7 +106,9 @@ pub fn compute_key(
     };
     let host_cpu = host_cpu(spec, env)?;
 
-    let mut p = Payload::new();
+    // One line per file each source reaches, and a few dozen others.
+    let files: usize = scan.sources.iter().map(|s| s.files.len() + 1).sum();
+    let mut p = Payload::with_capacity(files + 64);
     p.push("format", KEY_FORMAT.to_string());
     p.push("name", &spec.name);
     p.push("namespace", spec.namespace());

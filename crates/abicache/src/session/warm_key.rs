@@ -47,11 +47,10 @@ pub(super) fn inputs(spec: &ExtensionSpec, env: &Environment, root: &Path) -> Op
 /// What a memo remembers: the key, a newline, then the payload's text (so
 /// `abicache key` can print the payload without a scan).
 pub(super) fn memo_value(key: &str, payload: &Payload) -> String {
-    let text = payload.text();
-    let mut value = String::with_capacity(key.len() + 1 + text.len());
+    let mut value = String::with_capacity(key.len() + 1 + payload.text_len());
     value.push_str(key);
     value.push('\n');
-    value.push_str(&text);
+    payload.write_text(&mut value);
     value
 }
 
