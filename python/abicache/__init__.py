@@ -365,12 +365,16 @@ def _cpu() -> Tuple[str, Set[str]]:
             while True:
                 chunk = os.read(fd, 16384)
                 data += chunk
-                # Whole lines only until the end (a chunk may end mid-line).
+                # Whole lines only until the end (a chunk may end mid-line);
+                # as Rust's `lines()`, no line after a final newline.
                 text = data.decode("utf-8") if not chunk else data[: data.rfind(b"\n") + 1].decode("utf-8")
+                lines = text.split("\n")
+                if lines[-1] == "":
+                    lines.pop()
                 identity: List[str] = []
                 names: Set[str] = set()
                 ended = False
-                for line in text.split("\n"):
+                for line in lines:
                     if not line.strip():
                         if identity:
                             ended = True  # one processor is enough: they are alike

@@ -488,3 +488,35 @@ def test_the_fingerprint_root_is_rusts_and_keeps_the_old_rule(sources: List[str]
     old_rule = os.path.commonpath([os.path.dirname(p) for p in ext.sources + [p + os.sep for p in ext.extra_include_paths]])
     assert _native_path.root(ext) == old_rule
     assert _native_path.root(abicache.TorchOpsExtension("x", sources, fingerprint_root="/given")) == "/given"
+
+
+@pytest.mark.parametrize("chunk", [7, 100, 1000, 1 << 20])
+def test_the_cpu_identity_is_the_first_processors_whatever_sizes_the_reads_return(
+    chunk: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # This machine's /proc/cpuinfo, returned `chunk` bytes per read (the
+    # kernel returns a few processors per read; a line may be cut anywhere).
+    with open("/proc/cpuinfo", "rb") as f:
+        text = f.read()
+    first = text.decode().split("\n\n")[0].strip("\n")
+    expected = "".join(
+        f"{field.strip()}={value.strip()}\n"
+        for field, _, value in (line.partition(":") for line in first.split("\n"))
+        if field.strip() in abicache.WARM_CPU_IDENTITY_FIELDS
+    )
+    assert "flags=" in expected or "Features=" in expected
+    served = [0]
+    real_read = os.read
+
+    def read(fd: int, n: int) -> bytes:
+        if os.readlink(f"/proc/self/fd/{fd}") != "/proc/cpuinfo":
+            return real_read(fd, n)
+        data = text[served[0] : served[0] + min(n, chunk)]
+        served[0] += len(data)
+        return data
+
+    monkeypatch.setattr(abicache, "_cpuinfo", None)
+    monkeypatch.setattr(os, "read", read)
+    identity, names = abicache._cpu()
+    assert identity == expected
+    assert names and all(f" {name}" in f" {first}" for name in names)
