@@ -200,6 +200,32 @@ fn a_warm_load_record_needs_a_stamped_entry_and_a_cuda_one_records_what_nvcc_was
     assert!(record["gpus"].is_null(), "{record}");
 }
 
+/// `key` published in `store`, aged past the racy window and looked up
+/// once (which hashes and stamps it): ready for a warm-load record.
+fn publish_stamped(store: &Store, key: &str) {
+    publish_entry(store, key);
+    std::thread::sleep(RACY_WINDOW + Duration::from_millis(100));
+    assert!(
+        store.lookup(key).unwrap().hit.is_some(),
+        "hashed and stamped"
+    );
+}
+
+/// The warm-load record `name` of the cache at `cache`.
+fn read_record(cache: &Path, name: &str) -> serde_json::Value {
+    serde_json::from_slice(&fs::read(cache.join("v1/warm").join(name)).unwrap()).unwrap()
+}
+
+/// The first column (a path or a variable) of every row of `field`.
+fn first_column<'r>(record: &'r serde_json::Value, field: &str) -> Vec<&'r str> {
+    record[field]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| row[0].as_str().unwrap())
+        .collect()
+}
+
 #[test]
 fn a_native_cpu_flag_record_holds_the_cpu_and_the_compiler_that_resolved_it() {
     // `-march=native` resolved here by the real host compiler (`c++` on
@@ -214,15 +240,9 @@ fn a_native_cpu_flag_record_holds_the_cpu_and_the_compiler_that_resolved_it() {
     let session = Session::new(store.clone(), cpython312("2.9.1"));
     std::thread::sleep(RACY_WINDOW + Duration::from_millis(100));
     let key = session.key(&native, &root).unwrap();
-    publish_entry(&store, &key);
-    std::thread::sleep(RACY_WINDOW + Duration::from_millis(100));
-    assert!(
-        store.lookup(&key).unwrap().hit.is_some(),
-        "hashed and stamped"
-    );
+    publish_stamped(&store, &key);
     assert!(session.remember_warm_load(&native, &root, "native", &[]));
-    let record: serde_json::Value =
-        serde_json::from_slice(&fs::read(cache.path().join("v1/warm/native")).unwrap()).unwrap();
+    let record = read_record(cache.path(), "native");
     assert_eq!(record["key"], key.as_str());
     let cpu = abicache_isa::running_cpu().expect("this machine has /proc/cpuinfo");
     assert_eq!(
@@ -230,25 +250,14 @@ fn a_native_cpu_flag_record_holds_the_cpu_and_the_compiler_that_resolved_it() {
         cpu.identity(),
         "the CPU the flag was resolved on"
     );
-    let recorded: Vec<&str> = record["environ"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|row| row[0].as_str().unwrap())
-        .collect();
+    let recorded = first_column(&record, "environ");
     for variable in abicache::warm_record::HOST_CPU_HIT_VARIABLES {
         assert!(recorded.contains(&variable), "{variable} in {record}");
     }
     let compiler =
         abicache_build::host_cpu_compiler(&abicache_build::ToolchainEnv::from_process()).unwrap();
-    let stamped: Vec<&str> = record["stat"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|row| row[0].as_str().unwrap())
-        .collect();
     assert!(
-        stamped.contains(&compiler.to_str().unwrap()),
+        first_column(&record, "stat").contains(&compiler.to_str().unwrap()),
         "the compiler's stamp: {record}"
     );
 
@@ -261,25 +270,11 @@ fn a_native_cpu_flag_record_holds_the_cpu_and_the_compiler_that_resolved_it() {
             ..cpython312("2.9.1")
         },
     );
-    let key = elsewhere.key(&native, &root).unwrap();
-    publish_entry(&store, &key);
-    std::thread::sleep(RACY_WINDOW + Duration::from_millis(100));
-    assert!(
-        store.lookup(&key).unwrap().hit.is_some(),
-        "hashed and stamped"
-    );
+    publish_stamped(&store, &elsewhere.key(&native, &root).unwrap());
     assert!(!elsewhere.remember_warm_load(&native, &root, "elsewhere", &[]));
     // A spec without a native flag has no `host_cpu`.
     let plain = ExtensionSpec::new("ops", [root.join("ops.cpp")]);
-    let key = session.key(&plain, &root).unwrap();
-    publish_entry(&store, &key);
-    std::thread::sleep(RACY_WINDOW + Duration::from_millis(100));
-    assert!(
-        store.lookup(&key).unwrap().hit.is_some(),
-        "hashed and stamped"
-    );
+    publish_stamped(&store, &session.key(&plain, &root).unwrap());
     assert!(session.remember_warm_load(&plain, &root, "plain", &[]));
-    let record: serde_json::Value =
-        serde_json::from_slice(&fs::read(cache.path().join("v1/warm/plain")).unwrap()).unwrap();
-    assert!(record["host_cpu"].is_null(), "{record}");
+    assert!(read_record(cache.path(), "plain")["host_cpu"].is_null());
 }
