@@ -17,11 +17,11 @@ use crate::error::ScanError;
 use crate::fast_hash::{FastMap, FastSet};
 use crate::lexer::{lex_reusing, FileFacts, Include, IncludeKind, LexScratch};
 use crate::macros::{Expansion, MacroDef, MacroTable};
-use crate::report::{
-    ComputedInclude, Location, PythonMarker, ScanReport, ScannedFile, SourceReport, TorchInclude,
-};
+use crate::report::{Location, PythonMarker, ScanReport, TorchInclude};
 use crate::resolve::{DirId, FileId, Resolution, Resolver};
 use crate::stat_cache::{FreshFile, StatCache};
+
+mod sources;
 
 /// Where to look for headers and how to name files.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -276,7 +276,6 @@ fn walk(
         cache,
         resolver,
         files: Vec::new(),
-        stamp: Vec::new(),
         macros: Macros::new(&config.defines),
         buf: ReadScratch::default(),
         resolved: Vec::new(),
@@ -310,10 +309,16 @@ fn walk(
         starts.push((file, dir));
     }
     walk.prefetch(&starts);
-    for (n, &(file, dir)) in starts.iter().enumerate() {
-        let report = walk.source(file, dir, n + 1)?;
-        walk.report.sources.push(report);
-    }
+    walk.report.sources = walk.sources(&starts).map_err(|file| {
+        let source = match std::mem::replace(&mut walk.files[file.index()], Slot::Empty) {
+            Slot::Failed(e) => e,
+            _ => unreachable!("a walk ends only at a file that failed"),
+        };
+        ScanError::Unreadable {
+            path: walk.resolver.file_path(file).to_path_buf(),
+            source,
+        }
+    })?;
     let absent = walk.resolver.take_absent();
     let failed = walk.files.iter().any(|s| matches!(s, Slot::Failed(_)));
     let recorder = record.then(|| walk.resolver.take_recorder().filter(|_| !failed));
@@ -382,9 +387,6 @@ struct Walk<'c> {
     resolver: Resolver,
     /// Indexed by [`FileId::index`].
     files: Vec<Slot>,
-    /// Indexed by [`FileId::index`]: the number of the last source that
-    /// visited the file (0: none yet).
-    stamp: Vec<usize>,
     macros: Macros,
     report: ScanReport,
     /// The scratch space of files read on this thread.
@@ -653,116 +655,8 @@ impl Walk<'_> {
         let k = id.index();
         if self.files.len() <= k {
             self.files.resize_with(k + 1, || Slot::Empty);
-            self.stamp.resize(k + 1, 0);
         }
         &self.files[k]
-    }
-
-    /// Reads, hashes and lexes `id` unless already done.
-    fn load(&mut self, id: FileId) -> Result<&FileEntry, ScanError> {
-        let k = id.index();
-        if matches!(self.slot(id), Slot::Empty) {
-            let path = self.resolver.file_path(id);
-            self.files[k] = read_entry(&self.root, path, self.cache, &mut self.buf);
-            self.macros.stale = true;
-        }
-        if let Slot::Failed(_) = self.files[k] {
-            let Slot::Failed(source) = std::mem::replace(&mut self.files[k], Slot::Empty) else {
-                unreachable!("checked above");
-            };
-            return Err(ScanError::Unreadable {
-                path: self.resolver.file_path(id).to_path_buf(),
-                source,
-            });
-        }
-        match &self.files[k] {
-            Slot::Ready(entry) => Ok(entry),
-            _ => unreachable!("loaded above"),
-        }
-    }
-
-    fn source(
-        &mut self,
-        first: FileId,
-        dir: DirId,
-        number: usize,
-    ) -> Result<SourceReport, ScanError> {
-        let mut out = SourceReport {
-            source: self.load(first)?.display.to_string(),
-            files: Vec::new(),
-            missing_includes: Vec::new(),
-            computed_includes: Vec::new(),
-            uses_extension_name: false,
-        };
-        let mut stack = vec![(first, dir)];
-        let (mut children, mut known) = (Vec::new(), Vec::new());
-        while let Some((id, dir)) = stack.pop() {
-            self.load(id)?;
-            if self.stamp[id.index()] == number {
-                continue;
-            }
-            let Slot::Ready(entry) = &self.files[id.index()] else {
-                unreachable!("loaded above");
-            };
-            let facts = Arc::clone(&entry.facts);
-            out.files.push(ScannedFile {
-                path: Arc::clone(&entry.display),
-                blake3: Arc::clone(&entry.blake3),
-            });
-            // The file's display path, borrowed from the entry just pushed.
-            let display = &out.files[out.files.len() - 1].path;
-            out.uses_extension_name |= facts.uses_extension_name;
-            if std::mem::replace(&mut self.stamp[id.index()], number) == 0 {
-                self.collect_facts(display, &facts);
-            }
-            // What the prefetch resolved (copied: the loop needs `self`).
-            known.clear();
-            if let Some(r) = self.resolved(id, dir) {
-                known.extend_from_slice(r);
-            }
-            let reuse = known.len() == facts.includes.len();
-            for (n, inc) in facts.includes.iter().enumerate() {
-                if inc.kind != IncludeKind::Computed {
-                    let found = match known.get(n) {
-                        Some(&found) if reuse => found,
-                        _ => self.resolver.resolve(dir, &inc.name, inc.kind),
-                    };
-                    note_found(
-                        found,
-                        display,
-                        &inc.name,
-                        &mut out.missing_includes,
-                        &mut children,
-                    );
-                    continue;
-                }
-                let expansion = self.expansion(&inc.name);
-                if expansion.unresolved.is_some() {
-                    out.computed_includes.push(ComputedInclude {
-                        file: display.to_string(),
-                        line: inc.line,
-                        text: inc.name.clone(),
-                    });
-                }
-                for target in &resolved_includes(inc, &expansion) {
-                    let found = self.resolver.resolve(dir, &target.name, target.kind);
-                    note_found(
-                        found,
-                        display,
-                        &target.name,
-                        &mut out.missing_includes,
-                        &mut children,
-                    );
-                }
-            }
-            for &(file, dir) in children.iter().rev() {
-                if self.stamp.get(file.index()).is_none_or(|&s| s != number) {
-                    stack.push((file, dir));
-                }
-            }
-            children.clear();
-        }
-        Ok(out)
     }
 
     /// Records a file's markers, torch includes and registrations (once per
@@ -816,28 +710,6 @@ impl Walk<'_> {
                 include: name,
             });
         }
-    }
-}
-
-/// Where an include `name` of the file shown as `display` led, for the
-/// depth-first walk: a local file joins `children`, a missing one
-/// `missing` (as `FILE:name`, once).
-fn note_found(
-    found: Resolution,
-    display: &str,
-    name: &str,
-    missing: &mut Vec<String>,
-    children: &mut Vec<(FileId, DirId)>,
-) {
-    match found {
-        Resolution::Local { dir, file } => children.push((file, dir)),
-        Resolution::Missing => {
-            let entry = format!("{display}:{name}");
-            if !missing.contains(&entry) {
-                missing.push(entry);
-            }
-        }
-        Resolution::System => {}
     }
 }
 
