@@ -167,11 +167,14 @@ pub struct ScanLearnt {
     absent: Option<AbsentLookups>,
     /// `Some` when recording; `None` inside when a read failed.
     recorder: Option<Option<Recorder>>,
-    /// The walk's resolver, with its caches: freed when what was learnt is
-    /// stored (after the key, off the caller's thread), not before the
-    /// report is returned.
-    resolver: Resolver,
+    /// The walk's resolver, with its caches, and what its prefetch
+    /// resolved: freed when what was learnt is stored (after the key, off
+    /// the caller's thread), not before the report is returned.
+    resolver: (Resolver, Resolved),
 }
+
+/// Per file, what the prefetch resolved its includes to ([`Walk::resolved`]).
+type Resolved = Vec<Vec<(DirId, Box<[Resolution]>)>>;
 
 impl ScanLearnt {
     /// Stores what the walk learnt into `cache` (save it afterwards with
@@ -336,7 +339,7 @@ fn walk(
             seen,
             absent,
             recorder,
-            resolver: walk.resolver,
+            resolver: (walk.resolver, walk.resolved),
         },
     })
 }
@@ -395,7 +398,7 @@ struct Walk<'c> {
     /// what each of its includes resolved to (in order; computed ones as
     /// [`Resolution::System`], expanded when walked), as the prefetch
     /// found: each source's walk reuses them instead of asking again.
-    resolved: Vec<Vec<(DirId, Box<[Resolution]>)>>,
+    resolved: Resolved,
 }
 
 /// The macro table of the extension, filled from the files read so far
@@ -425,6 +428,34 @@ impl Macros {
             expansions: FastMap::default(),
             generation,
         }
+    }
+
+    /// What `operand` expands to with the macros of every file of `files`
+    /// read so far (and the `-D` flags), cached until a new definition arrives.
+    fn expansion(&mut self, files: &[Slot], operand: &str) -> Arc<Expansion> {
+        let m = self;
+        if m.stale {
+            m.added.resize(files.len(), false);
+            for (k, slot) in files.iter().enumerate() {
+                if let (Slot::Ready(entry), false) = (slot, m.added[k]) {
+                    for def in entry.facts.defines.iter() {
+                        m.table.add_owned(def);
+                    }
+                    m.added[k] = true;
+                }
+            }
+            m.stale = false;
+        }
+        if m.table.generation() != m.generation {
+            m.expansions.clear();
+            m.generation = m.table.generation();
+        }
+        if let Some(e) = m.expansions.get(operand) {
+            return Arc::clone(e);
+        }
+        let e = Arc::new(m.table.expand(operand));
+        m.expansions.insert(operand.to_owned(), Arc::clone(&e));
+        e
     }
 }
 
@@ -625,29 +656,7 @@ impl Walk<'_> {
     /// What `operand` expands to with the macros of every file read so far
     /// (and the `-D` flags), cached until a new definition arrives.
     fn expansion(&mut self, operand: &str) -> Arc<Expansion> {
-        let m = &mut self.macros;
-        if m.stale {
-            m.added.resize(self.files.len(), false);
-            for (k, slot) in self.files.iter().enumerate() {
-                if let (Slot::Ready(entry), false) = (slot, m.added[k]) {
-                    for def in entry.facts.defines.iter() {
-                        m.table.add_owned(def);
-                    }
-                    m.added[k] = true;
-                }
-            }
-            m.stale = false;
-        }
-        if m.table.generation() != m.generation {
-            m.expansions.clear();
-            m.generation = m.table.generation();
-        }
-        if let Some(e) = m.expansions.get(operand) {
-            return Arc::clone(e);
-        }
-        let e = Arc::new(m.table.expand(operand));
-        m.expansions.insert(operand.to_owned(), Arc::clone(&e));
-        e
+        self.macros.expansion(&self.files, operand)
     }
 
     /// The slot of `id`, growing the tables as needed.
@@ -658,58 +667,64 @@ impl Walk<'_> {
         }
         &self.files[k]
     }
+}
 
-    /// Records a file's markers, torch includes and registrations (once per
-    /// file). A computed include counts by the headers it resolves to (a
-    /// marker header as `#include <Python.h> (via #include MACRO)`, a torch
-    /// header by its resolved name), and is itself a marker when it cannot
-    /// be resolved.
-    fn collect_facts(&mut self, display: &str, facts: &FileFacts) {
-        let mut markers: Vec<(u32, String)> = facts.python_markers.clone();
-        let mut torch = Vec::new();
-        for inc in &facts.includes {
-            if inc.kind != IncludeKind::Computed {
-                if is_torch_header(&inc.name) {
-                    torch.push((inc.line, inc.name.clone()));
-                }
-                continue;
+/// Records a file's markers, torch includes and registrations (once per
+/// file) into `report`. A computed include counts by the headers it resolves to (a
+/// marker header as `#include <Python.h> (via #include MACRO)`, a torch
+/// header by its resolved name), and is itself a marker when it cannot
+/// be resolved.
+fn collect_facts(
+    macros: &mut Macros,
+    files: &[Slot],
+    report: &mut ScanReport,
+    display: &str,
+    facts: &FileFacts,
+) {
+    let mut markers: Vec<(u32, String)> = facts.python_markers.clone();
+    let mut torch = Vec::new();
+    for inc in &facts.includes {
+        if inc.kind != IncludeKind::Computed {
+            if is_torch_header(&inc.name) {
+                torch.push((inc.line, inc.name.clone()));
             }
-            let expansion = self.expansion(&inc.name);
-            if expansion.unresolved.is_some() {
-                markers.push((inc.line, inc.directive()));
+            continue;
+        }
+        let expansion = macros.expansion(files, &inc.name);
+        if expansion.unresolved.is_some() {
+            markers.push((inc.line, inc.directive()));
+        }
+        for target in resolved_includes(inc, &expansion) {
+            if target.is_python_marker() {
+                let via = format!("{} (via {})", target.directive(), inc.directive());
+                markers.push((inc.line, via));
             }
-            for target in resolved_includes(inc, &expansion) {
-                if target.is_python_marker() {
-                    let via = format!("{} (via {})", target.directive(), inc.directive());
-                    markers.push((inc.line, via));
-                }
-                if is_torch_header(&target.name) {
-                    torch.push((inc.line, target.name));
-                }
+            if is_torch_header(&target.name) {
+                torch.push((inc.line, target.name));
             }
         }
-        // Lexer markers are in line order; computed ones join them there.
-        markers.sort_by_key(|(line, _)| *line);
-        let r = &mut self.report;
-        r.python_markers
-            .extend(markers.into_iter().map(|(line, marker)| PythonMarker {
-                file: display.to_owned(),
-                line,
-                marker,
-            }));
-        r.stable_registrations
-            .extend(facts.stable_registrations.iter().map(|&line| Location {
-                file: display.to_owned(),
-                line,
-            }));
-        for (line, name) in torch {
-            r.torch_includes.push(TorchInclude {
-                file: display.to_owned(),
-                line,
-                stable: is_stable_header(&name),
-                include: name,
-            });
-        }
+    }
+    // Lexer markers are in line order; computed ones join them there.
+    markers.sort_by_key(|(line, _)| *line);
+    let r = report;
+    r.python_markers
+        .extend(markers.into_iter().map(|(line, marker)| PythonMarker {
+            file: display.to_owned(),
+            line,
+            marker,
+        }));
+    r.stable_registrations
+        .extend(facts.stable_registrations.iter().map(|&line| Location {
+            file: display.to_owned(),
+            line,
+        }));
+    for (line, name) in torch {
+        r.torch_includes.push(TorchInclude {
+            file: display.to_owned(),
+            line,
+            stable: is_stable_header(&name),
+            include: name,
+        });
     }
 }
 

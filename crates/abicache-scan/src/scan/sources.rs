@@ -7,12 +7,12 @@ use std::sync::Arc;
 
 use crate::fast_hash::FastMap;
 use crate::lexer::IncludeKind;
-use crate::report::{ComputedInclude, ScannedFile, SourceReport};
+use crate::report::{ComputedInclude, ScanReport, ScannedFile, SourceReport};
 use crate::resolve::{DirId, FileId, Resolution};
 
-use super::{read_entry, resolved_includes, Slot, Walk};
+use super::{collect_facts, read_entry, resolved_includes, Macros, Slot, Walk};
 
-/// Sources from which [`Walk::sources`] walks them on two threads.
+/// Sources from which [`Walk::sources`] walks some on a second thread.
 const PARALLEL_SOURCES_FROM: usize = 2;
 
 /// The include graph of every (file, directory found in) pair the sources
@@ -90,9 +90,11 @@ const FAILED: (u32, u32) = (u32::MAX, u32::MAX);
 type Walked = Result<(Vec<u32>, SourceReport), FileId>;
 
 impl Walk<'_> {
-    /// Walks each source of `starts` (after [`Walk::prefetch`]) and adds
-    /// its report, in order; facts are collected once per file, in the
-    /// order of the files' first visits.
+    /// Walks each source of `starts` (after [`Walk::prefetch`]) and returns
+    /// their reports, in order; facts are collected once per file, in the
+    /// order of the files' first visits (as walking the sources one after
+    /// the other would). The first source is walked here, its facts
+    /// collected meanwhile; the others on a second thread.
     ///
     /// # Errors
     /// The first file, in the order of the walks, that cannot be read.
@@ -101,54 +103,38 @@ impl Walk<'_> {
         starts: &[(FileId, DirId)],
     ) -> Result<Vec<SourceReport>, FileId> {
         let (graph, roots) = self.graph(starts);
-        let files = &self.files;
-        let walk_some = |roots: &[u32]| -> Vec<Walked> {
-            let mut visited = vec![0u32; files.len()];
-            let mut mark = 0;
-            roots
-                .iter()
-                .map(|&root| {
-                    mark += 1;
-                    let order = graph.order(root, &mut visited, mark)?;
-                    let report = report_of(&graph, files, &order);
-                    Ok((order, report))
-                })
-                .collect()
+        let Some((&first, rest)) = roots.split_first() else {
+            return Ok(Vec::new());
         };
-        let walked: Vec<Walked> = if roots.len() >= PARALLEL_SOURCES_FROM {
-            // Every other source on a second thread.
-            let even: Vec<u32> = roots.iter().step_by(2).copied().collect();
-            let odd: Vec<u32> = roots.iter().skip(1).step_by(2).copied().collect();
-            let (odd, even) = crate::join::join(|| walk_some(&odd), || walk_some(&even));
-            let (mut odd, mut even) = (odd.into_iter(), even.into_iter());
-            (0..roots.len())
-                .filter_map(|k| if k % 2 == 0 { even.next() } else { odd.next() })
-                .collect()
+        let Walk {
+            files,
+            macros,
+            report,
+            ..
+        } = self;
+        let files: &[Slot] = files;
+        let mut collected = vec![false; files.len()];
+        let (graph, collected_ref) = (&graph, &mut collected);
+        let mut here = move || -> Walked {
+            let order = graph.order(first, &mut vec![0; files.len()], 1)?;
+            let out = report_of(graph, files, &order);
+            collect_first(graph, &order, collected_ref, macros, files, report);
+            Ok((order, out))
+        };
+        let beside = move || walk_all(graph, files, rest);
+        let (others, first) = if rest.len() + 1 >= PARALLEL_SOURCES_FROM {
+            crate::join::join(beside, here)
         } else {
-            walk_some(&roots)
+            let first = here();
+            (beside(), first)
         };
-        let mut orders = Vec::with_capacity(walked.len());
-        let mut reports = Vec::with_capacity(walked.len());
-        for w in walked {
-            let (order, report) = w?;
-            orders.push(order);
-            reports.push(report);
-        }
-        // Facts once per file, in first-visit order (what a serial walk
-        // of the sources one after the other collects).
-        let mut collected = vec![false; self.files.len()];
-        for order in &orders {
-            for &node in order {
-                let file = graph.nodes[node as usize].file;
-                if std::mem::replace(&mut collected[file.index()], true) {
-                    continue;
-                }
-                let Slot::Ready(entry) = &self.files[file.index()] else {
-                    unreachable!("a visited file is loaded");
-                };
-                let (display, facts) = (Arc::clone(&entry.display), Arc::clone(&entry.facts));
-                self.collect_facts(&display, &facts);
-            }
+        let mut reports = Vec::with_capacity(roots.len());
+        reports.push(first?.1);
+        for walked in others {
+            let (order, out) = walked?;
+            let Walk { macros, report, .. } = self;
+            collect_first(graph, &order, &mut collected, macros, &self.files, report);
+            reports.push(out);
         }
         Ok(reports)
     }
@@ -283,4 +269,39 @@ fn report_of(graph: &Graph, files: &[Slot], order: &[u32]) -> SourceReport {
         out.source = first.path.to_string();
     }
     out
+}
+
+/// The walks (visit order and report) of the sources starting at `roots`, in order.
+fn walk_all(graph: &Graph, files: &[Slot], roots: &[u32]) -> Vec<Walked> {
+    let mut visited = vec![0u32; files.len()];
+    (1u32..)
+        .zip(roots)
+        .map(|(mark, &root)| {
+            let order = graph.order(root, &mut visited, mark)?;
+            let out = report_of(graph, files, &order);
+            Ok((order, out))
+        })
+        .collect()
+}
+
+/// Collects the facts of each file of `order` not `collected` yet, in
+/// order, into `report`.
+fn collect_first(
+    graph: &Graph,
+    order: &[u32],
+    collected: &mut [bool],
+    macros: &mut Macros,
+    files: &[Slot],
+    report: &mut ScanReport,
+) {
+    for &node in order {
+        let file = graph.nodes[node as usize].file;
+        if std::mem::replace(&mut collected[file.index()], true) {
+            continue;
+        }
+        let Slot::Ready(entry) = &files[file.index()] else {
+            unreachable!("a visited file is loaded");
+        };
+        collect_facts(macros, files, report, &entry.display, &entry.facts);
+    }
 }
