@@ -167,14 +167,11 @@ pub struct ScanLearnt {
     absent: Option<AbsentLookups>,
     /// `Some` when recording; `None` inside when a read failed.
     recorder: Option<Option<Recorder>>,
-    /// The walk's resolver, with its caches, and what its prefetch
-    /// resolved: freed when what was learnt is stored (after the key, off
-    /// the caller's thread), not before the report is returned.
-    resolver: (Resolver, Resolved),
+    /// The walk's resolver, with its caches: freed when what was learnt is
+    /// stored (after the key, off the caller's thread), not before the
+    /// report is returned.
+    resolver: Resolver,
 }
-
-/// Per file, what the prefetch resolved its includes to ([`Walk::resolved`]).
-type Resolved = Vec<Vec<(DirId, Box<[Resolution]>)>>;
 
 impl ScanLearnt {
     /// Stores what the walk learnt into `cache` (save it afterwards with
@@ -281,7 +278,7 @@ fn walk(
         files: Vec::new(),
         macros: Macros::new(&config.defines),
         buf: ReadScratch::default(),
-        resolved: Vec::new(),
+        graph: sources::Graph::default(),
         report: ScanReport {
             sources: Vec::new(),
             python_markers: Vec::new(),
@@ -339,7 +336,7 @@ fn walk(
             seen,
             absent,
             recorder,
-            resolver: (walk.resolver, walk.resolved),
+            resolver: walk.resolver,
         },
     })
 }
@@ -394,11 +391,8 @@ struct Walk<'c> {
     report: ScanReport,
     /// The scratch space of files read on this thread.
     buf: ReadScratch,
-    /// Indexed by [`FileId::index`]: per directory the file was found in,
-    /// what each of its includes resolved to (in order; computed ones as
-    /// [`Resolution::System`], expanded when walked), as the prefetch
-    /// found: each source's walk reuses them instead of asking again.
-    resolved: Resolved,
+    /// The include graph of the pairs reached, as the prefetch resolved them.
+    graph: sources::Graph,
 }
 
 /// The macro table of the extension, filled from the files read so far
@@ -570,15 +564,16 @@ impl Walk<'_> {
     }
 
     /// Adds `(file, dir)` to the walk once: resolved now when `file` is
-    /// loaded, else when it arrives (asked for once).
-    fn reach(&mut self, p: &mut Frontier, pair: (FileId, DirId)) {
-        if !p.seen.insert(pair) {
-            return;
+    /// loaded, else when it arrives (asked for once). Returns its pair id.
+    fn reach(&mut self, p: &mut Frontier, pair: (FileId, DirId)) -> u32 {
+        let (id, new) = self.graph.id(pair);
+        if !new {
+            return id;
         }
         let (file, dir) = pair;
         if !matches!(self.slot(file), Slot::Empty) {
             p.ready.push(pair);
-            return;
+            return id;
         }
         // A file not loaded yet is asked for by the first pair waiting on it.
         let waiting = p.waiting.entry(file).or_default();
@@ -586,6 +581,7 @@ impl Walk<'_> {
             p.to_read.push(file);
         }
         waiting.push(dir);
+        id
     }
 
     /// Stores what reading `file` gave and releases the pairs waiting on it.
@@ -598,39 +594,34 @@ impl Walk<'_> {
     }
 
     /// Resolves the includes of loaded `file` found in `dir`, reaching the
-    /// local headers and remembering computed includes for later.
+    /// local headers and remembering computed includes for later; records
+    /// the pair's children in the graph.
     fn resolve_includes(&mut self, p: &mut Frontier, file: FileId, dir: DirId) {
         let Slot::Ready(entry) = self.slot(file) else {
             return;
         };
-        let facts = Arc::clone(&entry.facts);
-        let mut resolved = Vec::with_capacity(facts.includes.len());
+        let (facts, display) = (Arc::clone(&entry.facts), Arc::clone(&entry.display));
+        let id = self.graph.id((file, dir)).0;
+        let start = self.graph.run_start();
+        let (mut extras, mut computed) = (sources::Extras::default(), false);
         for inc in &facts.includes {
             if inc.kind == IncludeKind::Computed {
                 if p.computed_seen.insert((dir, inc.name.clone())) {
                     p.computed.push((dir, inc.name.clone()));
                 }
-                resolved.push(Resolution::System);
+                computed = true;
                 continue;
             }
-            let found = self.resolver.resolve(dir, &inc.name, inc.kind);
-            resolved.push(found);
-            if let Resolution::Local { dir, file } = found {
-                self.reach(p, (file, dir));
+            match self.resolver.resolve(dir, &inc.name, inc.kind) {
+                Resolution::Local { dir, file } => {
+                    let child = self.reach(p, (file, dir));
+                    self.graph.child(child);
+                }
+                Resolution::Missing => extras.missing(&display, &inc.name),
+                Resolution::System => {}
             }
         }
-        let k = file.index();
-        if self.resolved.len() <= k {
-            self.resolved.resize_with(k + 1, Vec::new);
-        }
-        self.resolved[k].push((dir, resolved.into_boxed_slice()));
-    }
-
-    /// What the prefetch resolved the includes of `file` found in `dir`
-    /// to, if it did.
-    fn resolved(&self, file: FileId, dir: DirId) -> Option<&[Resolution]> {
-        let found = self.resolved.get(file.index())?;
-        found.iter().find(|(d, _)| *d == dir).map(|(_, r)| &**r)
+        self.graph.resolved(id, start, extras, computed);
     }
 
     /// Expands every computed include met so far with the macros read so
@@ -889,8 +880,6 @@ const JOBS_AT_ONCE: usize = 16;
 /// What [`Walk::prefetch`] has still to do.
 #[derive(Default)]
 struct Frontier {
-    /// Every (file, directory found in) pair reached.
-    seen: FastSet<(FileId, DirId)>,
     /// Pairs whose file is loaded: their includes are next.
     ready: Vec<(FileId, DirId)>,
     /// Pairs whose file is asked for and not loaded yet, by file.

@@ -16,8 +16,12 @@ use super::{collect_facts, read_entry, resolved_includes, Macros, Slot, Walk};
 const PARALLEL_SOURCES_FROM: usize = 2;
 
 /// The include graph of every (file, directory found in) pair the sources
-/// reach, as their walks see it.
-struct Graph {
+/// reach, as their walks see it: built by the prefetch as it resolves each
+/// pair's includes, completed by [`Walk::complete_graph`].
+#[derive(Default)]
+pub(super) struct Graph {
+    /// Pair ids.
+    ids: FastMap<(FileId, DirId), u32>,
     /// Indexed by pair id.
     nodes: Vec<Node>,
     /// The children of every pair, each pair's in one run, in include order.
@@ -27,15 +31,19 @@ struct Graph {
 /// One (file, directory) pair of the [`Graph`].
 struct Node {
     file: FileId,
-    /// Its children's run in [`Graph::edges`].
+    dir: DirId,
+    /// Its children's run in [`Graph::edges`], or [`UNRESOLVED`], [`FAILED`].
     children: (u32, u32),
+    /// Whether it has computed includes (its run is made again once every
+    /// macro is known).
+    computed: bool,
     /// Missing and computed includes, for the few pairs that have any.
     extras: Option<Box<Extras>>,
 }
 
 /// What a visit of a pair adds to its source's report besides the file.
 #[derive(Default)]
-struct Extras {
+pub(super) struct Extras {
     /// `FILE:name` per include that resolved nowhere, in include order
     /// (repeats kept: a source lists each once).
     missing: Vec<String>,
@@ -43,7 +51,51 @@ struct Extras {
     computed: Vec<ComputedInclude>,
 }
 
+impl Extras {
+    /// Notes that `name`, included by the file shown as `display`, resolved nowhere.
+    pub(super) fn missing(&mut self, display: &str, name: &str) {
+        self.missing.push(format!("{display}:{name}"));
+    }
+}
+
 impl Graph {
+    /// The id of `pair`, and whether it is new (then its node is added,
+    /// its includes not resolved yet).
+    pub(super) fn id(&mut self, pair: (FileId, DirId)) -> (u32, bool) {
+        let next = self.nodes.len() as u32;
+        let id = *self.ids.entry(pair).or_insert(next);
+        if id == next {
+            self.nodes.push(Node {
+                file: pair.0,
+                dir: pair.1,
+                children: UNRESOLVED,
+                computed: false,
+                extras: None,
+            });
+        }
+        (id, id == next)
+    }
+
+    /// Where the next pair's children start: push them with
+    /// [`Graph::child`], then call [`Graph::resolved`].
+    pub(super) fn run_start(&self) -> u32 {
+        self.edges.len() as u32
+    }
+
+    /// Appends a child to the run being made.
+    pub(super) fn child(&mut self, id: u32) {
+        self.edges.push(id);
+    }
+
+    /// Ends the run of pair `id` begun at `start`.
+    pub(super) fn resolved(&mut self, id: u32, start: u32, extras: Extras, computed: bool) {
+        let has_extras = !extras.missing.is_empty() || !extras.computed.is_empty();
+        let node = &mut self.nodes[id as usize];
+        node.children = (start, self.edges.len() as u32);
+        node.computed = computed;
+        node.extras = has_extras.then(|| Box::new(extras));
+    }
+
     fn children(&self, node: u32) -> &[u32] {
         let (start, end) = self.nodes[node as usize].children;
         &self.edges[start as usize..end as usize]
@@ -85,6 +137,9 @@ impl Graph {
 /// The `children` run of a pair whose file could not be read.
 const FAILED: (u32, u32) = (u32::MAX, u32::MAX);
 
+/// The `children` run of a pair whose includes are not resolved yet.
+const UNRESOLVED: (u32, u32) = (u32::MAX, u32::MAX - 1);
+
 /// One source's walk: its pairs in visit order and its report, or the
 /// unreadable file that ended it.
 type Walked = Result<(Vec<u32>, SourceReport), FileId>;
@@ -102,7 +157,8 @@ impl Walk<'_> {
         &mut self,
         starts: &[(FileId, DirId)],
     ) -> Result<Vec<SourceReport>, FileId> {
-        let (graph, roots) = self.graph(starts);
+        let roots = self.complete_graph(starts);
+        let graph = std::mem::take(&mut self.graph);
         let Some((&first, rest)) = roots.split_first() else {
             return Ok(Vec::new());
         };
@@ -139,61 +195,43 @@ impl Walk<'_> {
         Ok(reports)
     }
 
-    /// The graph of every pair reachable from `starts`, and the start's
-    /// pair id of each source. Resolves each pair's includes as a walk
-    /// visiting it would: from what the prefetch resolved when it did, the
-    /// computed ones with the macros of every file read.
-    fn graph(&mut self, starts: &[(FileId, DirId)]) -> (Graph, Vec<u32>) {
-        let mut ids: FastMap<(FileId, DirId), u32> = FastMap::default();
-        let mut pairs: Vec<(FileId, DirId)> = Vec::new();
-        let mut id_of = |pair: (FileId, DirId), pairs: &mut Vec<(FileId, DirId)>| -> u32 {
-            *ids.entry(pair).or_insert_with(|| {
-                pairs.push(pair);
-                (pairs.len() - 1) as u32
-            })
-        };
-        let roots: Vec<u32> = starts.iter().map(|&p| id_of(p, &mut pairs)).collect();
-        let mut graph = Graph {
-            nodes: Vec::new(),
-            edges: Vec::new(),
-        };
-        let mut known = Vec::new();
+    /// Completes the prefetch's graph: the pairs with computed includes
+    /// are resolved again, now that every macro is known, and any pair not
+    /// resolved yet is (its file read if the prefetch did not, which it
+    /// does for every pair a walk reaches: a safety net). Returns the pair
+    /// id of each source's start.
+    fn complete_graph(&mut self, starts: &[(FileId, DirId)]) -> Vec<u32> {
+        let roots = starts.iter().map(|&p| self.graph.id(p).0).collect();
         let mut next = 0;
-        while next < pairs.len() {
-            let (file, dir) = pairs[next];
+        while next < self.graph.nodes.len() {
+            let id = next as u32;
+            let node = &self.graph.nodes[next];
             next += 1;
+            if node.children != UNRESOLVED && !node.computed {
+                continue;
+            }
+            let (file, dir) = (node.file, node.dir);
             let Some(entry) = self.loaded(file) else {
-                graph.nodes.push(Node {
-                    file,
-                    children: FAILED,
-                    extras: None,
-                });
+                self.graph.nodes[id as usize].children = FAILED;
                 continue;
             };
             let (display, facts) = (Arc::clone(&entry.display), Arc::clone(&entry.facts));
-            let start = graph.edges.len() as u32;
+            let start = self.graph.run_start();
             let mut extras = Extras::default();
-            let mut note = |found: Resolution,
-                            name: &str,
-                            graph: &mut Graph,
-                            pairs: &mut Vec<(FileId, DirId)>,
-                            extras: &mut Extras| match found {
-                Resolution::Local { dir, file } => graph.edges.push(id_of((file, dir), pairs)),
-                Resolution::Missing => extras.missing.push(format!("{display}:{name}")),
-                Resolution::System => {}
-            };
-            known.clear();
-            if let Some(r) = self.resolved(file, dir) {
-                known.extend_from_slice(r);
-            }
-            let reuse = known.len() == facts.includes.len();
-            for (n, inc) in facts.includes.iter().enumerate() {
+            let note =
+                |found: Resolution, name: &str, graph: &mut Graph, extras: &mut Extras| match found
+                {
+                    Resolution::Local { dir, file } => {
+                        let child = graph.id((file, dir)).0;
+                        graph.child(child);
+                    }
+                    Resolution::Missing => extras.missing(&display, name),
+                    Resolution::System => {}
+                };
+            for inc in &facts.includes {
                 if inc.kind != IncludeKind::Computed {
-                    let found = match known.get(n) {
-                        Some(&found) if reuse => found,
-                        _ => self.resolver.resolve(dir, &inc.name, inc.kind),
-                    };
-                    note(found, &inc.name, &mut graph, &mut pairs, &mut extras);
+                    let found = self.resolver.resolve(dir, &inc.name, inc.kind);
+                    note(found, &inc.name, &mut self.graph, &mut extras);
                     continue;
                 }
                 let expansion = self.expansion(&inc.name);
@@ -206,17 +244,12 @@ impl Walk<'_> {
                 }
                 for target in &resolved_includes(inc, &expansion) {
                     let found = self.resolver.resolve(dir, &target.name, target.kind);
-                    note(found, &target.name, &mut graph, &mut pairs, &mut extras);
+                    note(found, &target.name, &mut self.graph, &mut extras);
                 }
             }
-            let has_extras = !extras.missing.is_empty() || !extras.computed.is_empty();
-            graph.nodes.push(Node {
-                file,
-                children: (start, graph.edges.len() as u32),
-                extras: has_extras.then(|| Box::new(extras)),
-            });
+            self.graph.resolved(id, start, extras, false);
         }
-        (graph, roots)
+        roots
     }
 
     /// The entry of `file`, read now if the prefetch did not (it reads
