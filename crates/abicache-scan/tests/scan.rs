@@ -295,6 +295,65 @@ fn wide_graph_order_is_preorder_dfs_and_stable_across_runs() {
 }
 
 #[test]
+fn sources_scanned_together_give_each_the_report_it_has_alone() {
+    // Five sources sharing headers (the first walked on the calling thread,
+    // the others beside it): each lists exactly what it lists alone, and
+    // the facts follow the files' first visits, source after source.
+    let t = tree(&[
+        ("s0.cpp", "#include \"a.h\"\n#include \"gone.h\"\n"),
+        (
+            "s1.cpp",
+            "#include \"b.h\"\n#include \"a.h\"\n#include KERNEL\n",
+        ),
+        ("s2.cpp", "#include \"sub/c.h\"\n"),
+        (
+            "s3.cpp",
+            "#include \"a.h\"\n#include \"sub/c.h\"\n#include \"b.h\"\n",
+        ),
+        ("s4.cpp", "PyObject* o;\n#include \"gone.h\"\n"),
+        (
+            "a.h",
+            "#include \"b.h\"\n#include \"missing_in_a.h\"\n#define KERNEL \"sub/k.h\"\n",
+        ),
+        ("b.h", "#include \"sub/c.h\"\nint x = PyLong_FromLong(1);\n"),
+        ("sub/c.h", "#include \"../a.h\"\n#include \"d.h\"\n"),
+        ("sub/d.h", "#include <vector>\n"),
+        ("sub/k.h", "// reached through KERNEL\n"),
+    ]);
+    let names = ["s0.cpp", "s1.cpp", "s2.cpp", "s3.cpp", "s4.cpp"];
+    let sources: Vec<PathBuf> = names.iter().map(|n| t.path().join(n)).collect();
+    let config = ScanConfig::new(t.path());
+    let together = scan(&sources, &config).unwrap();
+    assert_eq!(together.sources.len(), names.len());
+    for (k, source) in sources.iter().enumerate() {
+        let alone = scan(std::slice::from_ref(source), &config).unwrap();
+        assert_eq!(together.sources[k], alone.sources[0], "{}", names[k]);
+    }
+    let s1: Vec<&str> = together.sources[1].files.iter().map(|f| &*f.path).collect();
+    assert!(s1.contains(&"sub/k.h"), "{s1:?}");
+    assert_eq!(
+        together.sources[0].missing_includes,
+        ["s0.cpp:gone.h", "a.h:missing_in_a.h"]
+    );
+    let mut first_visits: Vec<&str> = Vec::new();
+    for s in &together.sources {
+        for f in &s.files {
+            if !first_visits.contains(&&*f.path) {
+                first_visits.push(&f.path);
+            }
+        }
+    }
+    let marked: Vec<usize> = together
+        .python_markers
+        .iter()
+        .map(|m| first_visits.iter().position(|f| *f == m.file).unwrap())
+        .collect();
+    assert!(marked.windows(2).all(|w| w[0] <= w[1]), "{marked:?}");
+    assert!(marked.contains(&first_visits.iter().position(|f| *f == "b.h").unwrap()));
+    assert!(marked.contains(&first_visits.iter().position(|f| *f == "s4.cpp").unwrap()));
+}
+
+#[test]
 fn include_cycle_terminates_with_each_file_once() {
     let t = tree(&[
         ("a.cpp", "#include \"x.h\"\n"),
