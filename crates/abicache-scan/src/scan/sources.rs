@@ -1,7 +1,10 @@
-//! The sources' walks after the prefetch: every include is resolved once
-//! per (file, directory) pair into a compact graph of pair ids, then each
-//! source is walked over that graph (ids only: no name, path nor hash is
-//! looked at per visit), the sources on two threads.
+//! The sources' walks after the prefetch. The prefetch resolves each
+//! (file, directory found in) pair's includes once and records its children
+//! as pair ids in a [`Graph`] (pairs with computed includes are completed
+//! once every macro is known); each source is then walked over that graph,
+//! ids only: no name, path nor hash is looked at per visit. The first
+//! source is walked on the calling thread, which then collects the files'
+//! facts, while the others are walked on a second one.
 
 use std::sync::Arc;
 
