@@ -76,8 +76,8 @@ impl ScanConfig {
 /// defined in the files the extension reaches and in `config.defines` (all
 /// alternatives of each name, see [`crate::macros`]); the headers it names
 /// are resolved like any other include, and it is reported in
-/// [`SourceReport::computed_includes`] (and as a Python-ABI marker) only
-/// when some alternative cannot be resolved.
+/// [`crate::report::SourceReport::computed_includes`] (and as a
+/// Python-ABI marker) only when some alternative cannot be resolved.
 ///
 /// Guarantees: each file is read, hashed and lexed once per call; each
 /// source lists each file it reaches once, depth-first in include order
