@@ -50,6 +50,7 @@
 //! (pinned by a snapshot of a record), and the Python reader's constants are
 //! generated from them ([`python_format_block`], checked current by a test).
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -345,16 +346,7 @@ impl Record {
             if nvcc.origin != "CUDA_HOME" {
                 // `PATH`, in order, up to the nvcc found (all of it for a wheel's).
                 let path = std::env::var_os(abicache_env_vars::PATH).unwrap_or_default();
-                for dir in std::env::split_paths(&path).filter(|d| !d.as_os_str().is_empty()) {
-                    let candidate = dir.join("nvcc");
-                    if &candidate == found {
-                        break;
-                    }
-                    if candidate.metadata().is_ok() {
-                        return None; // a candidate `which` skipped: not provable by absence
-                    }
-                    self.check(&candidate, Expect::Missing)?;
-                }
+                self.absent_on_path_before(&path, "nvcc", found)?;
             }
             if nvcc.origin == "pip wheel" {
                 // Each wheel set searched, up to the one holding the nvcc
@@ -403,20 +395,30 @@ impl Record {
             }
         } else {
             let path = toolchain.path.as_deref().unwrap_or_default();
-            for dir in std::env::split_paths(path).filter(|d| !d.as_os_str().is_empty()) {
-                let candidate = dir.join(wanted);
-                if candidate == found {
-                    break;
-                }
-                if candidate.metadata().is_ok() {
-                    return None; // a candidate the search skipped: not provable by absence
-                }
-                self.check(&candidate, Expect::Missing)?;
-            }
+            self.absent_on_path_before(path, wanted, &found)?;
         }
         let stamp = FileStamp::trusted(&std::fs::metadata(&found).ok()?, SystemTime::now())?;
         self.check(&found, Expect::Stamp(stamp))?;
         self.host_cpu = Some(cpu.identity().to_owned());
+        Some(())
+    }
+
+    /// Adds the absence of `name` in each directory of `path` (a `PATH`
+    /// value, searched in order as `which` does) before `found`, so another
+    /// `name` appearing earlier is a miss. `None` (no record) when a
+    /// candidate exists that the search skipped (not an executable file):
+    /// not provable by absence.
+    fn absent_on_path_before(&mut self, path: &OsStr, name: &str, found: &Path) -> Option<()> {
+        for dir in std::env::split_paths(path).filter(|d| !d.as_os_str().is_empty()) {
+            let candidate = dir.join(name);
+            if candidate == found {
+                break;
+            }
+            if candidate.metadata().is_ok() {
+                return None;
+            }
+            self.check(&candidate, Expect::Missing)?;
+        }
         Some(())
     }
 
@@ -613,7 +615,7 @@ mod tests {
     }
 
     #[test]
-    fn isa_features_listed_or_lacking_stay_for_the_reader() {
+    fn isa_features_listed_or_lacking_stay_for_the_reader_and_a_hidden_one_binds_the_cpu() {
         let cpu = abicache_isa::running_cpu().expect("this machine has /proc/cpuinfo");
         let mut isa: Vec<(String, String)> = cpu
             .names()
@@ -635,6 +637,29 @@ mod tests {
             record.host_cpu, None,
             "any CPU listing them may take the record"
         );
+        // A feature this CPU runs that /proc/cpuinfo does not list (this
+        // project's VMs hide `rdseed`): only where the machine has one.
+        let hidden = abicache_isa::EXTENSIONS
+            .iter()
+            .find(|e| cpu.has(e.name) && !cpu.names().any(|n| n == e.name));
+        if let Some(hidden) = hidden {
+            let mut record = Record {
+                isa: vec![(hidden.name.into(), hidden.flag.into())],
+                host_cpu: None,
+                ..sample()
+            };
+            record.isa_beyond_cpuinfo();
+            assert!(
+                record.isa.is_empty(),
+                "the reader could not check {}",
+                hidden.name
+            );
+            assert_eq!(
+                record.host_cpu.as_deref(),
+                Some(cpu.identity()),
+                "the record holds for this CPU only"
+            );
+        }
     }
 
     #[test]
