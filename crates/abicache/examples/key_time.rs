@@ -23,8 +23,11 @@
 //! which a loaded machine does not inflate as it does wall time.
 //!
 //! With `--floor` it also times the raw floor: read + BLAKE3 of the same
-//! files (the scan's unique files), on one thread and on two. Prints one
-//! JSON object (times in milliseconds, medians over the runs).
+//! files (the scan's unique files), on one thread and on two, once in each
+//! run, interleaved with its cold and uncached keys (so a burst of load
+//! elsewhere weighs on both sides); `cold_vs_floor` is the median over the
+//! runs of each run's cold key against the faster of its two floors.
+//! Prints one JSON object (times in milliseconds, medians over the runs).
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -107,6 +110,36 @@ fn main() {
         .prepare(spec, &file.root)
         .unwrap_or_else(|e| panic!("{e}"));
     session.settle();
+    // The files the key reads (the floor reads and hashes the same ones).
+    let resolve = |p: &str| -> PathBuf {
+        let path = Path::new(p);
+        if path.is_absolute() {
+            path.to_path_buf()
+        } else {
+            file.root.join(path)
+        }
+    };
+    let files: Vec<PathBuf> = prepared
+        .scan
+        .unique_files()
+        .iter()
+        .map(|f| resolve(&f.path))
+        .collect();
+    let floor_1t = || {
+        time_ms(|| {
+            read_and_hash(&files);
+        })
+    };
+    let floor_2t = || {
+        let half = files.len().div_ceil(2).max(1);
+        time_ms(|| {
+            std::thread::scope(|s| {
+                for chunk in files.chunks(half) {
+                    s.spawn(move || read_and_hash(chunk));
+                }
+            });
+        })
+    };
     let facts_file = session.scan_facts_path().unwrap_or_else(|e| panic!("{e}"));
     let memo_dir = facts_file.with_file_name("key-memo");
     // Cold and uncached keys alternate (cold first on even runs, uncached
@@ -138,6 +171,7 @@ fn main() {
     };
     let (mut times, mut uncached) = (Vec::with_capacity(runs), Vec::with_capacity(runs));
     let mut settled_times = Vec::with_capacity(runs);
+    let (mut one, mut two) = (Vec::with_capacity(runs), Vec::with_capacity(runs));
     let (mut cold_cpu, mut uncached_cpu) = (0.0, 0.0);
     let mut last = None;
     for run in 0..runs {
@@ -153,10 +187,18 @@ fn main() {
             uncached.push(ms);
             uncached_cpu += cpu;
         };
+        let mut floors = || {
+            if floor {
+                one.push(floor_1t());
+                two.push(floor_2t());
+            }
+        };
         if run % 2 == 0 {
             cold();
             plain();
+            floors();
         } else {
+            floors();
             plain();
             cold();
         }
@@ -193,20 +235,6 @@ fn main() {
         warm_scan_cpu = cpu_ms() - cpu;
         (times, scans)
     });
-    let resolve = |p: &str| -> PathBuf {
-        let path = Path::new(p);
-        if path.is_absolute() {
-            path.to_path_buf()
-        } else {
-            file.root.join(path)
-        }
-    };
-    let files: Vec<PathBuf> = prepared
-        .scan
-        .unique_files()
-        .iter()
-        .map(|f| resolve(&f.path))
-        .collect();
     let per_source_visits: usize = prepared.scan.sources.iter().map(|s| s.files.len()).sum();
     let bytes = read_and_hash(&files);
 
@@ -239,27 +267,13 @@ fn main() {
         out["warm_scan_ms"] = median(scan_times).into();
     }
     if floor {
-        let one: Vec<f64> = (0..runs)
-            .map(|_| {
-                time_ms(|| {
-                    read_and_hash(&files);
-                })
-            })
-            .collect();
-        let half = files.len().div_ceil(2);
-        let two: Vec<f64> = (0..runs)
-            .map(|_| {
-                time_ms(|| {
-                    std::thread::scope(|s| {
-                        for chunk in files.chunks(half.max(1)) {
-                            s.spawn(move || read_and_hash(chunk));
-                        }
-                    });
-                })
-            })
+        // Each run's cold key against the faster floor of the same run.
+        let ratios: Vec<f64> = (0..runs)
+            .map(|i| out["times_ms"][i].as_f64().unwrap_or(f64::NAN) / one[i].min(two[i]))
             .collect();
         out["floor_1t_ms"] = median(one).into();
         out["floor_2t_ms"] = median(two).into();
+        out["cold_vs_floor"] = median(ratios).into();
     }
     println!("{out}");
 }
