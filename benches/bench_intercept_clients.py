@@ -30,11 +30,12 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -104,7 +105,7 @@ def library_from(libraries: List[str], cache: Path) -> str:
 
 
 def run_case(python: Path, client: str, how: str, dirs: Dict[str, Path], sdist: Path, work: Path,
-             cxx: Path, label: str, tools: Path) -> Dict[str, Any]:
+             cxx: Path, label: str, tools: Path, floor_libraries: Optional[List[List[str]]] = None) -> Dict[str, Any]:
     out = work / "results" / f"{client}-{how}-{label}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     compile_log = work / "results" / f"{client}-{how}-{label}.compiles"
@@ -126,6 +127,8 @@ def run_case(python: Path, client: str, how: str, dirs: Dict[str, Path], sdist: 
     argv = [str(python), str(DRIVER), client, "--out", str(out)]
     if client == "gptq":
         argv += ["--sdist", str(sdist)]
+    if floor_libraries is not None:
+        argv += ["--floor-libraries", json.dumps(floor_libraries)]
     if how == "abicache":
         argv = [str(python.parent / "abicache"), "run", "--cache-dir", str(dirs["abicache"]), "--", *argv]
     started = time.perf_counter()
@@ -149,6 +152,33 @@ def run_case(python: Path, client: str, how: str, dirs: Dict[str, Path], sdist: 
     return result
 
 
+def warm_against_floor(python: Path, dirs: Dict[str, Path], work: Path, cxx: Path, tools: Path, sdist: Path,
+                       libraries: List[List[str]], rounds: int) -> Dict[str, Any]:
+    """DeepSpeed's warm `load` calls through abicache against their floor:
+    the same client process with `load` replaced by an import of the built
+    module from its path (so both are timed at the same points of the
+    client's work), `rounds` processes of each, alternating; per module and
+    in total, medians in milliseconds."""
+    times: Dict[str, Dict[str, List[float]]] = {"abicache": {}, "floor": {}}
+    native: List[bool] = []
+    for i in range(rounds):
+        for how in (("abicache", "floor") if i % 2 == 0 else ("floor", "abicache")):
+            r = run_case(python, "deepspeed", how, dirs, sdist, work, cxx, f"warm-{i + 2}", tools,
+                         floor_libraries=libraries if how == "floor" else None)
+            if how == "abicache":
+                native.append(r["abicache_native_loaded"])
+            for call in r["calls"]:
+                times[how].setdefault(call["name"], []).append(call["seconds"] * 1e3)
+            times[how].setdefault("total", []).append(sum(c["seconds"] for c in r["calls"]) * 1e3)
+    rows = {}
+    for name in times["abicache"]:
+        w, f = statistics.median(times["abicache"][name]), statistics.median(times["floor"][name])
+        rows[name] = {"warm_ms": w, "floor_ms": f, "ratio": w / f}
+    # Whether a warm process loaded abicache's native module (False: every load
+    # was answered by the warm-load record).
+    return {"rounds": rounds, "rows": rows, "native_module_loaded": native, "times_ms": times}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--venv", type=Path, default=REPO / ".venv", help="the project venv (torch), read only")
@@ -156,6 +186,8 @@ def main() -> int:
     parser.add_argument("--work", type=Path, default=HERE / ".work" / "intercept")
     parser.add_argument("--gptq-sdist", type=Path, default=HERE / ".work" / "gptqmodel-7.7.0")
     parser.add_argument("--only", choices=["deepspeed", "gptq"])
+    parser.add_argument("--floor-rounds", type=int, default=7,
+                        help="warm DeepSpeed processes (and as many floor processes) for its warm load vs floor")
     args = parser.parse_args()
     work = args.work.resolve()
     work.mkdir(parents=True, exist_ok=True)
@@ -180,6 +212,7 @@ def main() -> int:
 
     clients = [args.only] if args.only else ["deepspeed", "gptq"]
     results: Dict[str, Dict[str, Dict[str, Any]]] = {}
+    versus: Dict[str, Any] = {}
     for client in clients:
         for how in ("torch", "abicache"):
             state = work / "state" / f"{client}-{how}"
@@ -188,6 +221,12 @@ def main() -> int:
             cases = results.setdefault(client, {}).setdefault(how, {})
             cases["cold"] = run_case(venv_a, client, how, dirs, sdist_a, work, cxx, "cold", tools)
             cases["warm"] = run_case(venv_a, client, how, dirs, sdist_a, work, cxx, "warm", tools)
+            if client == "deepspeed" and how == "abicache":
+                # The warm `load` calls (venv A, from the cache the warm case hit)
+                # against their floor.
+                libraries = [[c["name"], c["path"]] for c in cases["warm"]["calls"]]
+                versus = warm_against_floor(
+                    venv_a, dirs, work, cxx, tools, sdist_a, libraries, args.floor_rounds)
             cases["second venv"] = run_case(venv_b, client, how, dirs, sdist_b, work, cxx, "second-venv", tools)
             if client == "gptq":
                 # GPTQModel finds its own library in its build root before it calls `load`
@@ -195,7 +234,7 @@ def main() -> int:
                 fresh = dict(dirs, gptq=state / "gptq-fresh")
                 cases["empty GPTQModel root"] = run_case(venv_b, client, how, fresh, sdist_b, work, cxx,
                                                          "empty-root", tools)
-    (work / "results.json").write_text(json.dumps(results, indent=1))
+    (work / "results.json").write_text(json.dumps({"cases": results, "deepspeed_warm_vs_floor": versus}, indent=1))
 
     print("| client | case | `load` | wall (process) | time in `load` | `load` calls | compiles | library from | check |")
     print("|---|---|---|---|---|---|---|---|---|")
@@ -211,6 +250,15 @@ def main() -> int:
                 shown = f"{in_load:.1f} s" if in_load >= 1 else f"{in_load * 1e3:.1f} ms"
                 print(f"| {client} | {case} | {how}'s | {r['wall']:.1f} s | {shown} | "
                       f"{len(r['calls'])} | {r['compiles']} | {r['library_from']} | {check} |")
+    if versus:
+        print(f"\nDeepSpeed's warm `load` (through abicache) against its floor: the same client with `load` "
+              f"replaced by importing the built module from its path (medians of {versus['rounds']} processes "
+              f"each, alternating; abicache's native module loaded in {sum(versus['native_module_loaded'])} of them)")
+        print("| module | warm `load` | floor | ratio | target |")
+        print("|---|---|---|---|---|")
+        for name, row in versus["rows"].items():
+            ok = "ok" if row["ratio"] <= 2 else "MISSED"
+            print(f"| {name} | {row['warm_ms']:.2f} ms | {row['floor_ms']:.2f} ms | {row['ratio']:.2f}x | <= 2x {ok} |")
     return 0
 
 

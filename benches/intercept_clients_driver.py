@@ -5,10 +5,13 @@ its extensions, and this checks them against pure-torch references.
 
     python intercept_clients_driver.py deepspeed --out RESULT.json
     python intercept_clients_driver.py gptq --sdist DIR --out RESULT.json
+    python intercept_clients_driver.py deepspeed --floor-libraries '[[NAME, PATH], ...]' --out RESULT.json
 
 Records every `torch.utils.cpp_extension.load` call the client makes (name,
-seconds), which `load` that was (torch's, or abicache's through the
-interception), and the largest difference from the reference.
+seconds, the library it returned), which `load` that was (torch's, or abicache's through the
+interception, or the floor: `--floor-libraries` replaces `load` with an
+import of the built module from its path), and the largest difference
+from the reference.
 """
 
 from __future__ import annotations
@@ -32,15 +35,19 @@ def time_load() -> str:
     """Wraps the module's `load` (abicache's when intercepting: the import
     above patched it) so each call is timed; returns whose `load` it is."""
     inner = cpp_extension.load
-    owner = "abicache" if hasattr(inner, "_abicache_original") else "torch"
+    owner = ("abicache" if hasattr(inner, "_abicache_original")
+             else "floor" if hasattr(inner, "_abicache_floor") else "torch")
 
     def load(*args: Any, **kwargs: Any) -> Any:
         started = time.perf_counter()
+        loaded = None
         try:
-            return inner(*args, **kwargs)
+            loaded = inner(*args, **kwargs)
+            return loaded
         finally:
-            CALLS.append({"name": kwargs.get("name", args[0] if args else None),
-                          "seconds": time.perf_counter() - started})
+            seconds = time.perf_counter() - started
+            CALLS.append({"name": kwargs.get("name", args[0] if args else None), "seconds": seconds,
+                          "path": loaded if isinstance(loaded, str) else getattr(loaded, "__file__", None)})
 
     cpp_extension.load = load
     return owner
@@ -125,16 +132,44 @@ def gptq_client(sdist: Path) -> Dict[str, Any]:
     return {"ok": ok, "build_root": str(extension.build_root())}
 
 
+def floor_load(libraries: List[List[str]]) -> Callable[..., Any]:
+    """A `load` that only imports the module the client asks for from the
+    path given for its name (`[name, path]` pairs): the floor a warm `load`
+    is compared with, timed by `time_load` in the client's own process, at
+    the same points of its work as the real `load`."""
+    import importlib.machinery
+    import importlib.util
+
+    paths = dict((name, path) for name, path in libraries)
+
+    def load(name: str, *args: Any, **kwargs: Any) -> Any:
+        path = paths[name]
+        loader = importlib.machinery.ExtensionFileLoader(name, path)
+        spec = importlib.util.spec_from_file_location(name, path, loader=loader)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    load._abicache_floor = True  # type: ignore[attr-defined]
+    return load
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("client", choices=["deepspeed", "gptq"])
     parser.add_argument("--sdist", type=Path)
+    parser.add_argument("--floor-libraries", help="a JSON list of [module name, library path]: `load` only "
+                        "imports the module from its path (the floor), for a client that loads Python modules")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
+    if args.floor_libraries:
+        cpp_extension.load = floor_load(json.loads(args.floor_libraries))
     owner = time_load()
     started = time.perf_counter()
     result = deepspeed_client() if args.client == "deepspeed" else gptq_client(args.sdist)
     result.update(load_owner=owner, calls=CALLS, client_seconds=time.perf_counter() - started,
+                  abicache_native_loaded="abicache._native" in sys.modules,
                   libraries=sorted(set(_loaded_libraries())))
     args.out.write_text(json.dumps(result, indent=1))
     return 0 if result["ok"] else 1

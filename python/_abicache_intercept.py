@@ -153,16 +153,28 @@ def _unsupported(name, arguments, accepted):
     return None
 
 
+# function -> its ``inspect.Signature``, worked out once per process (each
+# costs 40-200 us; a warm intercepted call is about a millisecond).
+_signatures = {}
+
+
+def _signature(function):
+    signature = _signatures.get(function)
+    if signature is None:
+        import inspect
+
+        signature = _signatures[function] = inspect.signature(function)
+    return signature
+
+
 def _call(original, name, args, kwargs):
     """One intercepted call: abicache's function when it supports the call,
     else torch's. torch's also gets every call abicache fails (a cache it
     cannot use, a failed build: torch then fails or succeeds as it would
     have, with one line on stderr first), so interception never breaks a
     program that works without it. ``KeyboardInterrupt`` is not caught."""
-    import inspect
-
     try:
-        arguments = inspect.signature(original).bind(*args, **kwargs).arguments
+        arguments = _signature(original).bind(*args, **kwargs).arguments
     except TypeError:
         return original(*args, **kwargs)  # torch's own error for a bad call
     verbose = _verbose or bool(arguments.get("verbose"))
@@ -172,7 +184,7 @@ def _call(original, name, args, kwargs):
         import abicache
 
         replacement = getattr(abicache, name)
-        reason = _unsupported(name, arguments, inspect.signature(replacement).parameters)
+        reason = _unsupported(name, arguments, _signature(replacement).parameters)
     if reason is not None:
         if verbose:
             _say("%s: %s is not supported; torch.utils.cpp_extension.%s builds it" % (label, reason, name))
