@@ -19,7 +19,12 @@ installed into the project venvs.
 
     python3 benches/bench_intercept_clients.py --venv .venv --wheel dist/abicache-*.whl [--only deepspeed]
 
-Prints a Markdown table and writes `results.json` under the work directory.
+DeepSpeed's warm `load` is also compared with its floor: after the warm
+case, `--floor-rounds` warm processes alternate with as many floor processes,
+the same client with `load` replaced by importing the built module from its
+path (`intercept_clients_driver.py --floor-libraries`).
+
+Prints Markdown tables and writes `results.json` under the work directory.
 Slow: about 10-15 minutes on 2 cores (9 DeepSpeed and 3 GPTQModel compiles of
 `torch/extension.h` units).
 """

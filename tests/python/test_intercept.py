@@ -330,3 +330,26 @@ def test_missing_or_unknown_cmd_is_a_clear_error() -> None:
     proc = _run(_abicache_run("--", "abicache-no-such-command"), _env())
     assert proc.returncode == 127
     assert "cannot run `abicache-no-such-command`" in proc.stderr, proc.stderr
+
+
+def test_each_functions_signature_is_worked_out_once_per_process(monkeypatch: Any) -> None:
+    import inspect
+
+    import _abicache_intercept
+
+    def client_load(name: str, sources: list, verbose: bool = False) -> None:
+        return None
+
+    worked_out = []
+    real = inspect.signature
+
+    def counting(function: Any) -> inspect.Signature:
+        worked_out.append(function)
+        return real(function)
+
+    monkeypatch.setattr(inspect, "signature", counting)
+    first = _abicache_intercept._signature(client_load)
+    again = _abicache_intercept._signature(client_load)
+    assert again is first
+    assert worked_out == [client_load]
+    assert list(first.parameters) == ["name", "sources", "verbose"]
