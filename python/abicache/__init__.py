@@ -19,6 +19,7 @@ import os
 import stat
 import sys
 import threading
+import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple, Union
 
 # `_native` and `_env` are imported on first use: a warm load answered by
@@ -180,6 +181,11 @@ def _rebuild_set() -> bool:
     return os.environ.get("ABICACHE_REBUILD", "").strip(" \t\n\r\x0c") not in ("", "0")
 
 
+# A warm hit leaves `last-used` alone when it was set at most this long ago
+# (one in the future is set to now): well inside gc's default grace of 60 s.
+_TOUCHED_RECENTLY_NS = 10_000_000_000
+
+
 def _check_warm_record(name: str, cache_dir: Optional[str]) -> Optional[Any]:
     # The record ``name`` when every check in it holds now, else ``None``.
     # Writes only the entry's ``last-used`` (before the checks).
@@ -236,17 +242,28 @@ def _check_warm_record(name: str, cache_dir: Optional[str]) -> Optional[Any]:
             return None
         # Marked used before the checks, as a lookup does: gc re-reads
         # `last-used` under the entry's lock and spares an entry used within
-        # its grace, so the library checked below is still there to load.
+        # its grace (60 s unless `ABICACHE_GC_GRACE` says otherwise), so the
+        # library checked below is still there to load. Not written again
+        # when it was set less than `_TOUCHED_RECENTLY_NS` ago (a `lstat`
+        # instead of an `open`, a `utime` and a `close`: many processes
+        # loading one extension at once write it once).
         try:
-            fd = os.open(
-                record["last_used"],
-                os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-                0o600,
-            )
+            last_used = record["last_used"]
             try:
-                os.utime(fd)
-            finally:
-                os.close(fd)
+                st = os.lstat(last_used)
+                recent = stat.S_ISREG(st.st_mode) and 0 <= time.time_ns() - st.st_mtime_ns < _TOUCHED_RECENTLY_NS
+            except OSError:
+                recent = False
+            if not recent:
+                fd = os.open(
+                    last_used,
+                    os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                    0o600,
+                )
+                try:
+                    os.utime(fd)
+                finally:
+                    os.close(fd)
         except OSError:
             pass  # best effort, as in the store
         if not _key_inputs_hold(record):

@@ -68,6 +68,27 @@ def test_a_warm_load_takes_no_native_call_and_counts_its_hit(warm: Dict[str, Any
     assert any(row[0] == str(warm["source"]) for row in record["stat"]), "the source is a dependency"
 
 
+def test_a_warm_hit_sets_last_used_unless_it_was_set_in_the_last_ten_seconds(warm: Dict[str, Any]) -> None:
+    last_used = Path(json.loads(warm["record"].read_text())["last_used"])
+    hour_ago = time.time_ns() - 3600 * 10**9
+    os.utime(last_used, ns=(hour_ago, hour_ago))
+    assert not _load(warm["source"], warm["cache"])["native"]
+    touched = last_used.stat().st_mtime_ns
+    assert time.time_ns() - touched < 60 * 10**9, "an hour-old last-used is set to now: gc spares the entry"
+    # Set moments ago: the next hit (within 10 s) leaves it as it is.
+    assert not _load(warm["source"], warm["cache"])["native"]
+    assert last_used.stat().st_mtime_ns == touched
+    # In the future (a clock set back): set to now.
+    future = time.time_ns() + 3600 * 10**9
+    os.utime(last_used, ns=(future, future))
+    assert not _load(warm["source"], warm["cache"])["native"]
+    assert last_used.stat().st_mtime_ns < future - 3000 * 10**9
+    # Removed: created again.
+    last_used.unlink()
+    assert not _load(warm["source"], warm["cache"])["native"]
+    assert last_used.is_file()
+
+
 def test_an_edited_source_is_a_new_key_not_the_record(warm: Dict[str, Any]) -> None:
     source = warm["source"]
     source.write_text(source.read_text().replace("dst[i] = src[i] * s + t;", "dst[i] = src[i] * s + t + 1;"))

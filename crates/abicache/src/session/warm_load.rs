@@ -440,13 +440,21 @@ impl Record {
         }
     }
 
+    /// Adds the check of `path`, once: a row equal to one already there
+    /// (a directory named twice on `PATH`, a file two inputs stamp) is not
+    /// added again, since the reader would only repeat a system call.
     fn check(&mut self, path: &Path, expect: Expect) -> Option<()> {
+        fn add<T: PartialEq>(rows: &mut Vec<T>, row: T) {
+            if !rows.contains(&row) {
+                rows.push(row);
+            }
+        }
         let p = text(path)?;
         match expect {
-            Expect::Stamp(s) => self.stat.push(stamp_row(path, s)?),
-            Expect::Missing => self.missing.push(p),
-            Expect::Directory { dev, ino } => self.directory.push((p, dev, ino)),
-            Expect::Same { dev, ino } => self.same.push((p, dev, ino)),
+            Expect::Stamp(s) => add(&mut self.stat, stamp_row(path, s)?),
+            Expect::Missing => add(&mut self.missing, p),
+            Expect::Directory { dev, ino } => add(&mut self.directory, (p, dev, ino)),
+            Expect::Same { dev, ino } => add(&mut self.same, (p, dev, ino)),
         }
         Some(())
     }
@@ -660,6 +668,46 @@ mod tests {
                 "the record holds for this CPU only"
             );
         }
+    }
+
+    #[test]
+    fn a_path_checked_twice_gives_one_row() {
+        let mut record = sample();
+        let before = (
+            record.missing.len(),
+            record.directory.len(),
+            record.same.len(),
+        );
+        // `PATH=/a:/a` searches `/a/nvcc` twice; a directory may be both an include and a parent.
+        for _ in 0..2 {
+            record.check(Path::new("/a/nvcc"), Expect::Missing).unwrap();
+            record
+                .check(
+                    Path::new("/p/include"),
+                    Expect::Directory { dev: 1, ino: 6 },
+                )
+                .unwrap();
+            record
+                .check(Path::new("/p/link"), Expect::Same { dev: 1, ino: 7 })
+                .unwrap();
+        }
+        assert_eq!(
+            (
+                record.missing.len(),
+                record.directory.len(),
+                record.same.len()
+            ),
+            (before.0 + 1, before.1, before.2)
+        );
+        assert_eq!(record.missing.last().map(String::as_str), Some("/a/nvcc"));
+        // Another identity at the same path is another check, and stays.
+        record
+            .check(
+                Path::new("/p/include"),
+                Expect::Directory { dev: 1, ino: 99 },
+            )
+            .unwrap();
+        assert_eq!(record.directory.len(), before.1 + 1);
     }
 
     #[test]
