@@ -31,7 +31,8 @@ pub const CACHEDIR_TAG: &str = "Signature: 8a477f597d28d172789f06886806bc55\n\
 
 /// File name of an entry's manifest; an entry without it does not exist.
 pub const MANIFEST_FILE: &str = "manifest.json";
-/// File whose mtime is an entry's last-used time, touched on every hit.
+/// File whose mtime is an entry's last-used time, touched on every hit
+/// (a warm-load record's hit leaves one touched in the last 10 s as it is).
 pub const LAST_USED_FILE: &str = "last-used";
 /// File holding the stat stamp of an entry's last full verification
 /// (best effort: without it, the next hit hashes the library again).
