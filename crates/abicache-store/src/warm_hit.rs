@@ -35,8 +35,8 @@ use crate::LAYOUT_VERSION;
 ///   stamp;
 /// - the hit then sets the mtime of `last_used` (created owner-only if
 ///   missing, never through a symlink; the Python reader leaves one set
-///   in the last 10 s as it is, inside gc's default grace), and appends `hit_line` to
-///   `stats_log` as the counter log's writers do (open `O_APPEND` without
+///   in the last 10 s as it is, inside gc's default grace), and appends
+///   `hit_line` to `stats_log` as the counter log's writers do (open `O_APPEND` without
 ///   following symlinks, shared `flock`, check the path still names the
 ///   opened file, one `write`), leaving the hit to the store instead when
 ///   the log is missing or longer than `fold_at` (the store creates and
