@@ -13,7 +13,7 @@ import os
 import shutil
 import time
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
 import pytest
 from _util import EXAMPLES, run_python
@@ -39,6 +39,23 @@ def _stats(cache: Path) -> Dict[str, Any]:
     return run_python("emit(abicache.stats(CACHE))", cache)
 
 
+def _build_and_write_record(
+    code: str, cache: Path, args: Dict[str, Any], env: Optional[Dict[str, str]] = None
+) -> Tuple[Dict[str, Any], Path]:
+    """Runs ``code`` twice in fresh interpreters, the racy window between:
+    the first builds (native path), the second is a native hit, which writes
+    the warm-load record. Returns the first run's output and the record's
+    file (the one file in ``v1/warm``)."""
+    built = run_python(code, cache, args=args, env=env)
+    assert built["native"], "the first load builds on the native path"
+    time.sleep(RACY_WINDOW_S)
+    second = run_python(code, cache, args=args, env=env)
+    assert second["native"], "no record yet: the entry was younger than the racy window"
+    records = list((cache / "v1" / "warm").iterdir())
+    assert len(records) == 1, "the native hit wrote one record"
+    return built, records[0]
+
+
 @pytest.fixture()
 def warm(tmp_path: Path) -> Dict[str, Any]:
     """The example built, aged past the racy window, and loaded once more
@@ -47,14 +64,9 @@ def warm(tmp_path: Path) -> Dict[str, Any]:
     shutil.copytree(EXAMPLES / "stable_scale", src)
     cache = tmp_path / "cache"
     source = src / "scale.cpp"
-    built = _load(source, cache)
-    assert built["native"] and built["out"] == [3.0, 3.0, 3.0]
-    time.sleep(RACY_WINDOW_S)
-    second = _load(source, cache)
-    assert second["native"], "no record yet: the entry was younger than the racy window"
-    records = list((cache / "v1" / "warm").iterdir())
-    assert len(records) == 1, "the native hit wrote one record"
-    return {"source": source, "cache": cache, "key": built["key"], "path": built["path"], "record": records[0]}
+    built, record = _build_and_write_record(LOAD, cache, {"source": str(source)})
+    assert built["out"] == [3.0, 3.0, 3.0]
+    return {"source": source, "cache": cache, "key": built["key"], "path": built["path"], "record": record}
 
 
 def test_a_warm_load_takes_no_native_call_and_counts_its_hit(warm: Dict[str, Any]) -> None:
@@ -263,12 +275,8 @@ def test_a_cuda_extension_gets_a_record_that_checks_nvcc_and_the_arch_list(tmp_p
     shadow.mkdir()
     env = {"TORCH_CUDA_ARCH_LIST": "9.0", "PATH": f"{shadow}:{os.environ.get('PATH', '')}"}
     args = {"sources": [str(src / "ops.cpp"), str(src / "axpy_kernel.cu")]}
-    built = run_python(CUDA_LOAD, cache, args=args, env=env)
-    assert built["native"] and built["op"]
-    time.sleep(RACY_WINDOW_S)
-    second = run_python(CUDA_LOAD, cache, args=args, env=env)
-    assert second["native"], "the native hit writes the record"
-    (record_file,) = list((cache / "v1" / "warm").iterdir())
+    built, record_file = _build_and_write_record(CUDA_LOAD, cache, args, env)
+    assert built["op"]
     record = json.loads(record_file.read_text())
     environ = dict(record["environ"])
     assert environ["TORCH_CUDA_ARCH_LIST"] == "9.0" and environ["PATH"] == env["PATH"]
@@ -320,12 +328,8 @@ def test_a_native_cpu_flag_extension_gets_a_record_that_checks_the_cpu_and_the_c
     env = {"PATH": f"{shadow}:{os.environ.get('PATH', '')}"}
     env_without_cxx = {"CXX": ""}  # an empty CXX counts as unset: `c++` on PATH
     args = {"source": str(src / "scale.cpp")}
-    built = run_python(NATIVE_LOAD, cache, args=args, env={**env, **env_without_cxx})
-    assert built["native"] and built["out"] == [3.0, 3.0, 3.0]
-    time.sleep(RACY_WINDOW_S)
-    second = run_python(NATIVE_LOAD, cache, args=args, env={**env, **env_without_cxx})
-    assert second["native"], "the native hit writes the record"
-    (record_file,) = list((cache / "v1" / "warm").iterdir())
+    built, record_file = _build_and_write_record(NATIVE_LOAD, cache, args, {**env, **env_without_cxx})
+    assert built["out"] == [3.0, 3.0, 3.0]
     record = json.loads(record_file.read_text())
     environ = dict(record["environ"])
     assert environ["PATH"] == env["PATH"] and environ["CXX"] == ""
