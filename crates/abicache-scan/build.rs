@@ -6,7 +6,11 @@
 use std::path::Path;
 
 fn main() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    // Read when the script runs (`env!` would name the checkout the
+    // script was compiled in: a target directory shared by checkouts at
+    // other paths reuses it).
+    let manifest = std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    let src = Path::new(&manifest).join("src");
     abicache_source_fingerprint::emit(
         "ABICACHE_SCAN_FINGERPRINT",
         env!("CARGO_PKG_VERSION"),

@@ -5,7 +5,11 @@
 use std::path::Path;
 
 fn main() {
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // Read when the script runs (`env!` would name the checkout the
+    // script was compiled in: a target directory shared by checkouts at
+    // other paths reuses it).
+    let manifest = std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    let manifest = Path::new(&manifest);
     abicache_source_fingerprint::emit(
         "ABICACHE_KEY_CODE_FINGERPRINT",
         env!("CARGO_PKG_VERSION"),

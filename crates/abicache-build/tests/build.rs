@@ -11,7 +11,7 @@ use abicache_build::{
 
 /// `<workspace>/.venv/lib/python3.*/site-packages`, if the venv exists.
 fn site_packages() -> Option<PathBuf> {
-    let lib = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/lib");
+    let lib = abicache_test_support::repo_root().join(".venv/lib");
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(lib)
         .ok()?
         .flatten()

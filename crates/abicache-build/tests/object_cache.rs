@@ -11,7 +11,7 @@ use std::process::Command;
 use abicache_build::{build, BuildOptions, BuildPlan, Toolchain, ToolchainEnv, Unit};
 
 fn torch_dir() -> Option<PathBuf> {
-    let lib = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/lib");
+    let lib = abicache_test_support::repo_root().join(".venv/lib");
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(lib)
         .ok()?
         .flatten()

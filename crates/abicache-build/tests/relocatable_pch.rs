@@ -14,7 +14,7 @@ use abicache_build::{
 
 /// torch's package dir in `<workspace>/.venv`, if it exists (the link needs its libraries).
 fn torch_dir() -> Option<PathBuf> {
-    let lib = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/lib");
+    let lib = abicache_test_support::repo_root().join(".venv/lib");
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(lib)
         .ok()?
         .flatten()

@@ -21,10 +21,7 @@ fn assert_same(bytes: &[u8], what: &dyn std::fmt::Display) {
 }
 
 fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap()
+    abicache_test_support::repo_root()
 }
 
 /// Every regular file under `dir`, sorted.

@@ -41,8 +41,21 @@ pub fn fingerprint(base: &Path, dirs: &[PathBuf]) -> u64 {
 /// For a build script: sets the compile-time variable `var` to
 /// `<version>-<fingerprint of dirs>` and asks cargo to rerun the script when
 /// anything below `dirs` changes.
+///
+/// Panics (failing the build) when one of `dirs` is not a directory: a
+/// fingerprint of code that is not there would be the same for every
+/// version of it. (A build script compiled in another checkout and reused
+/// from a shared target directory would name that checkout's paths if it
+/// took them from `env!("CARGO_MANIFEST_DIR")`; read it at run time.)
 pub fn emit(var: &str, version: &str, base: &Path, dirs: &[PathBuf]) {
     for dir in dirs {
+        assert!(
+            dir.is_dir(),
+            "abicache-source-fingerprint: `{}` is not a directory, so its code cannot be \
+             fingerprinted; pass the build script's directories from \
+             `std::env::var_os(\"CARGO_MANIFEST_DIR\")` at run time",
+            dir.display()
+        );
         println!("cargo:rerun-if-changed={}", dir.display());
     }
     let hash = fingerprint(base, dirs);
@@ -60,5 +73,15 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
         } else if path.extension().is_some_and(|e| e == "rs") {
             out.push(path);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    #[should_panic(expected = "is not a directory")]
+    fn a_directory_that_is_not_there_fails_the_build() {
+        let dir = tempfile::tempdir().unwrap();
+        super::emit("UNUSED", "0", dir.path(), &[dir.path().join("gone")]);
     }
 }

@@ -3,9 +3,20 @@
 
 use std::path::{Path, PathBuf};
 
-/// The repository's root directory, canonical.
+/// The repository's root directory, canonical: two levels above the
+/// running test's crate (`crates/<name>`), which `cargo test` and `cargo
+/// nextest` name in `CARGO_MANIFEST_DIR` when they run it.
+///
+/// Read at run time, never with `env!`: the per-machine target directory
+/// is shared by every checkout on the machine (CI clones into a new folder
+/// each time), and cargo reuses a test binary built in another checkout
+/// when this one's sources are older than it, so a path compiled in names
+/// that other checkout, which may be gone or hold other code.
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    let manifest = std::env::var_os("CARGO_MANIFEST_DIR").expect(
+        "CARGO_MANIFEST_DIR is unset: run the tests with `cargo nextest run` or `cargo test`",
+    );
+    Path::new(&manifest)
         .join("../..")
         .canonicalize()
         .expect("the repository root exists")

@@ -6,7 +6,7 @@ use abicache::env_vars::{markdown_table, ENV_VARS};
 #[test]
 fn readme_env_table_matches_env_vars() {
     let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+        std::fs::read_to_string(abicache_test_support::repo_root().join("README.md")).unwrap();
     let table: Vec<&str> = readme
         .lines()
         .skip_while(|l| !l.starts_with("## Environment variables"))

@@ -596,7 +596,7 @@ mod tests {
 
     #[test]
     fn the_python_readers_format_is_generated_from_this_one() {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../python/abicache/__init__.py");
+        let path = abicache_test_support::repo_root().join("python/abicache/__init__.py");
         let text = std::fs::read_to_string(&path).unwrap();
         let block = python_format_block();
         let (Some(start), Some(end)) = (text.find(PYTHON_BLOCK_BEGIN), text.find(PYTHON_BLOCK_END))
