@@ -62,7 +62,9 @@ pub fn emit(var: &str, version: &str, base: &Path, dirs: &[PathBuf]) {
     println!("cargo:rustc-env={var}={version}-{hash:016x}");
 }
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+/// Appends every `.rs` file below `dir` (recursively, in directory order)
+/// to `out`; an unreadable directory adds nothing.
+pub fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };

@@ -9,18 +9,7 @@
 //! (`abicache_test_support::repo_root`, or `std::env::var_os` in a build
 //! script).
 
-use std::path::{Path, PathBuf};
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap().flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-}
+use abicache_source_fingerprint::rust_files;
 
 #[test]
 fn no_checkout_path_is_compiled_in() {
