@@ -53,7 +53,7 @@ rm -f "$work"/*.json
 stamp=$venv/.abicache-bench-$(sha256sum benches/requirements.txt | cut -c1-16)
 if [ ! -f "$stamp" ]; then
   echo "bench: installing benches/requirements.txt into .venv" >&2
-  "$venv/bin/python" -m pip install --quiet -r benches/requirements.txt
+  "$(dev_venv_python "$venv")" -m pip install --quiet -r benches/requirements.txt
   touch "$stamp"
 fi
 
@@ -117,7 +117,7 @@ cargo run --release --quiet -p abicache-store --example lookup_latency
 "$venv/bin/python" benches/bench_warm_paths.py --work "$work" --abicache "$bin/abicache" --runs 21
 # PyTorch's JIT-extension tests, cold and warm, torch's vs abicache's load/load_inline.
 scripts/link-torch-jit-upstream.sh
-"$venv/bin/python" -m pip install --quiet -r tests/torch_jit/requirements.txt
+"$(dev_venv_python "$venv")" -m pip install --quiet -r tests/torch_jit/requirements.txt
 "$venv/bin/python" benches/bench_torch_jit.py --work "$work/torch_jit"
 python3 benches/summary.py "$work"
 # Every GPTQModel extension keyed (16 rows, swordfish across torch

