@@ -109,6 +109,7 @@ WARM_HIT_VARIABLES = ("ABICACHE_DIR", "XDG_CACHE_HOME", "HOME", "ABICACHE_REBUIL
 WARM_CUDA_HIT_VARIABLES = ("CUDA_HOME", "CUDA_PATH", "PATH", "TORCH_CUDA_ARCH_LIST")
 WARM_HOST_CPU_HIT_VARIABLES = ("CXX", "PATH")
 WARM_CPU_IDENTITY_FIELDS = ("vendor_id", "cpu family", "model", "model name", "stepping", "microcode", "flags", "CPU implementer", "CPU architecture", "CPU variant", "CPU part", "CPU revision", "Features")
+WARM_GPU_LISTING = "/proc/driver/nvidia/gpus"
 # END warm-record format
 
 
@@ -143,7 +144,33 @@ def _warm_record_name(spec: Dict[str, Any], root: Optional[str], cache_dir: Opti
                 torch.__file__,
             )
         )
-    text = repr((WARM_RECORD_FORMAT, spec, root, cache_dir, _process_facts))
+    # A record that holds for one CPU or one set of GPUs only (``host_cpu``,
+    # ``gpus``) is named by them too, so machines of a fleet that share a
+    # cache keep one record each instead of rewriting one in turn (each
+    # rewrite costs the next machine a native-path load). Read for a
+    # superset of the specs whose records are: any flag naming ``native``;
+    # a CUDA spec whose arch list may come from the GPUs. A name that says
+    # more than it must only splits records; ``""``: unreadable.
+    host: Optional[str] = None
+    if any("native" in f for f in spec.get("extra_cflags") or ()) or any(
+        "native" in f for f in spec.get("extra_cuda_cflags") or ()
+    ):
+        try:
+            host = _cpu()[0]
+        except (OSError, ValueError):
+            host = ""
+    gpus: Any = None
+    cuda = spec.get("requires_cuda")
+    if (
+        spec.get("cuda_archs") is None
+        and not (os.environ.get("TORCH_CUDA_ARCH_LIST") or "").strip()
+        and (cuda or cuda is None and any(str(s).endswith(".cu") for s in spec.get("sources") or ()))
+    ):
+        try:
+            gpus = sorted(os.listdir(WARM_GPU_LISTING))
+        except OSError:
+            gpus = ""
+    text = repr((WARM_RECORD_FORMAT, spec, root, cache_dir, _process_facts, host, gpus))
     return hashlib.blake2b(text.encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
 
 import pytest
-from _util import EXAMPLES, run_python
+from _util import EXAMPLES, example_spec, run_python
 
 # The racy window of stamps (abicache_fs::RACY_WINDOW) plus a margin: a
 # record is only written for an entry whose files are older than that.
@@ -352,3 +352,70 @@ def test_a_native_cpu_flag_extension_gets_a_record_that_checks_the_cpu_and_the_c
     assert not run_python(NATIVE_LOAD, cache, args=check, env={**env, **env_without_cxx})["answers"], (
         "another compiler is found first"
     )
+
+
+def test_machines_with_different_cpus_sharing_a_cache_keep_one_record_each(tmp_path: Path) -> None:
+    # A fleet sharing a cache: a `-march=native` record holds for one CPU
+    # (`host_cpu`), so its name says which; a second CPU writes its own
+    # record instead of replacing the first, which would cost each machine a
+    # native-path load whenever the other loaded last. Another CPU cannot
+    # exist on this machine: the second "machine" is this one with its
+    # reader's one read of /proc/cpuinfo replaced (the native path, and so
+    # the record it writes, still read the real CPU).
+    src = tmp_path / "src"
+    shutil.copytree(EXAMPLES / "stable_scale", src)
+    cache = tmp_path / "cache"
+    env = {"CXX": ""}
+    args = {"source": str(src / "scale.cpp")}
+    built, record_file = _build_and_write_record(NATIVE_LOAD, cache, args, env)
+    before = (record_file.stat().st_ino, record_file.read_bytes())
+    host_cpu = json.loads(before[1])["host_cpu"]
+
+    other = dict(args, cpu_identity=host_cpu.replace("flags=", "flags=avx512f "))
+    second_cpu = run_python(NATIVE_LOAD, cache, args=other, env=env)
+    assert second_cpu["native"] and second_cpu["out"] == [3.0, 3.0, 3.0], "its first load: the native path"
+    records = sorted(p.name for p in (cache / "v1" / "warm").iterdir())
+    assert len(records) == 2 and record_file.name in records, "the second CPU wrote a record of its own"
+    assert (record_file.stat().st_ino, record_file.read_bytes()) == before, "and left the first CPU's alone"
+
+    first_again = run_python(NATIVE_LOAD, cache, args=args, env=env)
+    assert not first_again["native"], "the first CPU's next load is still answered by its record"
+    assert (first_again["key"], first_again["path"]) == (built["key"], built["path"])
+
+
+GPU_NAMES = """
+import os
+names = {}
+for which, spec in ARGS["specs"].items():
+    ext = abicache.TorchOpsExtension(cache_dir=CACHE, **spec)
+    for listing in ("a", "a_again", "b", "none"):
+        abicache.WARM_GPU_LISTING = os.path.join(ARGS["listings"], listing)
+        names[which + "/" + listing] = abicache._warm_record_name(ext._spec, ext._root, ext.cache_dir)
+emit(names)
+"""
+
+
+def test_a_cuda_record_whose_arch_list_comes_from_the_gpus_is_named_by_them(tmp_path: Path) -> None:
+    # Such a record holds for one set of GPUs (`gpus`: the driver's listing),
+    # so machines with other GPUs sharing the cache keep their own. The
+    # driver's listing cannot exist without a GPU: the reader's listing
+    # directory is pointed at stand-ins (two with the same GPUs, one with
+    # others, one missing). Only names are computed: nothing is built.
+    listings = tmp_path / "listings"
+    for listing, gpus in {"a": ["0000:01:00.0"], "a_again": ["0000:01:00.0"], "b": ["0000:01:00.0", "0000:02:00.0"]}.items():
+        for gpu in gpus:
+            (listings / listing / gpu).mkdir(parents=True)
+    cuda = [str(EXAMPLES / "cuda_axpy" / "ops.cpp"), str(EXAMPLES / "cuda_axpy" / "axpy_kernel.cu")]
+    specs = {
+        "from_gpus": {"name": "cuda_axpy", "sources": cuda},
+        "archs_given": {"name": "cuda_axpy", "sources": cuda, "cuda_archs": "9.0"},
+        "cpu": example_spec("cpu"),
+    }
+    args = {"specs": specs, "listings": str(listings)}
+    names = run_python(GPU_NAMES, tmp_path / "cache", args=args, env={"TORCH_CUDA_ARCH_LIST": ""})
+    assert names["from_gpus/a"] == names["from_gpus/a_again"], "the same GPUs: the same record"
+    assert len({names["from_gpus/a"], names["from_gpus/b"], names["from_gpus/none"]}) == 3, "other GPUs: another"
+    for fixed in ("archs_given", "cpu"):
+        assert len({names[f"{fixed}/{x}"] for x in ("a", "b", "none")}) == 1, f"{fixed}: the GPUs are not read"
+    with_variable = run_python(GPU_NAMES, tmp_path / "cache", args=args, env={"TORCH_CUDA_ARCH_LIST": "9.0"})
+    assert len({with_variable[f"from_gpus/{x}"] for x in ("a", "b", "none")}) == 1, "the variable sets the arch list"

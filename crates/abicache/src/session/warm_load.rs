@@ -116,7 +116,8 @@ pub const PYTHON_BLOCK_BEGIN: &str =
 pub const PYTHON_BLOCK_END: &str = "# END warm-record format";
 
 /// The Python reader's constants of the format ([`WARM_RECORD_FORMAT`],
-/// [`WARM_RECORD_FIELDS`], [`WARM_RECORD_ROWS`]), as the Python source
+/// [`WARM_RECORD_FIELDS`], [`WARM_RECORD_ROWS`], the variables a hit reads,
+/// [`IDENTITY_FIELDS`] and [`GPU_LISTING`]), as the Python source
 /// between [`PYTHON_BLOCK_BEGIN`] and [`PYTHON_BLOCK_END`] (those lines
 /// included, each line ending in a newline).
 pub fn python_format_block() -> String {
@@ -151,6 +152,7 @@ pub fn python_format_block() -> String {
         "WARM_CPU_IDENTITY_FIELDS = {}\n",
         tuple(IDENTITY_FIELDS)
     ));
+    out.push_str(&format!("WARM_GPU_LISTING = {GPU_LISTING:?}\n"));
     out.push_str(PYTHON_BLOCK_END);
     out.push('\n');
     out
