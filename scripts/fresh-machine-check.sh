@@ -98,7 +98,8 @@ else
   # names the clone's `.venv` link breaks in every later checkout.
   venv_scripts_name_no_clone() {
     local bad
-    bad=$(grep -l -s "^#!$clone/" "$ABICACHE_DEV_HOME"/*/bin/* || true)
+    # (A `#!` line, or the `exec "..."` line of pip's `/bin/sh` launcher.)
+    bad=$(grep -l -s -e "^#!$clone/" -e "exec' \"$clone/" "$ABICACHE_DEV_HOME"/*/bin/* || true)
     if [ -n "$bad" ]; then
       echo "console scripts in the per-machine venvs that name this clone (they break once it is removed):"
       echo "$bad"

@@ -96,13 +96,13 @@ if [ "${1:-}" = --print-wheel ]; then
 fi
 
 # script_names_venv SCRIPT: whether the console script SCRIPT runs $python:
-# its `#!` line names it, or, for a path with a blank (pip then writes a
-# `/bin/sh` launcher), its launcher line does.
+# its `#!` line names it, or, where pip writes a `/bin/sh` launcher instead
+# (a path with a blank, or longer than a `#!` line may be), its
+# `exec "$python"` line does.
 script_names_venv() {
   local head
   head=$(head -n 3 "$1" 2>/dev/null) || return 1
-  [ "${head%%$'\n'*}" = "#!$python" ] && return 0
-  [[ "$python" == *" "* && "$head" == *"\"$python\""* ]]
+  [ "${head%%$'\n'*}" = "#!$python" ] || [[ "$head" == "#!/bin/sh"*"\"$python\""* ]]
 }
 
 [ $# -eq 0 ] && set -- "$repo/.venv" "$repo/.venv-compat"

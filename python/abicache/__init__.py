@@ -152,19 +152,17 @@ def _warm_record_name(spec: Dict[str, Any], root: Optional[str], cache_dir: Opti
     # a CUDA spec whose arch list may come from the GPUs. A name that says
     # more than it must only splits records; ``""``: unreadable.
     host: Optional[str] = None
-    if any("native" in f for f in spec.get("extra_cflags") or ()) or any(
-        "native" in f for f in spec.get("extra_cuda_cflags") or ()
-    ):
+    if any("native" in f for flags in (spec["extra_cflags"], spec["extra_cuda_cflags"]) for f in flags):
         try:
             host = _cpu()[0]
         except (OSError, ValueError):
             host = ""
     gpus: Any = None
-    cuda = spec.get("requires_cuda")
+    cuda = spec["requires_cuda"]
     if (
-        spec.get("cuda_archs") is None
+        spec["cuda_archs"] is None
         and not (os.environ.get("TORCH_CUDA_ARCH_LIST") or "").strip()
-        and (cuda or cuda is None and any(str(s).endswith(".cu") for s in spec.get("sources") or ()))
+        and (cuda or cuda is None and any(s.endswith(".cu") for s in spec["sources"]))
     ):
         try:
             gpus = sorted(os.listdir(WARM_GPU_LISTING))
