@@ -11,6 +11,8 @@
 //! where the directive (`#`) or identifier starts. A leading UTF-8 byte-order
 //! mark is skipped, as compilers do, so it hides no directive.
 
+use std::ops::Range;
+
 use memchr::{memchr, memchr2, memchr3};
 use serde::{Deserialize, Serialize};
 
@@ -662,23 +664,60 @@ impl Lexer<'_> {
         let (params, body_start) = if s.get(name_end) == Some(&b'(') {
             match memchr2(b')', b'\n', &s[name_end + 1..]) {
                 Some(k) if s[name_end + 1 + k] == b')' => {
-                    (Some(&s[name_end + 1..name_end + 1 + k]), name_end + 2 + k)
+                    (Some(name_end + 1..name_end + 1 + k), name_end + 2 + k)
                 }
                 _ => return,
             }
         } else {
             (None, name_end)
         };
-        let end = self.directive_end(body_start);
-        self.facts
-            .defines
-            .push(&s[name_start..name_end], params, trim(&s[body_start..end]));
+        let body = trimmed(s, body_start, self.directive_end(body_start));
+        // The parts as ranges of the directive's text from the name on.
+        let from_name = |r: Range<usize>| r.start - name_start..r.end - name_start;
+        self.facts.defines.push_parts(
+            &s[name_start..body.end],
+            from_name(name_start..name_end),
+            params.map(from_name),
+            from_name(body),
+        );
     }
 
     /// The end of a directive starting at `j`: the end of its (spliced)
     /// line, or of the last block comment that begins on it; a `//`
     /// comment ends it early.
+    ///
+    /// Only a newline, `/` or quote can end it or skip ahead, so those are
+    /// searched for a block at a time (the end of the line once per line
+    /// reached, so a long line of `/`s stays linear) rather than every
+    /// byte of the body classified; what each does is
+    /// [`Lexer::directive_end_bytewise`]'s, which the tests hold it to.
     fn directive_end(&self, mut j: usize) -> usize {
+        let s = self.s;
+        let mut line_end: Option<usize> = None;
+        while j < s.len() {
+            let eol = match line_end {
+                Some(eol) if j <= eol => eol,
+                _ => memchr(b'\n', &s[j..]).map_or(s.len(), |k| j + k),
+            };
+            line_end = Some(eol);
+            let Some(k) = memchr3(b'/', b'"', b'\'', &s[j..eol]) else {
+                return eol;
+            };
+            let at = j + k;
+            j = match s[at] {
+                b'/' if s.get(at + 1) == Some(&b'/') => return at,
+                b'/' if s.get(at + 1) == Some(&b'*') => self.skip_block_comment(at),
+                b'/' => at + 1,
+                q => self.skip_quoted(at, q),
+            };
+        }
+        s.len()
+    }
+
+    /// [`Lexer::directive_end`] a byte at a time: the definition the
+    /// block-wise search is tested against.
+    #[cfg(test)]
+    fn directive_end_bytewise(&self, mut j: usize) -> usize {
         let s = self.s;
         while j < s.len() {
             match s[j] {
@@ -733,14 +772,65 @@ fn cut_comment(text: &[u8]) -> &[u8] {
     &text[..cut]
 }
 
-fn trim(text: &[u8]) -> &[u8] {
-    let start = text
+/// The range of `s[start..end]` without its leading and trailing blanks.
+fn trimmed(s: &[u8], start: usize, end: usize) -> Range<usize> {
+    let text = &s[start..end];
+    let first = text
         .iter()
         .position(|&c| !is_hspace(c))
         .unwrap_or(text.len());
-    let end = text
+    let last = text
         .iter()
         .rposition(|&c| !is_hspace(c))
-        .map_or(start, |k| k + 1);
-    &text[start..end.max(start)]
+        .map_or(first, |k| k + 1);
+    start + first..start + last.max(first)
+}
+
+/// `text` without its leading and trailing blanks.
+fn trim(text: &[u8]) -> &[u8] {
+    &text[trimmed(text, 0, text.len())]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every text of up to seven bytes over the bytes that matter to a
+    /// directive's end (and one that does not), from every start: the
+    /// block-wise search ends where the byte-wise definition does.
+    #[test]
+    fn directive_end_is_the_bytewise_definition() {
+        let alphabet = *b"/*\"'\\\na";
+        let mut text = Vec::new();
+        let mut checked = 0usize;
+        for len in 0..=7u32 {
+            for mut code in 0..alphabet.len().pow(len) {
+                text.clear();
+                for _ in 0..len {
+                    text.push(alphabet[code % alphabet.len()]);
+                    code /= alphabet.len();
+                }
+                let lexer = Lexer {
+                    s: &text,
+                    lines: LineCounter {
+                        splices: &[],
+                        pos: 0,
+                        line: 1,
+                        next_splice: 0,
+                    },
+                    facts: FileFacts::default(),
+                };
+                for j in 0..=text.len() {
+                    assert_eq!(
+                        lexer.directive_end(j),
+                        lexer.directive_end_bytewise(j),
+                        "{:?} from {j}",
+                        String::from_utf8_lossy(&text)
+                    );
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked > 7usize.pow(7), "{checked}");
+    }
 }

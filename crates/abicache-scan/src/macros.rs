@@ -19,6 +19,7 @@
 //! refused under a stable target).
 
 use std::collections::HashMap;
+use std::ops::Range;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -81,6 +82,48 @@ impl Defines {
         let name = add(name);
         let params = params.map(&mut add);
         let body = add(body);
+        self.ends.push(DefineEnds { name, params, body });
+    }
+
+    /// [`Defines::push`] of the parts of `directive` at `name`, `params`
+    /// and `body`: the same define, with the directive's text checked for
+    /// UTF-8 once rather than once per part (a header of many macros spends
+    /// more on that check than on copying them), and per part only when
+    /// that fails.
+    pub(crate) fn push_parts(
+        &mut self,
+        directive: &[u8],
+        name: Range<usize>,
+        params: Option<Range<usize>>,
+        body: Range<usize>,
+    ) {
+        let valid = std::str::from_utf8(directive).ok();
+        let parts = valid.and_then(|text| {
+            let params = match params.clone() {
+                Some(p) => Some(text.get(p)?),
+                None => None,
+            };
+            Some((text.get(name.clone())?, params, text.get(body.clone())?))
+        });
+        let Some((name, params, body)) = parts else {
+            return self.push(
+                &directive[name],
+                params.map(|p| &directive[p]),
+                &directive[body],
+            );
+        };
+        let text = &mut self.text;
+        if text.capacity() == 0 {
+            text.reserve(FIRST_DEFINES_CAPACITY);
+        }
+        text.push_str(name);
+        let name = text.len();
+        let params = params.map(|p| {
+            text.push_str(p);
+            text.len()
+        });
+        text.push_str(body);
+        let body = text.len();
         self.ends.push(DefineEnds { name, params, body });
     }
 
@@ -745,6 +788,44 @@ fn skip_literal(s: &[u8], i: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every text of five pieces among a few ASCII bytes and the two bytes
+    /// of a two-byte character (alone they are invalid UTF-8), cut at every
+    /// place: a define pushed from its directive's text is the one pushed
+    /// part by part.
+    #[test]
+    fn push_parts_is_push_of_each_part() {
+        let pieces: [&[u8]; 5] = [b"a", b" ", b"(", b"\xC3", b"\xA9"];
+        let mut texts: Vec<Vec<u8>> = vec![Vec::new()];
+        for _ in 0..5 {
+            let longer: Vec<Vec<u8>> = texts
+                .iter()
+                .flat_map(|t| {
+                    pieces.iter().map(move |p| {
+                        let mut t = t.clone();
+                        t.extend_from_slice(p);
+                        t
+                    })
+                })
+                .collect();
+            texts = longer;
+        }
+        for text in &texts {
+            let n = text.len();
+            for a in 0..=n {
+                for b in a..=n {
+                    for params in [None, Some(a..b)] {
+                        let (name, body) = (0..a, b..n);
+                        let mut whole = Defines::default();
+                        whole.push_parts(text, name.clone(), params.clone(), body.clone());
+                        let mut each = Defines::default();
+                        each.push(&text[name], params.map(|p| &text[p]), &text[body]);
+                        assert_eq!(whole, each, "{text:?} {a} {b}");
+                    }
+                }
+            }
+        }
+    }
 
     fn table(defs: &[&str]) -> MacroTable {
         let mut t = MacroTable::default();
