@@ -332,7 +332,7 @@ pub(crate) fn claims(name: &str, payload: Payload) -> Keyed {
         python_abi,
         torch_abi,
         python_abi_reason: PythonAbiReason::NotDetected,
-        payload,
+        payload: std::sync::Arc::new(payload),
         host_flags: Vec::new(),
         cuda_flags: Vec::new(),
         gencode: Vec::new(),

@@ -348,15 +348,19 @@ impl Session {
         let facts = StatCache::open(self.scan_facts_path()?);
         let (scan, learnt) = abicache_scan::scan_learning(&spec.sources, &config, &facts)?;
         let keyed = compute_key(spec, &env, &scan, root);
+        // The memo's value (the key and the payload's text) is written out
+        // with the memo, off this thread: for a tree of thousands of files
+        // it is a megabyte, and the key is ready without it.
         let memo = keyed.as_ref().ok().and_then(|keyed| {
             let inputs = warm_key::inputs(spec, &env, root)?;
-            let value = warm_key::memo_value(&keyed.key, &keyed.payload);
-            Some((self.key_memo()?, inputs, value))
+            let remembered = (keyed.key.clone(), Arc::clone(&keyed.payload));
+            Some((self.key_memo()?, inputs, remembered))
         });
         self.writes.spawn(move || {
             let mut facts = facts;
             let (deps, _) = learnt.into_cache_then(&mut facts, StatCache::save);
-            if let (Some(deps), Some((memo, inputs, value))) = (deps, memo) {
+            if let (Some(deps), Some((memo, inputs, (key, payload)))) = (deps, memo) {
+                let value = warm_key::memo_value(&key, &payload);
                 let _ = memo.put(&inputs, &value, &deps);
             }
         });

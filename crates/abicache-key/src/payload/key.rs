@@ -2,6 +2,7 @@
 //! payload written in the format of [`super::format`], and its hash.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use abicache_scan::ScanReport;
 use serde::Serialize;
@@ -34,8 +35,10 @@ pub struct Keyed {
     pub name: String,
     /// 32 lower-case hex digits (see [`Payload::key`]).
     pub key: String,
-    /// The payload the key is the hash of.
-    pub payload: Payload,
+    /// The payload the key is the hash of (shared: a payload of thousands
+    /// of files is a megabyte of text, and a session hands it to its cache
+    /// writes on another thread rather than copying it).
+    pub payload: Arc<Payload>,
     /// `agnostic`, or the SOABI (or its fallback) the binary is tied to.
     pub python_abi: String,
     /// `stable-M.m`, or the torch version the binary is keyed on.
@@ -145,7 +148,7 @@ pub fn compute_key(
     Ok(Keyed {
         name: spec.name.clone(),
         key: p.key(),
-        payload: p,
+        payload: Arc::new(p),
         python_abi,
         torch_abi,
         python_abi_dependent,
