@@ -294,9 +294,9 @@ impl Sections {
             lists: BTreeMap::new(),
         };
         for (f, v) in p.entries() {
-            match f.as_ref() {
+            match f {
                 "source" => s.sources.push(SourceSection {
-                    name: v.clone(),
+                    name: v.to_string(),
                     files: Vec::new(),
                     extras: Vec::new(),
                 }),
@@ -307,12 +307,14 @@ impl Sections {
                 }
                 "missing_include" | "computed_include" if !s.sources.is_empty() => {
                     let last = s.sources.last_mut().expect("checked non-empty");
-                    last.extras.push((f.to_string(), v.clone()));
+                    last.extras.push((f.to_string(), v.to_string()));
                 }
-                f if LIST_FIELDS.contains(&f) => {
-                    s.lists.entry(f.to_string()).or_default().push(v.clone())
-                }
-                _ => s.scalars.push((f.to_string(), v.clone())),
+                f if LIST_FIELDS.contains(&f) => s
+                    .lists
+                    .entry(f.to_string())
+                    .or_default()
+                    .push(v.to_string()),
+                _ => s.scalars.push((f.to_string(), v.to_string())),
             }
         }
         s

@@ -45,7 +45,6 @@
 //! 32 lower-case hex digits. Any change to what goes into the payload bumps
 //! [`KEY_FORMAT`].
 
-use std::borrow::Cow;
 use std::path::{Component, Path, PathBuf};
 
 use serde::Serialize;
@@ -58,17 +57,20 @@ pub const KEY_FORMAT: u32 = 1;
 /// Number of hex digits in a key (128 bits).
 pub const KEY_HEX_LEN: usize = 32;
 
-/// The bytes of payload text [`Payload::key`] hashes at a time.
-const KEY_BLOCK: usize = 64 * 1024;
-
 /// The ordered `field=value` lines a key is the hash of.
+///
+/// Kept as the very text that is hashed (each line `field=value\n`, values
+/// escaped), with where each line's `=` and end are: a payload of thousands
+/// of files is one buffer rather than a string per line, its key one hash
+/// of that buffer, and its text a copy of it.
 ///
 /// Serializes as the list of its [`lines`](Self::lines).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Payload {
-    /// `(field, escaped value)`: a field is a name from the code (borrowed)
-    /// unless parsed back from text.
-    entries: Vec<(Cow<'static, str>, String)>,
+    /// Every line, `field=value\n`.
+    text: String,
+    /// Per line, the offsets in `text` of its `=` and of its `\n`.
+    lines: Vec<(usize, usize)>,
 }
 
 impl Serialize for Payload {
@@ -78,111 +80,99 @@ impl Serialize for Payload {
 }
 
 impl Payload {
-    /// An empty payload with room for `lines` lines.
-    pub(crate) fn with_capacity(lines: usize) -> Self {
+    /// An empty payload with room for `lines` lines of `bytes` bytes in all.
+    pub(crate) fn with_capacity(lines: usize, bytes: usize) -> Self {
         Self {
-            entries: Vec::with_capacity(lines),
+            text: String::with_capacity(bytes),
+            lines: Vec::with_capacity(lines),
         }
     }
 
+    /// Appends the line `field=value` (`value` escaped).
     pub(crate) fn push(&mut self, field: &'static str, value: impl AsRef<str>) {
-        self.entries
-            .push((Cow::Borrowed(field), escape(value.as_ref())));
+        self.push_joined(field, &[value.as_ref()]);
     }
 
-    /// [`Payload::push`] of a value built for it: kept as is (no copy)
-    /// unless it needs escaping.
-    pub(crate) fn push_owned(&mut self, field: &'static str, value: String) {
-        let escaped = match needs_escape(&value) {
-            false => value,
-            true => escape(&value),
-        };
-        self.entries.push((Cow::Borrowed(field), escaped));
+    /// Appends the line whose value is `parts` one after the other: the
+    /// line [`Payload::push`] of their concatenation appends (escaping
+    /// rewrites characters one by one), without building it first.
+    pub(crate) fn push_joined(&mut self, field: &'static str, parts: &[&str]) {
+        let text = &mut self.text;
+        text.push_str(field);
+        let eq = text.len();
+        text.push('=');
+        for part in parts {
+            push_escaped(text, part);
+        }
+        self.lines.push((eq, text.len()));
+        text.push('\n');
     }
 
     /// Reads a stored payload text back (e.g. to [`diff`](Self::diff) it);
     /// a line without `=` is [`KeyError::InvalidPayload`].
     pub fn parse(text: &str) -> Result<Self, KeyError> {
-        let entries = text
-            .lines()
-            .enumerate()
-            .map(|(i, line)| {
-                line.split_once('=')
-                    .map(|(f, v)| (Cow::Owned(f.to_string()), v.to_string()))
-                    .ok_or_else(|| KeyError::InvalidPayload {
-                        line: i + 1,
-                        text: line.to_string(),
-                    })
-            })
-            .collect::<Result<_, _>>()?;
-        Ok(Self { entries })
+        let mut p = Payload::with_capacity(0, text.len() + 1);
+        for (i, line) in text.lines().enumerate() {
+            let eq = line.find('=').ok_or_else(|| KeyError::InvalidPayload {
+                line: i + 1,
+                text: line.to_string(),
+            })?;
+            let start = p.text.len();
+            p.text.push_str(line);
+            p.lines.push((start + eq, p.text.len()));
+            p.text.push('\n');
+        }
+        Ok(p)
     }
 
     /// The `(field, escaped value)` pairs, in payload order.
-    pub fn entries(&self) -> &[(Cow<'static, str>, String)] {
-        &self.entries
+    pub fn entries(&self) -> impl Iterator<Item = (&str, &str)> + '_ {
+        (0..self.lines.len()).map(|k| {
+            let (eq, end) = self.lines[k];
+            let start = self.line_start(k);
+            (&self.text[start..eq], &self.text[eq + 1..end])
+        })
+    }
+
+    /// Where line `k` starts in `text`.
+    fn line_start(&self, k: usize) -> usize {
+        match k {
+            0 => 0,
+            _ => self.lines[k - 1].1 + 1,
+        }
     }
 
     /// The value of the first line with this field, if any (escaped).
     pub fn get(&self, field: &str) -> Option<&str> {
-        self.entries
-            .iter()
-            .find(|(f, _)| f == field)
-            .map(|(_, v)| v.as_str())
+        self.entries().find(|(f, _)| *f == field).map(|(_, v)| v)
     }
 
     /// The lines, `field=value`, without line terminators.
     pub fn lines(&self) -> Vec<String> {
-        self.entries
-            .iter()
-            .map(|(f, v)| format!("{f}={v}"))
+        (0..self.lines.len())
+            .map(|k| self.text[self.line_start(k)..self.lines[k].1].to_string())
             .collect()
     }
 
     /// The exact text that is hashed: lines joined by `\n`, with a trailing `\n`.
     pub fn text(&self) -> String {
-        let mut s = String::with_capacity(self.text_len());
-        self.write_text(&mut s);
-        s
+        self.text.clone()
     }
 
     /// The length of [`text`](Self::text) in bytes.
     pub fn text_len(&self) -> usize {
-        self.entries
-            .iter()
-            .map(|(f, v)| f.len() + v.len() + 2)
-            .sum()
+        self.text.len()
     }
 
     /// Appends [`text`](Self::text) to `out` (which the caller may have
     /// sized with [`text_len`](Self::text_len)).
     pub fn write_text(&self, out: &mut String) {
-        for (f, v) in &self.entries {
-            out.push_str(f);
-            out.push('=');
-            out.push_str(v);
-            out.push('\n');
-        }
+        out.push_str(&self.text);
     }
 
     /// 32 lower-case hex digits: the first 128 bits of BLAKE3 of [`text`](Self::text).
-    /// The text is hashed as it is written, a block at a time, never whole
-    /// in memory (a payload of thousands of files is a megabyte).
     pub fn key(&self) -> String {
-        let mut hasher = blake3::Hasher::new();
-        let mut block = String::with_capacity(KEY_BLOCK);
-        for (f, v) in &self.entries {
-            if block.len() + f.len() + v.len() + 2 > KEY_BLOCK {
-                hasher.update(block.as_bytes());
-                block.clear();
-            }
-            block.push_str(f);
-            block.push('=');
-            block.push_str(v);
-            block.push('\n');
-        }
-        hasher.update(block.as_bytes());
-        hasher.finalize().to_hex()[..KEY_HEX_LEN].to_string()
+        blake3::hash(self.text.as_bytes()).to_hex()[..KEY_HEX_LEN].to_string()
     }
 
     /// The `python_abi` field: `agnostic`, or the SOABI the binary is tied to.
@@ -201,13 +191,14 @@ impl Payload {
     /// `nvcc`, `host_cpu`: those present, in payload order), as payload text: mixed into
     /// every compiled object's key, so objects never cross ABIs.
     pub fn abi_fields(&self) -> String {
-        let entries = self
-            .entries
-            .iter()
-            .filter(|(field, _)| ABI_FIELDS.contains(&field.as_ref()))
-            .cloned()
-            .collect();
-        Payload { entries }.text()
+        let mut out = String::new();
+        for k in 0..self.lines.len() {
+            let (start, (eq, end)) = (self.line_start(k), self.lines[k]);
+            if ABI_FIELDS.contains(&&self.text[start..eq]) {
+                out.push_str(&self.text[start..=end]);
+            }
+        }
+        out
     }
 }
 
@@ -271,18 +262,35 @@ fn normalize(p: &Path) -> PathBuf {
     out
 }
 
-/// Whether `v` holds a byte [`escape`] rewrites.
+/// Whether `v` holds a character [`push_escaped`] rewrites.
 fn needs_escape(v: &str) -> bool {
     memchr::memchr3(b'\\', b'\n', b'\r', v.as_bytes()).is_some()
 }
 
+/// `v` escaped, as a payload holds it.
+#[cfg(test)]
 fn escape(v: &str) -> String {
+    let mut out = String::with_capacity(v.len());
+    push_escaped(&mut out, v);
+    out
+}
+
+/// Appends `v` escaped to `out` (see the module docs: a backslash, a
+/// newline and a carriage return are written `\\`, `\n` and `\r`),
+/// character by character only when it holds one of them.
+fn push_escaped(out: &mut String, v: &str) {
     if !needs_escape(v) {
-        return v.to_string();
+        out.push_str(v);
+        return;
     }
-    v.replace('\\', "\\\\")
-        .replace('\n', "\\n")
-        .replace('\r', "\\r")
+    for c in v.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            c => out.push(c),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -298,16 +306,48 @@ mod tests {
     }
 
     #[test]
-    fn a_value_pushed_owned_is_escaped_like_any_other() {
-        let mut p = Payload::with_capacity(4);
-        p.push_owned("file", "abc inc/odd\nname\\.h".to_owned());
-        p.push_owned("file", "abc inc/plain.h".to_owned());
+    fn a_value_pushed_in_parts_is_escaped_like_any_other() {
+        let mut p = Payload::with_capacity(4, 0);
+        p.push_joined("file", &["abc", " ", "inc/odd\nname\\.h"]);
+        p.push_joined("file", &["abc", " inc/plain.h"]);
         p.push("file", "abc inc/odd\nname\\.h");
         assert_eq!(
             p.text(),
             "file=abc inc/odd\\nname\\\\.h\nfile=abc inc/plain.h\nfile=abc inc/odd\\nname\\\\.h\n"
         );
         assert_eq!(p.text().lines().count(), 3, "one field per line");
+    }
+
+    /// Every accessor reads the one text: lines, entries, fields and the
+    /// ABI lines are its lines, and the key is the hash of it.
+    #[test]
+    fn the_accessors_agree_with_the_text() {
+        let mut p = Payload::with_capacity(0, 0);
+        p.push("format", "1");
+        p.push("python_abi", "agnostic");
+        p.push("torch", "2.15.0");
+        p.push("source", "src/a=b.cpp");
+        p.push_joined("file", &["0123", " ", "src/a=b.cpp"]);
+        p.push("cflag", "-DX=\\\n");
+        let text = p.text();
+        assert_eq!(
+            text,
+            "format=1\npython_abi=agnostic\ntorch=2.15.0\nsource=src/a=b.cpp\n\
+             file=0123 src/a=b.cpp\ncflag=-DX=\\\\\\n\n"
+        );
+        assert_eq!(p.lines(), text.lines().collect::<Vec<_>>());
+        let entries: Vec<String> = p.entries().map(|(f, v)| format!("{f}={v}")).collect();
+        assert_eq!(entries, p.lines());
+        assert_eq!(p.get("source"), Some("src/a=b.cpp"));
+        assert_eq!(p.get("cflag"), Some("-DX=\\\\\\n"));
+        assert_eq!(p.get("ldflag"), None);
+        assert_eq!(p.abi_fields(), "python_abi=agnostic\ntorch=2.15.0\n");
+        assert_eq!(p.text_len(), text.len());
+        assert_eq!(
+            p.key(),
+            blake3::hash(text.as_bytes()).to_hex()[..KEY_HEX_LEN].to_string()
+        );
+        assert_eq!(Payload::parse(&text).unwrap(), p);
     }
 
     #[test]
@@ -323,7 +363,7 @@ mod tests {
 
     #[test]
     fn payload_roundtrips_through_text() {
-        let mut p = Payload::with_capacity(4);
+        let mut p = Payload::with_capacity(4, 0);
         p.push("format", "1");
         p.push("cflag", "-DA=\"x\ny\"");
         let q = Payload::parse(&p.text()).unwrap();

@@ -111,7 +111,13 @@ pub fn compute_key(
 
     // One line per file each source reaches, and a few dozen others.
     let files: usize = scan.sources.iter().map(|s| s.files.len() + 1).sum();
-    let mut p = Payload::with_capacity(files + 64);
+    let file_bytes: usize = scan
+        .sources
+        .iter()
+        .flat_map(|s| &s.files)
+        .map(|f| "file=".len() + f.blake3.len() + 1 + f.path.len() + 1)
+        .sum();
+    let mut p = Payload::with_capacity(files + 64, file_bytes + 4096);
     p.push("format", KEY_FORMAT.to_string());
     p.push("name", &spec.name);
     p.push("namespace", spec.namespace());
@@ -271,11 +277,7 @@ fn push_sources(p: &mut Payload, scan: &ScanReport) {
     for src in &scan.sources {
         p.push("source", &src.source);
         for f in &src.files {
-            let mut line = String::with_capacity(f.blake3.len() + 1 + f.path.len());
-            line.push_str(&f.blake3);
-            line.push(' ');
-            line.push_str(&f.path);
-            p.push_owned("file", line);
+            p.push_joined("file", &[&f.blake3, " ", &f.path]);
         }
         for m in &src.missing_includes {
             p.push("missing_include", m);
