@@ -101,8 +101,15 @@ impl Payload {
         text.push_str(field);
         let eq = text.len();
         text.push('=');
+        // Written as is, then checked once: a value rarely needs escaping.
         for part in parts {
-            push_escaped(text, part);
+            text.push_str(part);
+        }
+        if needs_escape(&text[eq + 1..]) {
+            text.truncate(eq + 1);
+            for part in parts {
+                push_escaped(text, part);
+            }
         }
         self.lines.push((eq, text.len()));
         text.push('\n');
