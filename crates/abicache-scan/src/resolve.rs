@@ -84,6 +84,9 @@ pub struct Resolver {
     include_paths: Vec<PathBuf>,
     system_roots: Vec<PathBuf>,
     dirs: Interner,
+    /// Per directory id: whether its path is plain ([`is_plain_base`]),
+    /// worked out once rather than on every join from it.
+    plain_dirs: Vec<bool>,
     files: Interner,
     /// Include names, interned: the caches below are keyed by their ids,
     /// so a name's text is hashed once per resolution, not once per cache.
@@ -165,7 +168,11 @@ impl Resolver {
     }
 
     fn dir_id(&mut self, path: &Path) -> DirId {
-        DirId(self.dirs.intern(path))
+        let id = self.dirs.intern(path);
+        if id as usize == self.plain_dirs.len() {
+            self.plain_dirs.push(is_plain_base(path));
+        }
+        DirId(id)
     }
 
     /// The id of the file whose canonical path is `canonical`.
@@ -229,7 +236,9 @@ impl Resolver {
         if angle && self.under_system_root(name, id) {
             return Resolution::System;
         }
-        if let Some(found) = self.local(join_normalized(self.dir_path(dir), path)) {
+        let base_plain = self.plain_dirs[dir.0 as usize];
+        let (found, split) = join_normalized(self.dir_path(dir), base_plain, path);
+        if let Some(found) = self.local_split(found, split) {
             return found;
         }
         if let Some(found) = self.in_include_paths(name, id) {
@@ -299,11 +308,21 @@ impl Resolver {
     /// reads every component), so a file that is not itself a symlink is
     /// named by its directory's cached canonical form plus its file name.
     fn local(&mut self, found: PathBuf) -> Option<Resolution> {
+        self.local_split(found, None)
+    }
+
+    /// [`Resolver::local`] of a `found` whose parent ends at its byte
+    /// `split` (a `/`) when that is known ([`join_normalized`] gives it), so
+    /// the path is not parsed again.
+    fn local_split(&mut self, found: PathBuf, split: Option<usize>) -> Option<Resolution> {
         if let Some(&known) = self.candidates.get(found.as_os_str()) {
             return known;
         }
         // Split once: each use below would otherwise parse the path again.
-        let (dir, name) = parent_and_name(&found)?;
+        let (dir, name) = match split {
+            Some(k) => split_at_slash(found.as_os_str().as_bytes(), k),
+            None => parent_and_name(&found)?,
+        };
         let (slot, at) = match self.enter_dir(dir) {
             // Answered by the directory alone: not worth remembering.
             Entered::Missing => return None,
@@ -553,9 +572,22 @@ enum Entered {
 const LIST_SYSTEM_ROOTS_AFTER: usize = 32;
 
 /// `base/name` with the leading `.` and `..` components of `name` applied
-/// lexically; exact when `base` is canonical (no symlink in it).
-fn join_normalized(base: &Path, name: &Path) -> PathBuf {
-    join_plain(base, name).unwrap_or_else(|| join_components(base, name))
+/// lexically; exact when `base` is canonical (no symlink in it). With it,
+/// where its parent ends (the byte of its last `/`) when the fast form
+/// ([`join_plain`]) made it; `base_plain` says whether `base` is plain
+/// ([`is_plain_base`]).
+fn join_normalized(base: &Path, base_plain: bool, name: &Path) -> (PathBuf, Option<usize>) {
+    match join_plain(base, base_plain, name) {
+        Some((joined, split)) => (joined, Some(split)),
+        None => (join_components(base, name), None),
+    }
+}
+
+/// Whether `base` is `/` or a plain absolute path ([`split_plain`]): what
+/// [`join_plain`] needs of it.
+fn is_plain_base(base: &Path) -> bool {
+    let bytes = base.as_os_str().as_bytes();
+    bytes == b"/" || split_plain(bytes).is_some()
 }
 
 /// [`join_normalized`] component by component, for any `base` and `name`.
@@ -578,14 +610,16 @@ fn join_components(base: &Path, name: &Path) -> PathBuf {
 }
 
 /// [`join_normalized`] by byte operations, for the common case: `base` a
-/// plain absolute path (see [`split_plain`]) or `/`, and `name` some `../`
-/// followed by plain components. `None` for anything else (the general
-/// form then gives the answer). Gives exactly the path the general form
-/// does: a plain path's text is its components joined by `/`.
-fn join_plain(base: &Path, name: &Path) -> Option<PathBuf> {
+/// plain absolute path (see [`split_plain`]) or `/` (`base_plain`, known
+/// to the caller), and `name` some `../` followed by plain components.
+/// `None` for anything else (the general form then gives the answer).
+/// Gives exactly the path the general form does (a plain path's text is
+/// its components joined by `/`), and where its parent ends: the byte of
+/// its last `/`, where [`split_plain`] of it would split it.
+fn join_plain(base: &Path, base_plain: bool, name: &Path) -> Option<(PathBuf, usize)> {
     let base = base.as_os_str().as_bytes();
     let mut rest = name.as_os_str().as_bytes();
-    if base != b"/" && split_plain(base).is_none() {
+    if !base_plain {
         return None;
     }
     let mut end = base.len();
@@ -605,8 +639,13 @@ fn join_plain(base: &Path, name: &Path) -> Option<PathBuf> {
     if kept != b"/" {
         out.push(b'/');
     }
+    let rest_at = out.len();
     out.extend_from_slice(rest);
-    Some(PathBuf::from(OsString::from_vec(out)))
+    let split = match memchr::memrchr(b'/', rest) {
+        Some(k) => rest_at + k,
+        None => rest_at - 1,
+    };
+    Some((PathBuf::from(OsString::from_vec(out)), split))
 }
 
 /// Whether `bytes` is a relative path of plain components only (no empty
@@ -636,6 +675,20 @@ fn split_plain(path: &[u8]) -> Option<(&[u8], &[u8])> {
         &path[..slash]
     };
     Some((parent, &path[slash + 1..]))
+}
+
+/// `path` split at its byte `slash` (a `/`) into parent and name, as
+/// [`split_plain`] splits a plain path at its last `/`.
+fn split_at_slash(path: &[u8], slash: usize) -> (&Path, &std::ffi::OsStr) {
+    let parent = if slash == 0 {
+        &path[..1]
+    } else {
+        &path[..slash]
+    };
+    (
+        Path::new(OsStr::from_bytes(parent)),
+        OsStr::from_bytes(&path[slash + 1..]),
+    )
 }
 
 /// [`Path::parent`] and [`Path::file_name`] of `path`, both `Some`, or
@@ -727,8 +780,18 @@ mod tests {
         for base in bases {
             for name in names {
                 let (base, name) = (Path::new(base), Path::new(name));
-                if let Some(fast) = join_plain(base, name) {
-                    assert_eq!(fast, join_components(base, name), "{base:?} + {name:?}");
+                let plain = is_plain_base(base);
+                let general = join_components(base, name);
+                let (joined, split) = join_normalized(base, plain, name);
+                assert_eq!(joined, general, "{base:?} + {name:?}");
+                if let Some((fast, split_fast)) = join_plain(base, plain, name) {
+                    assert_eq!((fast, Some(split_fast)), (general.clone(), split));
+                    let parts = split_at_slash(general.as_os_str().as_bytes(), split_fast);
+                    assert_eq!(
+                        Some(parts),
+                        parent_and_name(&general),
+                        "{base:?} + {name:?}"
+                    );
                 }
             }
         }
@@ -746,7 +809,8 @@ mod tests {
                 assert_eq!(Some(fast), general, "{path:?}");
             }
         }
-        assert!(join_plain(Path::new("/a/b"), Path::new("../c/x.h")).is_some());
+        assert!(join_plain(Path::new("/a/b"), true, Path::new("../c/x.h")).is_some());
+        assert!(!is_plain_base(Path::new("/a//b")) && is_plain_base(Path::new("/")));
         assert!(split_plain(b"/a/b.h").is_some());
     }
 }
