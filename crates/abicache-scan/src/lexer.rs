@@ -689,8 +689,9 @@ impl Lexer<'_> {
     /// Only a newline, `/` or quote can end it or skip ahead, so those are
     /// searched for a block at a time (the end of the line once per line
     /// reached, so a long line of `/`s stays linear) rather than every
-    /// byte of the body classified; what each does is
-    /// [`Lexer::directive_end_bytewise`]'s, which the tests hold it to.
+    /// byte of the body classified; what each does is what the byte-wise
+    /// definition (`directive_end_bytewise`, kept for the tests, which hold
+    /// the two to each other) does with it.
     fn directive_end(&self, mut j: usize) -> usize {
         let s = self.s;
         let mut line_end: Option<usize> = None;
