@@ -88,6 +88,9 @@ pub struct Resolver {
     /// worked out once rather than on every join from it.
     plain_dirs: Vec<bool>,
     files: Interner,
+    /// Where [`Resolver::file_in`] builds a path before interning it (a
+    /// file reached again costs no allocation).
+    join_scratch: PathBuf,
     /// Include names, interned: the caches below are keyed by their ids,
     /// so a name's text is hashed once per resolution, not once per cache.
     names: FastMap<Box<str>, u32>,
@@ -178,6 +181,18 @@ impl Resolver {
     /// The id of the file whose canonical path is `canonical`.
     pub fn file(&mut self, canonical: &Path) -> FileId {
         FileId(self.files.intern(canonical))
+    }
+
+    /// The id of the file `name` (one plain component) in the canonical
+    /// directory `dir`: [`Resolver::file`] of `dir`'s path joined with it.
+    fn file_in(&mut self, dir: DirId, name: &OsStr) -> FileId {
+        let mut path = std::mem::take(&mut self.join_scratch);
+        path.as_mut_os_string().clear();
+        path.push(self.dirs.path(dir.0));
+        path.push(name);
+        let file = self.file(&path);
+        self.join_scratch = path;
+        file
     }
 
     /// The path of a directory id.
@@ -345,8 +360,7 @@ impl Resolver {
     ) -> Option<Resolution> {
         let plain_file = |this: &mut Self| {
             let dir = this.canonical_dir(dir)?;
-            let canonical = this.dir_path(dir).join(name);
-            let file = this.file(&canonical);
+            let file = this.file_in(dir, name);
             Some(Resolution::Local { dir, file })
         };
         match self.known(slot, name) {
@@ -376,21 +390,21 @@ impl Resolver {
             }
         };
         let parent = self.canonical_dir(dir)?;
-        let canonical = if meta.is_file() {
+        if meta.is_file() {
             self.note(slot, name, true);
-            self.dir_path(parent).join(name)
-        } else if meta.file_type().is_symlink() {
-            if let Some(recorder) = self.recorder.as_mut() {
-                recorder.followed(found);
-            }
-            if !is_file(found) {
-                return None;
-            }
-            std::fs::canonicalize(found).ok()?
-        } else {
+            let file = self.file_in(parent, name);
+            return Some(Resolution::Local { dir: parent, file });
+        }
+        if !meta.file_type().is_symlink() {
             return None;
-        };
-        let file = self.file(&canonical);
+        }
+        if let Some(recorder) = self.recorder.as_mut() {
+            recorder.followed(found);
+        }
+        if !is_file(found) {
+            return None;
+        }
+        let file = self.file(&std::fs::canonicalize(found).ok()?);
         Some(Resolution::Local { dir: parent, file })
     }
 
