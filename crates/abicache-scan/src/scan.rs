@@ -576,11 +576,13 @@ impl Walk<'_> {
             return id;
         }
         // A file not loaded yet is asked for by the first pair waiting on it.
-        let waiting = p.waiting.entry(file).or_default();
-        if waiting.is_empty() {
-            p.to_read.push(file);
+        match p.waiting.entry(file) {
+            std::collections::hash_map::Entry::Vacant(first) => {
+                first.insert((dir, Vec::new()));
+                p.to_read.push(file);
+            }
+            std::collections::hash_map::Entry::Occupied(mut more) => more.get_mut().1.push(dir),
         }
-        waiting.push(dir);
         id
     }
 
@@ -588,8 +590,9 @@ impl Walk<'_> {
     fn arrived(&mut self, p: &mut Frontier, file: FileId, slot: Slot) {
         self.files[file.index()] = slot;
         self.macros.stale = true;
-        for dir in p.waiting.remove(&file).unwrap_or_default() {
-            p.ready.push((file, dir));
+        if let Some((first, more)) = p.waiting.remove(&file) {
+            p.ready.push((file, first));
+            p.ready.extend(more.into_iter().map(|dir| (file, dir)));
         }
     }
 
@@ -882,8 +885,10 @@ const JOBS_AT_ONCE: usize = 16;
 struct Frontier {
     /// Pairs whose file is loaded: their includes are next.
     ready: Vec<(FileId, DirId)>,
-    /// Pairs whose file is asked for and not loaded yet, by file.
-    waiting: FastMap<FileId, Vec<DirId>>,
+    /// Pairs whose file is asked for and not loaded yet, by file: the first
+    /// pair's directory (nearly every file has only one), held without an
+    /// allocation, then any others in order.
+    waiting: FastMap<FileId, (DirId, Vec<DirId>)>,
     /// Files to hand out for reading.
     to_read: Vec<FileId>,
     /// Computed includes met so far, each once per directory.
