@@ -66,23 +66,9 @@ struct DefineEnds {
 impl Defines {
     /// Appends a define (invalid UTF-8 replaced, as [`String::from_utf8_lossy`]).
     pub(crate) fn push(&mut self, name: &[u8], params: Option<&[u8]>, body: &[u8]) {
-        let text = &mut self.text;
-        if text.capacity() == 0 {
-            // A header that defines one macro usually defines several:
-            // room for a few, rather than a doubling per part.
-            text.reserve(FIRST_DEFINES_CAPACITY);
-        }
-        let mut add = |bytes: &[u8]| {
-            match std::str::from_utf8(bytes) {
-                Ok(valid) => text.push_str(valid),
-                Err(_) => text.push_str(&String::from_utf8_lossy(bytes)),
-            }
-            text.len()
-        };
-        let name = add(name);
-        let params = params.map(&mut add);
-        let body = add(body);
-        self.ends.push(DefineEnds { name, params, body });
+        let lossy = String::from_utf8_lossy;
+        let params = params.map(lossy);
+        self.append(&lossy(name), params.as_deref(), &lossy(body));
     }
 
     /// [`Defines::push`] of the parts of `directive` at `name`, `params`
@@ -105,15 +91,22 @@ impl Defines {
             };
             Some((text.get(name.clone())?, params, text.get(body.clone())?))
         });
-        let Some((name, params, body)) = parts else {
-            return self.push(
+        match parts {
+            Some((name, params, body)) => self.append(name, params, body),
+            None => self.push(
                 &directive[name],
                 params.map(|p| &directive[p]),
                 &directive[body],
-            );
-        };
+            ),
+        }
+    }
+
+    /// Appends a define's parts to the text and where they end.
+    fn append(&mut self, name: &str, params: Option<&str>, body: &str) {
         let text = &mut self.text;
         if text.capacity() == 0 {
+            // A header that defines one macro usually defines several:
+            // room for a few, rather than a doubling per part.
             text.reserve(FIRST_DEFINES_CAPACITY);
         }
         text.push_str(name);

@@ -1,6 +1,7 @@
 //! The scan itself: an iterative depth-first walk over each source's
 //! local includes, reading, hashing and lexing every file once.
 
+use std::collections::hash_map::Entry;
 use std::collections::VecDeque;
 use std::ffi::OsStr;
 use std::io::{self, Read};
@@ -577,11 +578,11 @@ impl Walk<'_> {
         }
         // A file not loaded yet is asked for by the first pair waiting on it.
         match p.waiting.entry(file) {
-            std::collections::hash_map::Entry::Vacant(first) => {
+            Entry::Vacant(first) => {
                 first.insert((dir, Vec::new()));
                 p.to_read.push(file);
             }
-            std::collections::hash_map::Entry::Occupied(mut more) => more.get_mut().1.push(dir),
+            Entry::Occupied(mut more) => more.get_mut().1.push(dir),
         }
         id
     }
