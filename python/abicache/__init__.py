@@ -109,6 +109,7 @@ WARM_HIT_VARIABLES = ("ABICACHE_DIR", "XDG_CACHE_HOME", "HOME", "ABICACHE_REBUIL
 WARM_CUDA_HIT_VARIABLES = ("CUDA_HOME", "CUDA_PATH", "PATH", "TORCH_CUDA_ARCH_LIST")
 WARM_HOST_CPU_HIT_VARIABLES = ("CXX", "PATH")
 WARM_CPU_IDENTITY_FIELDS = ("vendor_id", "cpu family", "model", "model name", "stepping", "microcode", "flags", "CPU implementer", "CPU architecture", "CPU variant", "CPU part", "CPU revision", "Features")
+WARM_CPUINFO_READ = 4096
 WARM_GPU_LISTING = "/proc/driver/nvidia/gpus"
 # END warm-record format
 
@@ -392,8 +393,10 @@ def _key_inputs_hold(record: Any) -> bool:
 # process: `(identity, feature names)`, Rust's `CpuFeatures::from_cpuinfo`
 # restated (the identity: each `WARM_CPU_IDENTITY_FIELDS` field of that
 # block, as `field=value` lines in the file's order; the names: its `flags`
-# or `Features` words). Read only as far as that block's end (the kernel
-# writes the file a few processors at a time, ~14 us each). Raises
+# or `Features` words). Read as Rust's `running_cpu` reads it:
+# `WARM_CPUINFO_READ` bytes at a time, only as far as that block's end (the
+# kernel writes the text of as many processors as fit in a read, ~15 us
+# each: one or two, not every processor of a many-core machine). Raises
 # `OSError` or `ValueError` when unreadable.
 _cpuinfo: Optional[Tuple[str, Set[str]]] = None
 
@@ -405,7 +408,7 @@ def _cpu() -> Tuple[str, Set[str]]:
         try:
             data = b""
             while True:
-                chunk = os.read(fd, 16384)
+                chunk = os.read(fd, WARM_CPUINFO_READ)
                 data += chunk
                 # Whole lines only until the end (a chunk may end mid-line);
                 # as Rust's `lines()`, no line after a final newline.

@@ -6,10 +6,18 @@
 //! CPU runs (`rdseed` in some VMs) is not refused.
 
 use std::collections::BTreeSet;
+use std::io::{self, Read};
 use std::sync::OnceLock;
 
 /// The path the features are read from.
 pub const CPUINFO: &str = "/proc/cpuinfo";
+
+/// How many bytes [`running_cpu`] asks for per read of [`CPUINFO`]. The
+/// kernel writes the file's text for as many processors as fit in one read
+/// (~1.5–3 KB and ~15 µs each here), so reading the first processor's
+/// block this way makes it write one or two, not every processor of a
+/// many-core machine.
+pub const CPUINFO_READ: usize = 4096;
 
 /// The running CPU's features and a description that identifies the CPU.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -24,12 +32,21 @@ impl CpuFeatures {
     /// The features of the CPU described by `cpuinfo` (the text of
     /// `/proc/cpuinfo`; only its first processor is read).
     pub fn from_cpuinfo(cpuinfo: &str) -> Self {
+        Self::first_processor(cpuinfo).0
+    }
+
+    /// [`CpuFeatures::from_cpuinfo`], and whether `cpuinfo` reaches past the
+    /// first processor's block (a blank line after it): then no text after
+    /// it could change the answer.
+    fn first_processor(cpuinfo: &str) -> (Self, bool) {
         let mut names = BTreeSet::new();
         let mut identity = String::new();
+        let mut ended = false;
         for line in cpuinfo.lines() {
             if line.trim().is_empty() {
                 if !identity.is_empty() {
-                    break; // one processor is enough: they are alike
+                    ended = true; // one processor is enough: they are alike
+                    break;
                 }
                 continue;
             }
@@ -47,11 +64,12 @@ impl CpuFeatures {
                 names.extend(value.split_whitespace().map(str::to_owned));
             }
         }
-        CpuFeatures {
+        let cpu = CpuFeatures {
             names,
             identity,
             running: false,
-        }
+        };
+        (cpu, ended)
     }
 
     /// Whether the CPU has the feature `name` (a `/proc/cpuinfo` name); for
@@ -93,18 +111,50 @@ pub const IDENTITY_FIELDS: &[&str] = &[
 ];
 
 /// The running CPU, read once per process; `None` when `/proc/cpuinfo`
-/// cannot be read or lists no features (then nothing can be checked).
+/// cannot be read (or its first processor's block is not UTF-8) or lists
+/// no features (then nothing can be checked). Only the first processor's
+/// block is read ([`read_first_processor`]).
 pub fn running_cpu() -> Option<&'static CpuFeatures> {
     static CPU: OnceLock<Option<CpuFeatures>> = OnceLock::new();
     CPU.get_or_init(|| {
-        let text = std::fs::read_to_string(CPUINFO).ok()?;
+        let file = std::fs::File::open(CPUINFO).ok()?;
         let cpu = CpuFeatures {
             running: true,
-            ..CpuFeatures::from_cpuinfo(&text)
+            ..read_first_processor(file).ok()?
         };
         (!cpu.names.is_empty()).then_some(cpu)
     })
     .as_ref()
+}
+
+/// [`CpuFeatures::from_cpuinfo`] of the text `cpuinfo` yields, read
+/// [`CPUINFO_READ`] bytes at a time and only until the first processor's
+/// block has ended: the same answer as reading the whole text, whatever
+/// sizes the reads return (whole lines are parsed; a read may stop
+/// anywhere). Fails when a read fails or the text read is not UTF-8.
+fn read_first_processor(mut cpuinfo: impl Read) -> io::Result<CpuFeatures> {
+    let mut text = Vec::with_capacity(CPUINFO_READ);
+    let mut chunk = vec![0; CPUINFO_READ];
+    loop {
+        let read = match cpuinfo.read(&mut chunk) {
+            Ok(read) => read,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        text.extend_from_slice(&chunk[..read]);
+        // Whole lines until the end (a newline never falls inside a UTF-8
+        // character, so this is a character boundary too).
+        let whole = match read {
+            0 => text.len(),
+            _ => text.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1),
+        };
+        let lines = std::str::from_utf8(&text[..whole])
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+        let (cpu, ended) = CpuFeatures::first_processor(lines);
+        if ended || read == 0 {
+            return Ok(cpu);
+        }
+    }
 }
 
 /// Whether `cpuid` (through the standard library, which also checks that
@@ -186,6 +236,77 @@ mod tests {
         let cpu = CpuFeatures::from_cpuinfo(arm);
         assert!(cpu.has("sve2") && cpu.has("bf16"));
         assert!(cpu.identity().contains("CPU part=0xd4f"));
+    }
+
+    /// Yields `text` at most `per_read` bytes per read, counting what it served.
+    struct Reads<'a> {
+        text: &'a [u8],
+        per_read: usize,
+        served: usize,
+    }
+
+    impl Read for Reads<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            let rest = &self.text[self.served..];
+            let n = rest.len().min(self.per_read).min(buf.len());
+            buf[..n].copy_from_slice(&rest[..n]);
+            self.served += n;
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn reading_stops_after_the_first_processor_whatever_sizes_the_reads_return() {
+        let block = |n: usize| {
+            format!(
+                "processor\t: {n}\nvendor_id\t: GenuineIntel\nmodel name\t: Xeon® Gold (ß {n})\n\
+                 flags\t\t: fpu sse2 avx2 f{n}\nbugs\t\t: none\n\n"
+            )
+        };
+        let many: String = (0..64).map(block).collect();
+        let first_end = block(0).len();
+        let real = std::fs::read(CPUINFO).expect("this machine has /proc/cpuinfo");
+        let texts: [&[u8]; 4] = [
+            many.as_bytes(),
+            &real,
+            b"flags : a b\n\n\nflags : c\n",
+            b"  \n\nmodel : 1\r\nflags : x y",
+        ];
+        for text in texts {
+            let whole = CpuFeatures::from_cpuinfo(std::str::from_utf8(text).unwrap());
+            for per_read in [1, 2, 7, 100, 1000, CPUINFO_READ, 1 << 20] {
+                let mut reads = Reads {
+                    text,
+                    per_read,
+                    served: 0,
+                };
+                let cpu = read_first_processor(&mut reads).unwrap();
+                assert_eq!(cpu, whole, "{per_read} bytes per read");
+                if text == many.as_bytes() {
+                    assert!(cpu.names().any(|n| n == "f0") && !cpu.names().any(|n| n == "f1"));
+                    assert!(
+                        reads.served <= first_end + per_read.min(CPUINFO_READ),
+                        "{per_read} bytes per read: served {} of {}, the first block ends at {first_end}",
+                        reads.served,
+                        text.len()
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn text_that_is_not_utf8_fails_only_where_it_is_read() {
+        let early = b"vendor_id : \xff\nflags : a\n\nflags : b\n";
+        assert!(read_first_processor(&early[..]).is_err());
+        let late = b"vendor_id : x\nflags : a\n\nvendor_id : \xff\n";
+        let mut reads = Reads {
+            text: late,
+            per_read: 1,
+            served: 0,
+        };
+        let cpu = read_first_processor(&mut reads).unwrap();
+        assert_eq!(cpu.names().collect::<Vec<_>>(), ["a"]);
     }
 
     #[test]

@@ -38,7 +38,7 @@ mod guard;
 mod require;
 mod table;
 
-pub use cpu::{running_cpu, CpuFeatures, CPUINFO, IDENTITY_FIELDS};
+pub use cpu::{running_cpu, CpuFeatures, CPUINFO, CPUINFO_READ, IDENTITY_FIELDS};
 pub use guard::{check, check_on, guard_enabled, missing, IsaError};
 pub use require::{defined_macros, requirements_from_macros, Requirement};
 pub use table::{by_flag, by_macro, understood_flags, Arch, Extension, EXTENSIONS};

@@ -56,7 +56,7 @@ use std::time::SystemTime;
 
 use abicache_build::ToolchainEnv;
 use abicache_fs::FileStamp;
-use abicache_isa::IDENTITY_FIELDS;
+use abicache_isa::{CPUINFO_READ, IDENTITY_FIELDS};
 use abicache_key::ExtensionSpec;
 use abicache_scan::Expect;
 use abicache_store::HitRecipe;
@@ -117,7 +117,7 @@ pub const PYTHON_BLOCK_END: &str = "# END warm-record format";
 
 /// The Python reader's constants of the format ([`WARM_RECORD_FORMAT`],
 /// [`WARM_RECORD_FIELDS`], [`WARM_RECORD_ROWS`], the variables a hit reads,
-/// [`IDENTITY_FIELDS`] and [`GPU_LISTING`]), as the Python source
+/// [`IDENTITY_FIELDS`], [`CPUINFO_READ`] and [`GPU_LISTING`]), as the Python source
 /// between [`PYTHON_BLOCK_BEGIN`] and [`PYTHON_BLOCK_END`] (those lines
 /// included, each line ending in a newline).
 pub fn python_format_block() -> String {
@@ -152,6 +152,7 @@ pub fn python_format_block() -> String {
         "WARM_CPU_IDENTITY_FIELDS = {}\n",
         tuple(IDENTITY_FIELDS)
     ));
+    out.push_str(&format!("WARM_CPUINFO_READ = {CPUINFO_READ}\n"));
     out.push_str(&format!("WARM_GPU_LISTING = {GPU_LISTING:?}\n"));
     out.push_str(PYTHON_BLOCK_END);
     out.push('\n');
