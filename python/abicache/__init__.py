@@ -395,8 +395,8 @@ def _key_inputs_hold(record: Any) -> bool:
 # block, as `field=value` lines in the file's order; the names: its `flags`
 # or `Features` words). Read as Rust's `running_cpu` reads it:
 # `WARM_CPUINFO_READ` bytes at a time, only as far as that block's end (the
-# kernel writes the text of as many processors as fit in a read, ~15 us
-# each: one or two, not every processor of a many-core machine). Raises
+# kernel writes a page of processors' text per read, ~15 us a processor:
+# two or three, not every processor of a many-core machine). Raises
 # `OSError` or `ValueError` when unreadable.
 _cpuinfo: Optional[Tuple[str, Set[str]]] = None
 

@@ -12,11 +12,11 @@ use std::sync::OnceLock;
 /// The path the features are read from.
 pub const CPUINFO: &str = "/proc/cpuinfo";
 
-/// How many bytes [`running_cpu`] asks for per read of [`CPUINFO`]. The
-/// kernel writes the file's text for as many processors as fit in one read
-/// (~1.5–3 KB and ~15 µs each here), so reading the first processor's
-/// block this way makes it write one or two, not every processor of a
-/// many-core machine.
+/// How many bytes [`running_cpu`] asks for per read of [`CPUINFO`]: one
+/// page, what the kernel fills per read anyway (the text of the processors
+/// that fit, ~1.5–3 KB and ~15 µs each here). Stopping after the first
+/// processor's block then makes it write two or three processors' text,
+/// not every processor's of a many-core machine.
 pub const CPUINFO_READ: usize = 4096;
 
 /// The running CPU's features and a description that identifies the CPU.
