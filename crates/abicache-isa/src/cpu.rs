@@ -113,7 +113,7 @@ pub const IDENTITY_FIELDS: &[&str] = &[
 /// The running CPU, read once per process; `None` when `/proc/cpuinfo`
 /// cannot be read (or its first processor's block is not UTF-8) or lists
 /// no features (then nothing can be checked). Only the first processor's
-/// block is read ([`read_first_processor`]).
+/// block is read (`read_first_processor`).
 pub fn running_cpu() -> Option<&'static CpuFeatures> {
     static CPU: OnceLock<Option<CpuFeatures>> = OnceLock::new();
     CPU.get_or_init(|| {
