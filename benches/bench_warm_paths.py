@@ -186,12 +186,13 @@ def main() -> int:
             codes = {"abicache": PRELUDE + code.replace("import abicache\n", IMPORTED, 1) + DONE_SPLIT,
                      "floor": PRELUDE + floor(row, paths[row]) + DONE}
             times: Dict[str, List[float]] = {k: [] for k in codes}
-            imports: List[float] = []
+            imports: List[float] = []  # the abicache processes' `import abicache`, in order
             for i in range(args.runs):
                 for k in (list(codes) if i % 2 == 0 else list(reversed(codes))):
-                    *imported, total = (float(x) for x in run(args.python, codes[k], env).split())
-                    times[k].append(total)
-                    imports.extend(imported)
+                    printed = [float(x) for x in run(args.python, codes[k], env).split()]
+                    if k == "abicache":
+                        imports.append(printed[0])
+                    times[k].append(printed[-1])
             med = {k: 1000 * statistics.median(v) for k, v in times.items()}
             # The same processes without their one-time `import abicache`:
             # what each further extension a process loads costs.
