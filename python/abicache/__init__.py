@@ -821,7 +821,7 @@ def _split_flags(flags: Optional[Iterable[str]], what: str) -> List[str]:
         if not isinstance(flag, str):
             raise TypeError(f"{what} must be strings, got {type(flag).__name__} ({flag!r})")
         flag = flag.strip()
-        if any(c in _SHELL_SPECIAL for c in flag):
+        if not _SHELL_SPECIAL.isdisjoint(flag):
             from ._load import shell_split
 
             out.extend(shell_split(flag, what))

@@ -353,3 +353,95 @@ def test_each_functions_signature_is_worked_out_once_per_process(monkeypatch: An
     assert again is first
     assert worked_out == [client_load]
     assert list(first.parameters) == ["name", "sources", "verbose"]
+
+
+def _bound(function: Any, args: tuple, kwargs: Dict[str, Any]) -> Any:
+    """What ``inspect`` binds (a list of ``(name, value)``), or ``TypeError``."""
+    import inspect
+
+    try:
+        return list(inspect.signature(function).bind(*args, **kwargs).arguments.items())
+    except TypeError:
+        return TypeError
+
+
+def _fast_bound(function: Any, args: tuple, kwargs: Dict[str, Any]) -> Any:
+    import _abicache_intercept
+
+    try:
+        return list(_abicache_intercept._arguments(function, args, kwargs).items())
+    except TypeError:
+        return TypeError
+
+
+def test_calls_bind_as_inspect_binds_them_without_inspect(monkeypatch: Any) -> None:
+    import functools
+    import inspect
+
+    import torch.utils.cpp_extension as cpp_extension
+
+    import _abicache_intercept
+    import abicache
+
+    def keyword_only(name: str, *, cache_dir: Any = None, must: int) -> None:
+        return None
+
+    def starred(name: str, *rest: Any, **options: Any) -> None:
+        return None
+
+    def positional_only(name: str, /, sources: Any = None) -> None:
+        return None
+
+    @functools.wraps(keyword_only)
+    def wrapped(*args: Any, **kwargs: Any) -> None:
+        return None
+
+    # Its own parameters are not what `inspect` reports (it follows `__wrapped__`).
+    @functools.wraps(keyword_only)
+    def wrapped_plain(name: str, sources: Any = None) -> None:
+        return None
+
+    def declared(name: str, sources: Any = None) -> None:
+        return None
+
+    declared.__signature__ = inspect.signature(keyword_only)  # type: ignore[attr-defined]
+
+    calls: List[tuple] = [
+        ((), {}),
+        (("n",), {}),
+        (("n", ["a.cpp"]), {}),
+        (("n", ["a.cpp"]), {"extra_cflags": ["-O3"], "verbose": True}),
+        ((), {"name": "n", "sources": ["a.cpp"], "cache_dir": "/c", "must": 1}),
+        (("n",), {"name": "again"}),
+        (("n", ["a.cpp"]), {"name": "again"}),
+        (("n",), {"verbose": True, "sources": ["a.cpp"]}),
+        ((), {"must": 1, "name": "n"}),
+        (("n", ["a.cpp"]), {"no_such_argument": 1}),
+        (("n", ["a.cpp"], None, None, None, None, None, None, False, None, None, True, False, True), {}),
+        (("n", ["a.cpp"], None, None, None, None, None, None, False, None, None, True, False, True, 1, 2), {}),
+        (("n",), {"must": 2}),
+        (("n", "x"), {"must": 2}),
+        (("n",), {"rest": 1}),
+    ]
+    functions = [cpp_extension.load, cpp_extension.load_inline, abicache.load, abicache.load_inline,
+                 keyword_only, starred, positional_only, wrapped, wrapped_plain, declared]
+    for function in functions:
+        for args, kwargs in calls:
+            assert _fast_bound(function, args, kwargs) == _bound(function, args, kwargs), (function, args, kwargs)
+    # The plain functions (torch's, abicache's, `keyword_only`) are read
+    # from their code: no `inspect.signature`, however often they are called.
+    # (With both per-process memos emptied: the loop above filled them.)
+    monkeypatch.setattr(_abicache_intercept, "_signatures", {})
+    monkeypatch.setattr(_abicache_intercept, "_shapes", {})
+    worked_out: List[Any] = []
+    real = inspect.signature
+    monkeypatch.setattr(inspect, "signature", lambda f, **kw: worked_out.append(f) or real(f, **kw))
+    for function in (cpp_extension.load, cpp_extension.load_inline, abicache.load, keyword_only):
+        _fast_bound(function, ("n", ["a.cpp"]), {"verbose": True})
+        assert set(_abicache_intercept._accepted(function)) == set(real(function).parameters)
+    assert worked_out == []
+    # The others are `inspect`'s to bind.
+    others = [starred, positional_only, wrapped, wrapped_plain, declared]
+    for function in others:
+        _fast_bound(function, ("n",), {})
+    assert worked_out == others
