@@ -181,32 +181,29 @@ _VARKEYWORDS = 0x08  # inspect.CO_VARKEYWORDS
 
 
 def _shape(function):
-    try:
-        return _shapes[function]
-    except (KeyError, TypeError):
-        pass
-    shape = None
+    if function not in _shapes:
+        _shapes[function] = _read_shape(function)
+    return _shapes[function]
+
+
+def _read_shape(function):
     code = getattr(function, "__code__", None)
     if (
-        type(function) is _PLAIN_FUNCTION
-        and code is not None
-        and not code.co_flags & (_VARARGS | _VARKEYWORDS)
-        and not getattr(code, "co_posonlyargcount", 0)
-        and not hasattr(function, "__wrapped__")
-        and not hasattr(function, "__signature__")
+        type(function) is not _PLAIN_FUNCTION
+        or code is None
+        or code.co_flags & (_VARARGS | _VARKEYWORDS)
+        or getattr(code, "co_posonlyargcount", 0)
+        or hasattr(function, "__wrapped__")
+        or hasattr(function, "__signature__")
     ):
-        count = code.co_argcount
-        positional = code.co_varnames[:count]
-        keyword_only = code.co_varnames[count : count + code.co_kwonlyargcount]
-        defaults = function.__defaults__ or ()
-        kwdefaults = function.__kwdefaults__ or {}
-        required = positional[: count - len(defaults)] + tuple(n for n in keyword_only if n not in kwdefaults)
-        shape = (positional, positional + keyword_only, required)
-    try:
-        _shapes[function] = shape
-    except TypeError:
-        pass
-    return shape
+        return None
+    count = code.co_argcount
+    positional = code.co_varnames[:count]
+    keyword_only = code.co_varnames[count : count + code.co_kwonlyargcount]
+    defaults = function.__defaults__ or ()
+    kwdefaults = function.__kwdefaults__ or {}
+    required = positional[: count - len(defaults)] + tuple(n for n in keyword_only if n not in kwdefaults)
+    return (positional, positional + keyword_only, required)
 
 
 # `types.FunctionType`, without importing `types` at interpreter start.
