@@ -287,6 +287,9 @@ def _check_warm_record(name: str, cache_dir: Optional[str]) -> Optional[Any]:
                     0o600,
                 )
                 try:
+                    # Under a shared lock, as the store's touch: gc holds it
+                    # exclusively from its re-read to the entry's removal.
+                    fcntl.flock(fd, fcntl.LOCK_SH)
                     os.utime(fd)
                 finally:
                     os.close(fd)

@@ -13,10 +13,12 @@ record's recorded value, and the reader must refuse.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List
@@ -372,6 +374,28 @@ def test_a_tampered_library_fails_the_entry_stamps(fresh: Dict[str, Project]) ->
     data[-1] ^= 0xFF
     library.write_bytes(bytes(data))
     assert p.read() is None
+
+
+def test_the_touch_of_last_used_waits_while_gc_holds_it(shared: Project, record: Dict[str, Any]) -> None:
+    # gc holds `last-used` exclusively from its last re-read of an old time
+    # to the entry's removal (crates/abicache-store/src/gc.rs); the reader
+    # touches it under a shared lock, so its touch falls before that re-read
+    # or after the removal, never between them.
+    last_used = record["last_used"]
+    os.utime(last_used, (1_000_000, 1_000_000))
+    fd = os.open(last_used, os.O_WRONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        answers: List[Any] = []
+        reader = threading.Thread(target=lambda: answers.append(shared.read()))
+        reader.start()
+        reader.join(0.3)
+        assert reader.is_alive(), "the reader touched `last-used` while gc held it"
+    finally:
+        os.close(fd)
+    reader.join()
+    assert answers[0] is not None
+    assert time.time() - os.stat(last_used).st_mtime < 60, "touched once gc let go"
 
 
 def test_a_changed_variable_fails_the_environ_check(shared: Project, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -92,7 +92,8 @@ impl Store {
     /// build may be about to link them; then least-recently-used entries,
     /// skipping entries whose lock is held. Nothing used within
     /// [`Store::gc_grace`] is evicted: the last use is read again just
-    /// before each removal (for an entry, under its lock), so a path a hit
+    /// before each removal (for an entry, under its key lock and with its
+    /// `last-used` locked until the removal), so a path a hit
     /// just returned stays loadable and objects a starting build counted
     /// stay linkable. Also removes leftover temporary
     /// directories and objects, and entry directories without a manifest.
@@ -205,8 +206,10 @@ impl Store {
                 continue;
             };
             // A lookup touches `last-used` before it verifies: re-read it
-            // now that no builder can replace the entry.
-            if self.is_recent(entry_last_used(&e.dir)) {
+            // now that no builder can replace the entry, and hold it until
+            // the entry is gone, so no touch falls between the two.
+            let (last_used, _touches_held) = lock_last_used(&e.dir);
+            if last_used.is_none_or(|t| self.is_recent(t)) {
                 report.skipped_recent += 1;
                 continue;
             }
@@ -352,6 +355,22 @@ impl Store {
             }
         }
         (removed, bytes)
+    }
+}
+
+/// An entry's last use, read for its removal: `last-used` locked
+/// exclusively (a lookup touches it under a shared lock, see
+/// [`crate::store::touch_last_used`]) and its mtime, which no touch can
+/// change while the returned file is open. `None` (no time) while a lookup
+/// is touching it. A `last-used` that cannot be opened (a symlink, say)
+/// cannot be touched either: then the unlocked [`entry_last_used`], and no file.
+fn lock_last_used(dir: &std::path::Path) -> (Option<SystemTime>, Option<std::fs::File>) {
+    let Ok(file) = crate::store::open_last_used(dir) else {
+        return (Some(entry_last_used(dir)), None);
+    };
+    match file.try_lock() {
+        Ok(()) => (file.metadata().and_then(|m| m.modified()).ok(), Some(file)),
+        Err(_) => (None, None),
     }
 }
 

@@ -227,9 +227,10 @@ impl Store {
     /// this key and a library whose size and BLAKE3 match it: hashed in
     /// full unless the stamp of an earlier full check still matches (see
     /// [`abicache_fs::verify_file`]); a trusted new stamp is recorded, best
-    /// effort. Its `last-used` time is touched *before* it is checked, so a
-    /// concurrent gc (which re-reads it under the key's lock) spares it for
-    /// [`Store::gc_grace`]. A corrupt entry is never a hit: it is removed (under its lock;
+    /// effort. Its `last-used` time is touched *before* it is checked (under
+    /// a shared lock of that file), so a concurrent gc (which re-reads it
+    /// under the key's lock and holds it exclusively until the removal)
+    /// spares it for [`Store::gc_grace`], or has removed it and this misses. A corrupt entry is never a hit: it is removed (under its lock;
     /// left alone if another process holds the lock, since that process is
     /// replacing or removing it) and reported in [`Lookup::warnings`].
     /// Counts nothing: the caller records [`crate::Event`]s it wants counted.
@@ -546,20 +547,31 @@ pub(crate) fn hash_reader(reader: impl std::io::Read) -> std::io::Result<String>
     abicache_fs::hash_reader(reader)
 }
 
-/// Sets `dir/last-used`'s mtime to now, creating it owner-only if needed.
+/// Sets `dir/last-used`'s mtime to now, creating it owner-only if needed,
+/// under a shared `flock` of it: gc holds it exclusively from its last
+/// re-read of the time to the entry's removal (see `gc::lock_last_used`),
+/// so this touch lands either before that re-read (which then spares the
+/// entry) or after the entry is gone (and the checks that follow miss).
 /// Best effort: a read-only cache still serves hits.
 pub(crate) fn touch_last_used(dir: &Path) {
+    if let Ok(f) = open_last_used(dir) {
+        if f.lock_shared().is_ok() {
+            let _ = f.set_modified(SystemTime::now());
+        }
+    }
+}
+
+/// Opens (creating it owner-only if needed) `dir/last-used` for writing,
+/// never through a symlink and never blocking on a FIFO.
+pub(crate) fn open_last_used(dir: &Path) -> std::io::Result<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt;
-    if let Ok(f) = std::fs::OpenOptions::new()
+    std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
         .open(dir.join(LAST_USED_FILE))
-    {
-        let _ = f.set_modified(SystemTime::now());
-    }
 }
 
 /// Total length of the files under `dir` (recursively; symlinks not followed).

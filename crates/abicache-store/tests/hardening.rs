@@ -502,6 +502,67 @@ fn a_path_returned_by_a_hit_stays_loadable_while_gc_runs_in_a_loop() {
     assert!(hits > 50, "too few hits to mean anything: {hits}");
 }
 
+/// gc's side of the `last-used` protocol: an entry whose `last-used` a
+/// lookup is touching at this moment (its shared lock held) is spared,
+/// however old its time reads.
+#[test]
+fn gc_spares_an_entry_whose_last_used_a_lookup_is_touching() {
+    let (_t, store) = temp_store();
+    let store = store.with_gc_grace(Duration::from_secs(60));
+    let k = key("touching");
+    publish(&store, &k, "touching", &[1u8; 1000]);
+    set_last_used(&store, &k, 1_000_000);
+    let path = store
+        .layout()
+        .entry_dir(&k)
+        .join(abicache_store::LAST_USED_FILE);
+    let touching = std::fs::File::options().append(true).open(&path).unwrap();
+    touching.lock_shared().unwrap();
+    let report = store.gc(1).unwrap();
+    assert!(report.evicted.is_empty(), "{report:?}");
+    assert_eq!(report.skipped_recent, 1, "{report:?}");
+    drop(touching);
+    let report = store.gc(1).unwrap();
+    assert_eq!(report.evicted.len(), 1, "{report:?}");
+}
+
+/// The lookup's side, with gc held between its last re-read of an old
+/// `last-used` and the entry's removal (a gc process preempted there made
+/// the loop test above fail once in ~30 runs): the lookup's touch waits
+/// for the removal, and the lookup then misses. It never returns a path
+/// that is about to vanish.
+#[test]
+fn a_lookup_during_gcs_removal_waits_and_misses_instead_of_returning_a_vanishing_path() {
+    let (t, store) = temp_store();
+    let k = key("removed");
+    publish(&store, &k, "removed", &[1u8; 1000]);
+    set_last_used(&store, &k, 1_000_000);
+    let dir = store.layout().entry_dir(&k);
+    // What gc holds from its re-read to the removal.
+    let gc_holds = std::fs::File::options()
+        .append(true)
+        .open(dir.join(abicache_store::LAST_USED_FILE))
+        .unwrap();
+    gc_holds.lock().unwrap();
+    let lookup = std::thread::spawn({
+        let (store, k) = (store.clone(), k.clone());
+        move || store.lookup(&k).unwrap().hit
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        !lookup.is_finished(),
+        "the lookup did not wait for gc's removal"
+    );
+    // gc's removal: the entry is moved aside, then the lock released.
+    std::fs::rename(&dir, t.path().join("removed")).unwrap();
+    drop(gc_holds);
+    let hit = lookup.join().unwrap();
+    assert!(
+        hit.is_none(),
+        "a lookup served an entry gc was removing: {hit:?}"
+    );
+}
+
 // ---------------------------------------------------------------------------
 // Finding 7: only the root and `v1` were permission-checked.
 
