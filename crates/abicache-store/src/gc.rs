@@ -362,8 +362,10 @@ impl Store {
 /// exclusively (a lookup touches it under a shared lock, see
 /// [`crate::store::touch_last_used`]) and its mtime, which no touch can
 /// change while the returned file is open. `None` (no time) while a lookup
-/// is touching it. A `last-used` that cannot be opened (a symlink, say)
-/// cannot be touched either: then the unlocked [`entry_last_used`], and no file.
+/// is touching it. An entry without one (every publish writes one) gets
+/// one now, and so counts as used now: the next gc past the grace evicts
+/// it. A `last-used` that cannot be opened (a symlink, say) cannot be
+/// touched either: then the unlocked [`entry_last_used`], and no file.
 fn lock_last_used(dir: &std::path::Path) -> (Option<SystemTime>, Option<std::fs::File>) {
     let Ok(file) = crate::store::open_last_used(dir) else {
         return (Some(entry_last_used(dir)), None);
