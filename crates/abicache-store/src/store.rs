@@ -230,8 +230,9 @@ impl Store {
     /// effort. Its `last-used` time is touched *before* it is checked (under
     /// a shared lock of that file), so a concurrent gc (which re-reads it
     /// under the key's lock and holds it exclusively until the removal)
-    /// spares it for [`Store::gc_grace`], or has removed it and this misses. A corrupt entry is never a hit: it is removed (under its lock;
-    /// left alone if another process holds the lock, since that process is
+    /// spares it for [`Store::gc_grace`], or has removed it and this misses.
+    /// A corrupt entry is never a hit: it is removed (under its lock; left
+    /// alone if another process holds the lock, since that process is
     /// replacing or removing it) and reported in [`Lookup::warnings`].
     /// Counts nothing: the caller records [`crate::Event`]s it wants counted.
     pub fn lookup(&self, key: &str) -> Result<Lookup> {
