@@ -66,7 +66,7 @@ pub struct ExportArgs {
     )]
     pub output: Option<PathBuf>,
     /// Write a pip-installable cache wheel of distribution `NAME==VERSION`
-    /// instead of a bundle (see "Shipping prebuilt kernels in a wheel").
+    /// instead of a bundle (see docs/fleet.md, "Shipping prebuilt kernels in a wheel").
     #[arg(long, value_name = "NAME==VERSION")]
     pub wheel: Option<String>,
     /// The directory the wheel is written to.

@@ -1,4 +1,4 @@
-//! The versioned on-disk cache of abicache (README: "The cache").
+//! The versioned on-disk cache of abicache (docs/cache.md).
 //!
 //! Guarantees:
 //! - **Versioned layout** under `<root>/v1/` ([`Layout`]); the root is
