@@ -4,8 +4,9 @@
 //!
 //! This is the lowest crate of the workspace (no dependencies), so every
 //! crate that reads a variable reads it through [`var`] or [`var_os`] and
-//! names it with one of the constants here; the README's table and
-//! `abicache config` are generated from [`ENV_VARS`].
+//! names it with one of the constants here; the documentation's reference
+//! page ([`reference_page`]) and `abicache config` are generated from
+//! [`ENV_VARS`].
 //!
 //! Guarantees:
 //! - a name not in [`ENV_VARS`] cannot be read through this crate (debug
@@ -28,4 +29,7 @@ mod table;
 pub use names::*;
 pub use parse::{parse_flag, parse_seconds, parse_size};
 pub use read::{var, var_os};
-pub use table::{lookup, markdown_table, Empty, EnvVar, ValueFormat, ENV_VARS};
+pub use table::{
+    lookup, markdown_table, reference_page, Empty, EnvVar, ValueFormat, ENV_VARS,
+    REFERENCE_PAGE_COMMAND, REFERENCE_PAGE_PATH,
+};

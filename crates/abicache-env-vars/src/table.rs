@@ -1,4 +1,5 @@
-//! The table: one [`EnvVar`] per variable, in the order the README lists them.
+//! The table: one [`EnvVar`] per variable, in the order the documentation
+//! lists them, and the reference page generated from it.
 
 use crate::names::*;
 
@@ -45,7 +46,7 @@ pub enum ValueFormat {
 }
 
 impl ValueFormat {
-    /// A short description for tables (`abicache config`, the README).
+    /// A short description for tables (`abicache config`, the reference page).
     pub fn describe(&self) -> String {
         match self {
             ValueFormat::Path => "path".into(),
@@ -74,7 +75,7 @@ impl ValueFormat {
 pub struct EnvVar {
     /// The variable's name.
     pub name: &'static str,
-    /// What applies when it is unset (Markdown, as the README shows it).
+    /// What applies when it is unset (Markdown, as the reference page shows it).
     pub default: &'static str,
     /// The format of its value.
     pub format: ValueFormat,
@@ -123,8 +124,49 @@ impl EnvVar {
     }
 }
 
-/// The README's table (header, separator, one row per variable), as
-/// `cargo run -p abicache-env-vars --example readme_table` prints it.
+/// The command that writes [`reference_page`] to where the documentation
+/// site has it (run from the repository root).
+pub const REFERENCE_PAGE_COMMAND: &str =
+    "cargo run -p abicache-env-vars --example env_vars_page > docs/reference/env-vars.md";
+
+/// Where [`REFERENCE_PAGE_COMMAND`] writes the page, from the repository root.
+pub const REFERENCE_PAGE_PATH: &str = "docs/reference/env-vars.md";
+
+/// The documentation site's environment-variable reference
+/// (`docs/reference/env-vars.md`), generated in full from [`ENV_VARS`]: a
+/// header saying how to regenerate it, the table of [`markdown_table`], and
+/// the variables that the config file can also set. A test fails when the
+/// committed page differs from this.
+pub fn reference_page() -> String {
+    let mut out = format!(
+        "<!-- Generated from ENV_VARS (crates/abicache-env-vars/src/table.rs): do not edit.\n     \
+         Regenerate: {REFERENCE_PAGE_COMMAND} -->\n\n"
+    );
+    out.push_str(
+        "# Environment variables\n\n\
+         Every environment variable abicache reads, with what applies when it is unset and the \
+         format of its value. An empty or all-blank value counts as unset (its default applies) \
+         unless its row says otherwise. `abicache config` shows every effective setting and \
+         where it came from.\n\n",
+    );
+    out.push_str(&markdown_table());
+    out.push_str(
+        "\n## Also set in the config file\n\n\
+         These settings may also be given in the config file (`ABICACHE_CONFIG`); the variable \
+         wins over the file's key. `abicache config` shows a secret only as set or unset.\n\n\
+         | config key | variable | secret |\n|---|---|---|\n",
+    );
+    for var in ENV_VARS {
+        if let Some(key) = var.config_key {
+            let secret = if var.secret { "yes" } else { "no" };
+            out.push_str(&format!("| `{key}` | `{}` | {secret} |\n", var.name));
+        }
+    }
+    out
+}
+
+/// The table of every variable (header, separator, one row per variable),
+/// as [`reference_page`] shows it.
 pub fn markdown_table() -> String {
     let mut out = String::from("| variable | default | value | meaning |\n|---|---|---|---|\n");
     for var in ENV_VARS {
@@ -145,7 +187,7 @@ pub fn lookup(name: &str) -> Option<&'static EnvVar> {
     ENV_VARS.iter().find(|v| v.name == name)
 }
 
-/// All variables, in the order the README documents them.
+/// All variables, in the order the reference page documents them.
 pub const ENV_VARS: &[EnvVar] = &[
     EnvVar::new(ABICACHE_DIR, "`$XDG_CACHE_HOME/abicache`, else `~/.cache/abicache`", ValueFormat::Path)
         .meaning("Root of the cache (entries, objects, locks, stats)."),
@@ -155,7 +197,7 @@ pub const ENV_VARS: &[EnvVar] = &[
         .meaning("Home directory: base of the default cache root and config file."),
     EnvVar::new(ABICACHE_READONLY_DIRS, "unset (no layers)", ValueFormat::PathList)
         .config_key("readonly_dirs")
-        .meaning("Read-only cache roots (populated by CI, on NFS or in an image layer) consulted in order after the local cache and never written; installed cache wheels are added after them (see \"Sharing a read-only cache\")."),
+        .meaning("Read-only cache roots (populated by CI, on NFS or in an image layer) consulted in order after the local cache and never written; installed cache wheels are added after them (see [Fleet](../fleet.md))."),
     EnvVar::new(ABICACHE_LOCK_TIMEOUT, "`600`", ValueFormat::Seconds)
         .meaning("Seconds to wait for another process building the same key before giving up with an error naming its pid."),
     EnvVar::new(ABICACHE_MAX_SIZE, "unset (no bound)", ValueFormat::Size)
@@ -163,25 +205,25 @@ pub const ENV_VARS: &[EnvVar] = &[
     EnvVar::new(ABICACHE_GC_GRACE, "`60`", ValueFormat::Seconds)
         .meaning("Seconds after its last use during which `gc` never evicts an entry or a compiled object, so a path a hit returned stays loadable and a starting build keeps the objects it counted."),
     EnvVar::new(ABICACHE_COMPILER_LAUNCHER, "unset", ValueFormat::Program)
-        .meaning("Compiler launcher (`ccache`, `sccache`, `distcc`) put in front of every compile command (not the link); see \"Distributed compiles\"."),
+        .meaning("Compiler launcher (`ccache`, `sccache`, `distcc`) put in front of every compile command (not the link); see [Building](../building.md)."),
     EnvVar::new(ABICACHE_REBUILD, "unset", ValueFormat::Flag)
         .meaning("`1` makes the Python package rebuild instead of using a cached entry; `0` or unset does not; any other value is refused with an error naming it."),
     EnvVar::new(ABICACHE_PCH, "`auto`", ValueFormat::Choice(&["auto", "0"]))
-        .meaning("`0` turns precompiled headers off; `auto` uses ready ones and builds a missing one in the background once a second build has needed it (see \"Building\")."),
+        .meaning("`0` turns precompiled headers off; `auto` uses ready ones and builds a missing one in the background once a second build has needed it (see [Building](../building.md))."),
     EnvVar::new(ABICACHE_PCH_MAX_SIZE, "a quarter of `ABICACHE_MAX_SIZE`, else `2G`", ValueFormat::Size)
         .meaning("Bytes of precompiled headers a cache keeps; the least recently used are removed first when a new one is adopted."),
     EnvVar::new(ABICACHE_PCH_JOBS, "`1`", ValueFormat::Count)
         .meaning("Background precompiled-header compiles at once for this user on this machine (lock files in `$XDG_RUNTIME_DIR/abicache/pch-slots`, else `/tmp/abicache-UID/pch-slots`); one cache never runs more than one."),
     EnvVar::new(ABICACHE_INTERCEPT, "unset (off)", ValueFormat::Choice(&["1", "verbose", "0"]))
-        .meaning("`1`: in every Python process with abicache installed, `torch.utils.cpp_extension.load` and `load_inline` become abicache's (calls abicache does not support go to torch's); `verbose` also prints one line per call on stderr. Set by `abicache run` (see \"Use it without changing code\")."),
+        .meaning("`1`: in every Python process with abicache installed, `torch.utils.cpp_extension.load` and `load_inline` become abicache's (calls abicache does not support go to torch's); `verbose` (any case) also prints one line per call on stderr; `0`: off. Any other value leaves interception off, with one line on stderr naming the variable and these values. Set by `abicache run` (see [Interception](../interception.md))."),
     EnvVar::new(PYTHONPATH, "unset", ValueFormat::PathList)
         .meaning("`abicache run` puts the package's `sitecustomize` directory first on it for `CMD`, keeping the rest."),
     EnvVar::new(ABICACHE_PROBE_TIMEOUT, "`60`", ValueFormat::Seconds)
         .meaning("Seconds probing an interpreter (`--python`) may take before it is stopped and refused; its output is capped at 4 MiB."),
     EnvVar::new(ABICACHE_ISA_CHECK, "`1`", ValueFormat::Choice(&["1", "0"]))
-        .meaning("`0` turns the instruction-set guard off: a library whose compile flags require extensions this CPU lacks (`-mavx512bf16`, `-march=native` from another machine) is then loaded anyway instead of refused with `abicache.AbiError` (see \"How the key is made\")."),
+        .meaning("`0` turns the instruction-set guard off: a library whose compile flags require extensions this CPU lacks (`-mavx512bf16`, `-march=native` from another machine) is then loaded anyway instead of refused with `abicache.AbiError` (see [How the key is made](../key.md))."),
     EnvVar::new(ABICACHE_JOBS, "`MAX_JOBS`", ValueFormat::Count)
-        .meaning("Parallel compile jobs when `ABICACHE_COMPILER_LAUNCHER` is set; may exceed the local cores (a distcc farm). Without a launcher, and for a CUDA extension whose launcher cannot run nvcc (distcc, icecc), `MAX_JOBS` applies (see \"Distributed compiles\")."),
+        .meaning("Parallel compile jobs when `ABICACHE_COMPILER_LAUNCHER` is set; may exceed the local cores (a distcc farm). Without a launcher, and for a CUDA extension whose launcher cannot run nvcc (distcc, icecc), `MAX_JOBS` applies (see [Building](../building.md))."),
     EnvVar::new(MAX_JOBS, "number of cores", ValueFormat::Count)
         .meaning("Translation units compiled in parallel."),
     EnvVar::new(CXX, "`c++` on `PATH`", ValueFormat::Program)
@@ -201,7 +243,7 @@ pub const ENV_VARS: &[EnvVar] = &[
         .meaning("The active venv: the command line's interpreter is `$VIRTUAL_ENV/bin/python` unless `--python` or `--env` is given (else `python3` on `PATH`)."),
     EnvVar::new(ABICACHE_REMOTE, "unset (no remote)", ValueFormat::Url)
         .config_key("remote")
-        .meaning("Remote cache URL: `s3://BUCKET/PREFIX`, `redis://HOST:PORT/DB` or `file:///PATH` (`none` turns a configured one off); see \"Remote cache\"."),
+        .meaning("Remote cache URL: `s3://BUCKET/PREFIX`, `redis://HOST:PORT/DB` or `file:///PATH` (`none` turns a configured one off); see [Remote cache](../remote.md)."),
     EnvVar::new(ABICACHE_REMOTE_MODE, "`read-write`", ValueFormat::Choice(&["read-write", "read-only"]))
         .config_key("remote_mode")
         .meaning("`read-only` downloads but never uploads."),
@@ -209,7 +251,7 @@ pub const ENV_VARS: &[EnvVar] = &[
         .config_key("remote_timeout")
         .meaning("Seconds one remote operation may take before it counts as a failure (a warning and a local build)."),
     EnvVar::new(ABICACHE_REMOTE_OBJECTS, "`1`", ValueFormat::Choice(&["1", "0"]))
-        .meaning("`0` keeps compiled objects out of the remote cache; `1` downloads the objects a build lacks before it compiles and uploads the ones it compiled (see \"Remote cache\")."),
+        .meaning("`0` keeps compiled objects out of the remote cache; `1` downloads the objects a build lacks before it compiles and uploads the ones it compiled (see [Remote cache](../remote.md))."),
     EnvVar::new(ABICACHE_REMOTE_MAX_SIZE, "`4G`", ValueFormat::Size)
         .meaning("Largest remote entry downloaded (`8G`, `500M`); a larger one is refused after at most that many bytes (a warning and a local build)."),
     EnvVar::new(ABICACHE_TRUSTED_KEYS, "unset (entries are not checked for a signature)", ValueFormat::PublicKeys)
@@ -220,7 +262,7 @@ pub const ENV_VARS: &[EnvVar] = &[
         .secret()
         .meaning("ed25519 secret key (hex, or a file holding it, as `abicache keygen` writes) that uploads are signed with."),
     EnvVar::new(ABICACHE_CONFIG, "`$XDG_CONFIG_HOME/abicache/config.toml`, else `~/.config/abicache/config.toml`", ValueFormat::Path)
-        .meaning("Config file with `remote`, `remote_mode`, `remote_timeout`, `trusted_keys`, `signing_key` (the variables above win)."),
+        .meaning("Config file with `remote`, `remote_mode`, `remote_timeout`, `trusted_keys`, `signing_key`, `readonly_dirs` (the variables win; see the table below)."),
     EnvVar::new(XDG_CONFIG_HOME, "`~/.config`", ValueFormat::Path)
         .meaning("Base of the default config file when `ABICACHE_CONFIG` is unset."),
     EnvVar::new(AWS_ENDPOINT_URL, "AWS's endpoint for the region", ValueFormat::Url)

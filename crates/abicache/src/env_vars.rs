@@ -1,8 +1,9 @@
 //! Every environment variable abicache reads, in one documented list: the
 //! table of the bottom-level `abicache-env-vars` crate, re-exported.
 //!
-//! The README's table is checked against [`ENV_VARS`] by a test, so a
-//! variable cannot be added there without being documented here.
+//! The documentation's reference page (`docs/reference/env-vars.md`) is
+//! generated from [`ENV_VARS`] and a test checks the committed copy, so a
+//! variable cannot be added here without being documented there.
 
 pub use abicache_env_vars::*;
 

@@ -1,24 +1,26 @@
-//! The README documents every environment variable abicache reads, exactly
-//! as `env_vars::ENV_VARS` describes it (ARCHITECTURE convention 7).
+//! The documentation's environment-variable reference is generated from
+//! `env_vars::ENV_VARS` (ARCHITECTURE convention 7): the committed page is
+//! exactly what the generator prints, and the table covers what the store reads.
 
-use abicache::env_vars::{markdown_table, ENV_VARS};
+use abicache::env_vars::{reference_page, ENV_VARS, REFERENCE_PAGE_COMMAND, REFERENCE_PAGE_PATH};
 
 #[test]
-fn readme_env_table_matches_env_vars() {
-    let readme =
-        std::fs::read_to_string(abicache_test_support::repo_root().join("README.md")).unwrap();
-    let table: Vec<&str> = readme
-        .lines()
-        .skip_while(|l| !l.starts_with("## Environment variables"))
-        .skip_while(|l| !l.starts_with('|'))
-        .take_while(|l| l.starts_with('|'))
-        .collect();
-    let expected = markdown_table();
-    assert_eq!(
-        table,
-        expected.lines().collect::<Vec<_>>(),
-        "regenerate the README table: cargo run -p abicache-env-vars --example readme_table"
+fn env_vars_reference_page_is_generated_from_env_vars() {
+    let path = abicache_test_support::repo_root().join(REFERENCE_PAGE_PATH);
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    let expected = reference_page();
+    assert!(
+        committed == expected,
+        "{} is stale (or missing): regenerate it with `{REFERENCE_PAGE_COMMAND}` (from the repository root)",
+        path.display()
     );
+    for var in ENV_VARS {
+        assert!(
+            committed.contains(&format!("| `{}` |", var.name)),
+            "`{}` has no row in {REFERENCE_PAGE_PATH}",
+            var.name
+        );
+    }
 }
 
 #[test]
