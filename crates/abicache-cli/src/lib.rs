@@ -21,6 +21,7 @@ mod config_cmd;
 mod fleet_cmds;
 mod interpreter;
 mod output;
+mod reference;
 mod remote_cmds;
 mod render;
 mod run_cmd;
@@ -29,6 +30,8 @@ use std::ffi::OsString;
 use std::path::Path;
 
 use clap::Parser;
+
+pub use reference::{cli_reference, CLI_REFERENCE_COMMAND, CLI_REFERENCE_PATH};
 
 /// Runs the command line `args` (the first item is the program name) and
 /// returns the process exit code. `--help` and `--version` print and return
