@@ -1,24 +1,46 @@
 """Prints the one table of all benchmark figures against their targets.
 
-    python3 benches/summary.py benches/.work
+    python3 benches/summary.py benches/.work [--write benches/latest.json]
 
 Reads what the benchmark scripts of this run wrote (see scripts/bench.sh,
 which clears the folder's JSON first): `gptq.json`, `tree.json`,
 `build.json`, `warm.json`, `warm_paths.json`, `cold-key-{machete,tree}.json`;
 a row whose file is missing (a benchmark `bench.sh --floors` skips) is left out.
+
+`--write FILE` also records the headline figures in FILE (JSON, committed as
+`benches/latest.json`): each figure this run measured replaces the file's,
+with this run (date, commit, machine) as its round; a figure this run did
+not measure keeps its earlier value and round. `benches/readme_figures.py`
+renders the README's figures table from it.
 """
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import platform
+import subprocess
 import sys
 from pathlib import Path
 
 
 def main() -> None:
-    work = Path(sys.argv[1])
+    args = sys.argv[1:]
+    latest = None
+    if "--write" in args:
+        i = args.index("--write")
+        latest = Path(args[i + 1])
+        del args[i:i + 2]
+    work = Path(args[0])
+    rows = table(work)
+    print_rows(rows)
+    if latest is not None:
+        write_latest(latest, headline(work), rows)
+
+
+def table(work: Path) -> list:
+    """The summary's rows (what, figure, target, status) from this run's JSON files."""
     def read(name: str) -> object:
         # A figure of this run, or None when its benchmark did not run (`bench.sh --floors`).
         path = work / name
@@ -85,7 +107,7 @@ def main() -> None:
                 f"{m['abicache']:.2f} ms vs load_library {m['load_library']:.2f} ms = {w['ratio']:.2f}x", "<= 2x",
                 w["ratio"] <= 2)
     if build is None:
-        return print_rows(rows)
+        return rows
     c, r, h, a = build["cold"], build["rebuild"], build["warm_hit"], build["audit"]
     row("cold build ext4", f"{c['abicache_s']:.1f} s vs torch load {c['torch_load_s']:.1f} s = {c['ratio']:.2f}",
         "<= 1.0", c["ratio"] <= 1.0)
@@ -97,7 +119,82 @@ def main() -> None:
         "<= 5 %", a["extension_share_of_build"] <= 0.05)
     t_s = max(t["median_s"], t["cli_ms"] / 1e3)
     row("audit libtorch_cpu.so", f"{t_s * 1e3:.0f} ms ({t['mib']:.0f} MiB)", "<= 1 s", t_s <= 1)
-    print_rows(rows)
+    return rows
+
+
+def headline(work: Path) -> dict:
+    """The figures `benches/latest.json` keeps, by name, from what this run measured
+    (names and fields as `benches/readme_figures.py` reads them; times in ms)."""
+    def read(name: str):
+        path = work / name
+        return json.loads(path.read_text()) if path.is_file() else None
+
+    out: dict = {}
+    for r in read("gptq.json") or []:
+        if r["extension"] == "machete":
+            out["key_machete_vs_gptqmodel"] = {"abicache_ms": r["abicache_ms"], "reference_ms": r["reference_ms"],
+                                               "speedup": r["speedup"], "files": r.get("files")}
+    g = (read("tree.json") or {}).get("generated")
+    if g:
+        out["tree_cold_key_vs_floor"] = {"abicache_ms": g["abicache_ms"],
+                                         "floor_ms": min(g["floor_1t_ms"], g["floor_2t_ms"]), "ratio": g["ratio"]}
+        if "warm_ms" in g:
+            out["tree_warm_key"] = {"abicache_ms": g["warm_ms"], "cold_ms": g["abicache_ms"]}
+    for name in ("machete", "tree"):
+        c = read(f"cold-key-{name}.json")
+        if c:
+            out[f"{name}_cold_key_vs_reference"] = {
+                "abicache_ms": c["cold_ms"], "reference_ms": c["reference_ms"], "ratio": c["cold_vs_reference"],
+                "floor_ms": c["floor_ms"], "floor_ratio": c["cold_vs_floor"], "reference": c.get("reference", "91db52b")}
+    p = read("warm_paths.json")
+    if p:
+        out["warm_paths"] = {
+            name: {"abicache_ms": w["median_ms"]["abicache"], "floor_ms": w["median_ms"]["floor"],
+                   "ratio": w["ratio"], "paired_ratio": w.get("paired_ratio", w["ratio"]),
+                   "after_import_ms": (w.get("after_import") or {}).get("median_ms"),
+                   "after_import_ratio": (w.get("after_import") or {}).get("ratio"), "import_ms": w.get("import_ms")}
+            for name, w in p["rows"].items()}
+        out["same_process_us"] = {name: {"abicache_us": w["abicache"], "floor_us": w["floor"]}
+                                  for name, w in p["same_process_us"].items()}
+        if p.get("cli_ms"):
+            c = p["cli_ms"]
+            out["cli_warm"] = {"key_ms": c["key"], "build_ms": c["build"], "process_start_ms": c["--version"]}
+    b = read("build.json")
+    if b:
+        out["cold_build_vs_torch"] = {"abicache_s": b["cold"]["abicache_s"], "reference_s": b["cold"]["torch_load_s"],
+                                      "ratio": b["cold"]["ratio"]}
+        out["warm_hit_process"] = {"abicache_ms": b["warm_hit"]["median_ms"]}
+    return out
+
+
+def write_latest(path: Path, figures: dict, rows: list) -> None:
+    """Merges this run's `figures` into `path` (see the module's doc) and writes it."""
+    def git(*argv: str) -> str:
+        return subprocess.run(["git", *argv], capture_output=True, text=True,
+                              cwd=Path(__file__).resolve().parent).stdout.strip()
+
+    old = json.loads(path.read_text()) if path.is_file() else {}
+    now = datetime.datetime.now(datetime.timezone.utc)
+    round_id = now.strftime("%Y-%m-%d %H:%M UTC")
+    rounds = dict(old.get("rounds", {}))
+    rounds[round_id] = {
+        "date": now.strftime("%Y-%m-%d"), "commit": git("rev-parse", "--short", "HEAD"),
+        "uncommitted_changes": bool(git("status", "--porcelain", "--untracked-files=no")),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+        "load_average": [round(x, 1) for x in os.getloadavg()],
+        "summary": [list(r) for r in rows]}
+    merged = dict(old.get("figures", {}))
+    for name, value in figures.items():
+        merged[name] = {**value, "round": round_id}
+    used = {f["round"] for f in merged.values()}
+    latest = {
+        "about": "Headline benchmark figures (times in ms unless named _s/_us), written by "
+                 "`benches/summary.py --write` (scripts/bench.sh); each figure names the round "
+                 "that measured it. benches/readme_figures.py renders README.md's figures from it.",
+        "figures": dict(sorted(merged.items())),
+        "rounds": {k: v for k, v in sorted(rounds.items()) if k in used}}
+    path.write_text(json.dumps(latest, indent=1, ensure_ascii=False) + "\n")
+    print(f"summary: wrote {path}")
 
 
 def print_rows(rows: list) -> None:

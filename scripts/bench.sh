@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Runs every benchmark and prints the figures against
-# their targets. Benchmarks measure, not test: this exits 0 when the
-# measurements ran, whatever the ratios. See benches/README.md.
+# Runs every benchmark and prints the figures against their targets, then
+# records the headline figures in benches/latest.json and README.md's
+# figures block (benches/readme_figures.py). Benchmarks measure, not test:
+# this exits 0 when the measurements ran, whatever the ratios. See
+# benches/README.md.
 #
 #   scripts/bench.sh [--floors] [--reference COMMIT]   (after scripts/setup-venv.sh dev)
 #
@@ -87,7 +89,8 @@ if [ "$floors_only" = 1 ]; then
   # Every warm path against its floor (needs the package in .venv).
   scripts/install-python-package.sh .venv
   "$venv/bin/python" benches/bench_warm_paths.py --work "$work" --abicache "$bin/abicache" --runs 21
-  python3 benches/summary.py "$work"
+  python3 benches/summary.py "$work" --write benches/latest.json
+  python3 benches/readme_figures.py
   exit 0
 fi
 "$venv/bin/python" -W ignore benches/bench_build.py --abicache "$bin/abicache" \
@@ -119,7 +122,8 @@ cargo run --release --quiet -p abicache-store --example lookup_latency
 scripts/link-torch-jit-upstream.sh
 "$(dev_venv_python "$venv")" -m pip install --quiet -r tests/torch_jit/requirements.txt
 "$venv/bin/python" benches/bench_torch_jit.py --work "$work/torch_jit"
-python3 benches/summary.py "$work"
+python3 benches/summary.py "$work" --write benches/latest.json
+python3 benches/readme_figures.py
 # Every GPTQModel extension keyed (16 rows, swordfish across torch
 # releases with no toolchain on PATH), then the CPU kernels built from the
 # sdist by `abicache build`, loaded and checked against pure-torch references

@@ -1,0 +1,167 @@
+"""Renders README.md's headline figures from the benchmark summary.
+
+    python3 benches/readme_figures.py            # rewrite README.md's figures block
+    python3 benches/readme_figures.py --check    # exit 1 when it differs from the render
+
+Reads `benches/latest.json` (written by `benches/summary.py --write`, which
+`scripts/bench.sh` runs) and replaces only the lines between
+`<!-- figures:start -->` and `<!-- figures:end -->` in README.md: a table of
+the headline figures, each against its reference, and the rounds that
+measured them. No figure in the block is typed by hand; no commit hash
+or issue number is rendered. Standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LATEST = ROOT / "benches" / "latest.json"
+README = ROOT / "README.md"
+START, END = "<!-- figures:start -->", "<!-- figures:end -->"
+REGENERATE = "python3 benches/readme_figures.py"
+MOST = 6  # figures shown, the first present in PRIORITY order
+
+
+def ms(x: float) -> str:
+    return f"{x:.1f} ms" if x >= 10 else f"{x:.2f} ms"
+
+
+def times(x: float) -> str:
+    return f"{x:.2f}×"
+
+
+def span(values: list, fmt) -> str:
+    lo, hi = min(values), max(values)
+    return fmt(lo) if fmt(lo) == fmt(hi) else f"{fmt(lo).split(' ')[0].rstrip('×')}–{fmt(hi)}"
+
+
+def key_machete_vs_gptqmodel(f: dict) -> tuple:
+    files = f" ({f['files']} files, CUTLASS headers)" if f.get("files") else ""
+    return (f"key of GPTQModel's machete kernel{files}", ms(f["abicache_ms"]),
+            f"GPTQModel's own `_cache_fingerprint`: {f['reference_ms'] / 1e3:.1f} s", f"{f['speedup']:.0f}× faster")
+
+
+def tree_cold_key_vs_floor(f: dict) -> tuple:
+    return ("first (cold) key of a generated 3,000-header tree", ms(f["abicache_ms"]),
+            f"reading and BLAKE3-hashing the same files on two threads: {ms(f['floor_ms'])}",
+            f"{times(f['ratio'])} the floor")
+
+
+def warm_paths(f: dict) -> tuple:
+    rows = {k: v for k, v in f.items() if k != "round"}
+    plain = [v for k, v in rows.items() if "march" not in k]
+    native = [v for k, v in rows.items() if "march" in k]
+    note = f" ({times(native[0]['ratio'])} with `-march=native`)" if native else ""
+    return (f"warm load of a built extension in a fresh process, beyond `import torch` ({len(rows)} paths: "
+            "`TorchOpsExtension.load()` CPU and CUDA, `load`, `load_inline`)",
+            span([v["abicache_ms"] for v in plain], ms),
+            f"`torch.ops.load_library` of the same file, or importing the module: "
+            f"{span([v['floor_ms'] for v in plain], ms)}",
+            f"{span([v['ratio'] for v in plain], times)} the floor{note}")
+
+
+def warm_paths_after_import(f: dict) -> tuple | None:
+    rows = [v for k, v in f.items() if k != "round" and "march" not in k and v.get("after_import_ratio")]
+    if not rows:
+        return None
+    return ("the same warm loads after the process's one-time `import abicache` "
+            f"({span([v['import_ms'] for v in rows], ms)})", span([v["after_import_ms"] for v in rows], ms),
+            "the same floors", f"{span([v['after_import_ratio'] for v in rows], times)} the floor")
+
+
+def cli_warm(f: dict) -> tuple:
+    return ("`abicache key` of a cached extension, whole process", ms(f["key_ms"]),
+            f"a process that does nothing (`abicache --version`): {ms(f['process_start_ms'])}",
+            f"{times(f['key_ms'] / f['process_start_ms'])} process start")
+
+
+def machete_cold_key_vs_reference(f: dict) -> tuple:
+    return ("first (cold) key of GPTQModel's machete kernel", ms(f["abicache_ms"]),
+            f"the same key by an earlier abicache scanner: {ms(f['reference_ms'])}",
+            times(f["ratio"]))
+
+
+def cold_build_vs_torch(f: dict) -> tuple:
+    return ("cold build of a 4-unit CPU extension", f"{f['abicache_s']:.1f} s",
+            f"`torch.utils.cpp_extension.load` (ninja): {f['reference_s']:.1f} s", times(f["ratio"]))
+
+
+def warm_hit_process(f: dict) -> tuple:
+    return ("warm hit, whole `abicache build` process", ms(f["abicache_ms"]), "", "")
+
+
+PRIORITY = [
+    ("key_machete_vs_gptqmodel", key_machete_vs_gptqmodel),
+    ("tree_cold_key_vs_floor", tree_cold_key_vs_floor),
+    ("warm_paths", warm_paths),
+    ("warm_paths", warm_paths_after_import),
+    ("cli_warm", cli_warm),
+    ("machete_cold_key_vs_reference", machete_cold_key_vs_reference),
+    ("cold_build_vs_torch", cold_build_vs_torch),
+    ("warm_hit_process", warm_hit_process),
+]
+
+
+def render(latest: dict) -> str:
+    """The block's lines (without the two marker lines), newline-terminated."""
+    figures, rounds = latest["figures"], latest["rounds"]
+    rows, used = [], []
+    for name, fn in PRIORITY:
+        if name in figures and len(rows) < MOST:
+            row = fn(figures[name])
+            if row is not None:
+                rows.append(row)
+                used.append(rounds[figures[name]["round"]])
+    out = [f"<!-- Generated by {REGENERATE} from benches/latest.json: do not edit. -->", "",
+           "| what | abicache | reference | ratio |", "|---|---|---|---|"]
+    out += ["| " + " | ".join(cell or "" for cell in row) + " |" for row in rows]
+    dates = sorted({r["date"] for r in used})
+    machines = sorted({r["machine"] for r in used})
+    loads = [x for r in used for x in r.get("load_average", [])]
+    load = f", load average {min(loads):.1f}–{max(loads):.1f}" if loads else ""
+    out += ["", f"Measured on {' and '.join(dates)} ({'; '.join(machines)}{load}) by `scripts/bench.sh`, "
+            "each figure and its reference in the same run."]
+    return "\n".join(out) + "\n"
+
+
+def replace_block(readme: str, block: str) -> str:
+    """`readme` with the lines between the markers replaced by `block`; refuses a
+    README without exactly one start marker followed by one end marker."""
+    lines = readme.splitlines(keepends=True)
+    starts = [i for i, line in enumerate(lines) if line.rstrip("\n") == START]
+    ends = [i for i, line in enumerate(lines) if line.rstrip("\n") == END]
+    if len(starts) != 1 or len(ends) != 1 or ends[0] < starts[0]:
+        raise SystemExit(f"readme_figures: README.md needs one line `{START}` followed by one line `{END}` "
+                         f"(found {len(starts)} and {len(ends)}); add them where the figures go, then run "
+                         f"`{REGENERATE}`")
+    return "".join(lines[:starts[0] + 1]) + block + "".join(lines[ends[0]:])
+
+
+def current_block(readme: str) -> str:
+    """The lines between the markers as README.md has them now."""
+    lines = readme.splitlines(keepends=True)
+    start = next(i for i, line in enumerate(lines) if line.rstrip("\n") == START)
+    end = next(i for i, line in enumerate(lines) if line.rstrip("\n") == END)
+    return "".join(lines[start + 1:end])
+
+
+def main() -> None:
+    check = "--check" in sys.argv[1:]
+    block = render(json.loads(LATEST.read_text()))
+    readme = README.read_text()
+    updated = replace_block(readme, block)
+    if check:
+        if updated != readme:
+            print(f"readme_figures: README.md's figures block is stale: run `{REGENERATE}`", file=sys.stderr)
+            sys.exit(1)
+        return
+    if updated != readme:
+        README.write_text(updated)
+        print("readme_figures: README.md's figures block rewritten from benches/latest.json")
+
+
+if __name__ == "__main__":
+    main()
