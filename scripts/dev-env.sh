@@ -5,8 +5,22 @@
 # CARGO_TARGET_DIR is set, so a fresh clone — CI clones into a new folder
 # every run — reuses the compiled dependencies instead of rebuilding them.
 export ABICACHE_DEV_HOME=${ABICACHE_DEV_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/abicache-dev}
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$ABICACHE_DEV_HOME/target}
+if [ -n "${CARGO_TARGET_DIR:-}" ]; then
+  dev_target_from="CARGO_TARGET_DIR, set by the caller"
+else
+  export CARGO_TARGET_DIR=$ABICACHE_DEV_HOME/target
+  dev_target_from="the per-machine default, \$ABICACHE_DEV_HOME/target; set CARGO_TARGET_DIR to use another"
+fi
 mkdir -p "$ABICACHE_DEV_HOME"
+# Said once per top-level run, on stderr: the scripts call each other, and
+# the first to source this file exports ABICACHE_DEV_TARGET_SHOWN for the
+# rest. (Not in an interactive shell that sources it: the variable would
+# then silence every script started from that shell.)
+if [ -z "${ABICACHE_DEV_TARGET_SHOWN:-}" ] && [[ $- != *i* ]]; then
+  echo "$(basename "$0" .sh): Cargo's target directory is $CARGO_TARGET_DIR ($dev_target_from)" >&2
+  export ABICACHE_DEV_TARGET_SHOWN=1
+fi
+unset dev_target_from
 
 # Per-machine state (the venvs, the uv tools venv, the wheels, the packages
 # installed into the shared venvs, the torch-jit caches) is shared by every

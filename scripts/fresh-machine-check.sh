@@ -14,10 +14,11 @@
 #    clone's path (it would break in every other checkout once the clone is gone);
 # 3. unless --no-race: runs every set-up script twice at once on a second
 #    empty ABICACHE_DEV_HOME (Cargo's target directory of step 2 kept, its
-#    wheels removed) (setup-venv.sh dev compat, setup-uv.sh,
+#    wheels removed) (setup-venv.sh dev compat docs, setup-uv.sh,
 #    setup-services.sh, install-python-package.sh, link-torch-jit-upstream.sh),
 #    checks both runs of each exit 0, and that what they left works (the venvs
-#    import torch and the abicache just built, uv runs, the link resolves).
+#    import torch and the abicache just built, uv runs, mkdocs runs, the link
+#    resolves).
 #    --race-only runs this step alone (after a full check failed only there):
 #    its Cargo target directory is then seeded with a copy of this machine's
 #    compiled release dependencies, so only abicache's own crates compile.
@@ -130,7 +131,7 @@ if [ "$race" = 1 ]; then
   }
   race_all() {
     set -e
-    race_two setup-venv scripts/setup-venv.sh dev compat
+    race_two setup-venv scripts/setup-venv.sh dev compat docs
     race_two setup-uv scripts/setup-uv.sh
     race_two setup-services scripts/setup-services.sh
     race_two install-python-package scripts/install-python-package.sh
@@ -141,8 +142,10 @@ if [ "$race" = 1 ]; then
     .venv-compat/bin/python -c 'import torch, abicache; print(torch.__version__, abicache.__file__)'
     [ "$(cat .venv/.abicache-wheel-stamp)" = "$(. scripts/dev-env.sh && dev_source_hash)" ]
     "$(scripts/setup-uv.sh)" --version
+    .venv-docs/bin/mkdocs --version
     [ "$(ls -d "$ABICACHE_DEV_HOME"/venv-dev-*/ | wc -l)" = 1 ]
     [ "$(ls -d "$ABICACHE_DEV_HOME"/venv-compat-*/ | wc -l)" = 1 ]
+    [ "$(ls -d "$ABICACHE_DEV_HOME"/venv-docs-*/ | wc -l)" = 1 ]
     [ -f tests/torch_jit/upstream/test_cpp_extensions_jit.py ]
   }
   step "set-up scripts, twice at once" "$logs/race.log" race_all
@@ -156,7 +159,7 @@ summary=$logs/summary.txt
   grep -E '^ *Summary \[|tests run:|^=+ .*(passed|failed|skipped|error).* =+$|torch-jit:|^all tests:' \
     "$logs/test.log" 2>/dev/null | sed 's/^/    /' || true
   echo "  demo:"
-  grep -E 'cold build|warm load' "$logs/demo.log" 2>/dev/null | sed 's/^/    /' || true
+  grep -E '^(cold build|first warm load|warm load, )|^demo: phases' "$logs/demo.log" 2>/dev/null | sed 's/^/    /' || true
   [ "$status" = 0 ] && echo "  result: PASSED" || echo "  result: FAILED (logs in $logs)"
 } | tee "$summary"
 exit "$status"

@@ -1,24 +1,73 @@
 #!/usr/bin/env bash
 # Runs every test of the project, as CI does (`.ci/run` calls exactly this).
 #
+#   scripts/test.sh                          everything, as CI (below)
+#   scripts/test.sh --quick [-p CRATE]...    the inner loop: Rust only (below)
+#   scripts/test.sh --python-dev [PYTEST_ARG]...
+#                                            a Python change without a release wheel (below)
+#   scripts/test.sh --help                   this text
+#
+# The full run:
 # 0. the tree's hygiene, cheapest first: `cargo fmt --check` (an unformatted
 #    file fails CI), clippy with warnings as errors, `cargo doc` with warnings
 #    as errors;
-# 1. the Python venvs (.venv with torch 2.15 + nvcc wheels, .venv-compat with
+# 1. the documentation site: `mkdocs build --strict` in .venv-docs
+#    (`scripts/setup-venv.sh docs`, ~160 MB), into target/site; quiet unless
+#    a page, a link or an anchor is broken;
+# 2. the Python venvs (.venv with torch 2.15 + nvcc wheels, .venv-compat with
 #    torch 2.12), created once per machine and reused, and the servers the
 #    remote-cache tests start (redis-server, moto);
-# 2. the Python package: the release wheel (stripped, manylinux_2_28, built
+# 3. the Python package: the release wheel (stripped, manylinux_2_28, built
 #    with zig) built when its sources changed and installed into both venvs;
 #    its tag, size and commands checked in a fresh venv; its `_native.pyi`
 #    stub checked against the module (mypy's stubtest);
-# 3. the Rust tests (cargo nextest), which run the real compiler against the
+# 4. the Rust tests (cargo nextest), which run the real compiler against the
 #    venv's torch;
-# 4. the Python tests (pytest), which load the built extensions into torch;
 # 5. PyTorch's own JIT-extension tests with abicache's load/load_inline
-#    (the files from ../shared/torch-jit-upstream, used in place).
+#    (the files from ../shared/torch-jit-upstream, used in place);
+# 6. the Python tests (pytest), which load the built extensions into torch.
+#
+# --quick: `cargo fmt --check`, clippy and the Rust tests of the crates named
+#    with -p (default: the whole workspace); no venv is set up, no wheel
+#    built, no Python test run. Tests that run the real compiler against
+#    torch use .venv and .venv-compat when they exist (made once by
+#    `scripts/setup-venv.sh dev compat`; without them those tests fail or
+#    skip). A skip is listed at the end but does not fail the run
+#    (ABICACHE_TEST_NO_SKIPS=0 unless set): the full run is the one that
+#    promises everything is there.
+# --python-dev: `maturin develop` (a debug build, no zig, no wheel) installs
+#    this checkout's package into .venv, replacing the release wheel there,
+#    then runs pytest with the arguments given (default: tests/python), e.g.
+#    `scripts/test.sh --python-dev tests/python/test_warm_path.py -k record`. It
+#    removes .venv's wheel stamp first, so the next full run (or
+#    scripts/install-python-package.sh) reinstalls the release wheel. The
+#    .venv is per machine: every checkout on the machine sees the develop
+#    install until then. Tests that run .venv-compat use the wheel installed
+#    there by the last full run.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
+usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
+mode=full
+crates=()
+pytest_args=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --quick) mode=quick ;;
+    -p|--package)
+      [ $# -ge 2 ] || { echo "test: \`$1\` needs a crate name (e.g. -p abicache-key)" >&2; exit 2; }
+      crates+=("$2"); shift ;;
+    -p*) crates+=("${1#-p}") ;;
+    --python-dev) mode=python-dev; shift; pytest_args=("$@"); break ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "test: unknown argument \`$1\` (see scripts/test.sh --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+if [ ${#crates[@]} -gt 0 ] && [ "$mode" != quick ]; then
+  echo "test: -p selects crates for --quick only (the full run tests the whole workspace)" >&2
+  exit 2
+fi
 . scripts/dev-env.sh
 # No background precompiled-header builds from the tests' throw-away caches (a
 # `torch/extension.h` PCH is ~40 s of CPU and ~800 MB each); the PCH tests
@@ -36,7 +85,12 @@ export INSTA_WORKSPACE_ROOT=$repo
 # container without mount or chown), or is one of PyTorch's own file's
 # skips: abicache_test_support::{skip, skip_for_hardware, skip_for_privilege},
 # tests/skip_report.py.
-export ABICACHE_TEST_NO_SKIPS=${ABICACHE_TEST_NO_SKIPS:-1}
+# (--quick and --python-dev set nothing up: there a skip is listed, not failed.)
+if [ "$mode" = full ]; then
+  export ABICACHE_TEST_NO_SKIPS=${ABICACHE_TEST_NO_SKIPS:-1}
+else
+  export ABICACHE_TEST_NO_SKIPS=${ABICACHE_TEST_NO_SKIPS:-0}
+fi
 ABICACHE_TEST_SKIP_LOG=$(mktemp "${TMPDIR:-/tmp}/abicache-skips.XXXXXX")
 export ABICACHE_TEST_SKIP_LOG
 runner_log=$ABICACHE_TEST_SKIP_LOG.runners
@@ -46,8 +100,13 @@ jit_cold_cache=
 finish() {
   local rc=$?
   [ -n "$jit_cold_cache" ] && rm -rf "$jit_cold_cache"
-  echo "== skipped tests: $(wc -l < "$ABICACHE_TEST_SKIP_LOG") (hardware this machine lacks, a privilege" \
-    "the process lacks (mount, chown), or PyTorch's own file's skips; any other skip fails the run)" >&2
+  if [ "$ABICACHE_TEST_NO_SKIPS" = 1 ]; then
+    echo "== skipped tests: $(wc -l < "$ABICACHE_TEST_SKIP_LOG") (hardware this machine lacks, a privilege" \
+      "the process lacks (mount, chown), or PyTorch's own file's skips; any other skip fails the run)" >&2
+  else
+    echo "== skipped tests: $(wc -l < "$ABICACHE_TEST_SKIP_LOG") (ABICACHE_TEST_NO_SKIPS=$ABICACHE_TEST_NO_SKIPS:" \
+      "listed, not failed; the full run fails on any skip but hardware, privilege or PyTorch's own)" >&2
+  fi
   sed 's/^/  /' "$ABICACHE_TEST_SKIP_LOG" >&2
   if [ -s "$runner_log" ]; then
     python3 - "$runner_log" <<'PY'
@@ -67,10 +126,80 @@ PY
 }
 trap finish EXIT
 
+# rust_tests ARGS...: nextest (else cargo test) over ARGS (`--workspace`, or `-p CRATE`...).
+rust_tests() {
+  if cargo nextest --version >/dev/null 2>&1; then
+    cargo nextest run "$@" --no-fail-fast 2>&1 | tee -a "$runner_log"
+  else
+    echo "cargo-nextest not found; running cargo test instead" >&2
+    cargo test "$@" --no-fail-fast 2>&1 | tee -a "$runner_log"
+  fi
+}
+
+if [ "$mode" = quick ]; then
+  select=(--workspace)
+  if [ ${#crates[@]} -gt 0 ]; then
+    select=()
+    for crate in "${crates[@]}"; do select+=(-p "$crate"); done
+  fi
+  echo "== quick: cargo fmt --check, clippy and the Rust tests of ${crates[*]:-the workspace}" \
+    "(no venv set up, no wheel, no Python tests)" >&2
+  cargo fmt --all --check
+  cargo clippy "${select[@]}" --all-targets --quiet -- -D warnings
+  # The crates whose tests run the real compiler against the venvs' torch.
+  if [ ! -x .venv/bin/python ] || [ ! -x .venv-compat/bin/python ]; then
+    need=$(cd crates && grep -l -r -e 'venv_python' -e '"\.venv' -- */tests 2>/dev/null | cut -d/ -f1 | sort -u \
+      | { if [ ${#crates[@]} -gt 0 ]; then grep -x -F -f <(printf '%s\n' "${crates[@]}"); else cat; fi; } \
+      | tr '\n' ' ' || true)
+    if [ -n "$need" ]; then
+      echo "test: no .venv or .venv-compat here: the tests of $need that compile against torch fail or skip;" \
+        "\`scripts/setup-venv.sh dev compat\` makes them (once per machine, ~5 GB each)" >&2
+    fi
+  fi
+  echo "== Rust tests" >&2
+  rust_tests "${select[@]}"
+  exit 0
+fi
+
+if [ "$mode" = python-dev ]; then
+  [ ${#pytest_args[@]} -gt 0 ] || pytest_args=(tests/python)
+  if [ ! -x .venv/bin/maturin ]; then
+    echo "test: no .venv with maturin here; run \`scripts/setup-venv.sh dev\` first (once per machine)" >&2
+    exit 2
+  fi
+  echo "== maturin develop into .venv (a debug build of this checkout; the next full run reinstalls the" \
+    "release wheel)" >&2
+  dev_lock dev_pkg_lock -x .venv/.abicache-packages.lock test
+  # No stamp: install-python-package.sh and the full run then know .venv does
+  # not hold a release wheel of any source state, and reinstall it.
+  rm -f .venv/.abicache-wheel-stamp
+  # By the venv's real directory (see dev_venv_python): the `abicache`
+  # command pip writes names it, not this checkout's link.
+  venv_real=$(cd .venv && pwd -P)
+  VIRTUAL_ENV=$venv_real PATH=$venv_real/bin:$PATH .venv/bin/maturin develop --quiet >&2
+  dev_unlock dev_pkg_lock
+  dev_lock dev_pkg_lock -s .venv/.abicache-packages.lock test
+  echo "== Python tests (${pytest_args[*]})" >&2
+  .venv/bin/python -m pytest -q -rs "${pytest_args[@]}" 2>&1 | tee -a "$runner_log"
+  exit 0
+fi
+
 echo "== cargo fmt --check, clippy, doc" >&2
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
+
+# The documentation site, early: a broken link or page fails here, in seconds.
+echo "== documentation site (mkdocs build --strict, into target/site)" >&2
+docs_log=$(mktemp "${TMPDIR:-/tmp}/abicache-docs.XXXXXX")
+if ! { scripts/setup-venv.sh docs && .venv-docs/bin/mkdocs build --strict; } >"$docs_log" 2>&1; then
+  cat "$docs_log" >&2
+  rm -f "$docs_log"
+  echo "test: the documentation site does not build (above: mkdocs.yml and docs/; a link names a missing" \
+    "page or anchor, or a page is not in mkdocs.yml's nav)" >&2
+  exit 1
+fi
+rm -f "$docs_log"
 
 # Every piece of per-machine set-up runs here, once, before any test starts;
 # the tests only use what it made (each script is also safe to run at once
@@ -110,12 +239,7 @@ echo "== .pyi stub check (mypy.stubtest abicache._native)" >&2
 .venv/bin/python -m mypy.stubtest abicache._native
 
 echo "== Rust tests" >&2
-if cargo nextest --version >/dev/null 2>&1; then
-  cargo nextest run --workspace --no-fail-fast 2>&1 | tee -a "$runner_log"
-else
-  echo "cargo-nextest not found; running cargo test instead" >&2
-  cargo test --workspace --no-fail-fast 2>&1 | tee -a "$runner_log"
-fi
+rust_tests --workspace
 
 # PyTorch's own test/test_cpp_extensions_jit.py, unmodified, with abicache's
 # load/load_inline swapped in (tests/torch_jit/README.md). PyTorch's files are
