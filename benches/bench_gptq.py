@@ -195,7 +195,7 @@ def why(side: str, item: dict, root: Path, other_files: set[str]) -> str:
         return f"abicache saw no marker on this line: `{text.strip()[:80]}`"
     if item["marker"].startswith("#include") and not re.search(r"[<\"]", item["marker"]):
         return ("computed include (`#include MACRO`): abicache counts it as a marker "
-                "(README: \"How the key is made\", step 2); the reference ignores it")
+                "(docs/key.md, step 2); the reference ignores it")
     if '"' in text and ("//" in text or "/*" in text):
         return "the reference's comment regex took `//` or `/*` inside a literal for a comment and dropped the marker"
     return f"the reference saw no marker on this line: `{text.strip()[:80]}`"
@@ -282,7 +282,7 @@ def main() -> None:
                                capture_output=True, text=True)
         if probe.returncode != 0 and d["torch_stable_abi_target"]:
             # abicache refuses this key (e.g. a computed include in CUTLASS
-            # under an explicit stable target, README: "How the key is made", step 1); time the same tree
+            # under an explicit stable target, docs/key.md, step 1); time the same tree
             # keyed without the target instead, and say so.
             note = "abicache refuses the stable-target key: " + probe.stderr.strip().removeprefix("error: ")
             spec = spec.with_name(spec.stem + "-nostable.toml")

@@ -1,6 +1,6 @@
 """The environment of the running interpreter, as ``abicache_key::Environment``.
 
-Probed from this process (README: "Using it from Python", the environment): the CPython ABI as ``_probe`` reads it
+Probed from this process (docs/python-api.md, "The environment"): the CPython ABI as ``_probe`` reads it
 (the command line's probe of another interpreter runs the same file), torch's
 release, CUDA/HIP versions and C++ ABI from the imported ``torch``. Build-only
 paths (``torch_dir``, ``python_include``) travel along but never enter a key.

@@ -135,7 +135,7 @@ pub struct KeyArgs {
 #[derive(Debug, Args)]
 #[group(required = false, multiple = false)]
 pub struct EnvArgs {
-    /// An environment TOML (python_version, torch_version, …; see the README).
+    /// An environment TOML (python_version, torch_version, …: docs/cli.md, "The environment").
     #[arg(long, value_name = "ENV.toml")]
     pub env: Option<PathBuf>,
     /// A Python interpreter with torch, probed without importing torch

@@ -183,7 +183,7 @@ pub fn by_flag(flag: &str) -> Option<&'static Extension> {
         .find(|e| e.arch == Arch::X86_64 && e.flag == flag)
 }
 
-/// The README's list of understood flags: one line per architecture.
+/// The list of understood flags in `docs/key.md` ("Understood flags"): one line per architecture.
 pub fn understood_flags(arch: Arch) -> String {
     let mut flags: Vec<&str> = Vec::new();
     for e in EXTENSIONS.iter().filter(|e| e.arch == arch) {

@@ -1,4 +1,4 @@
-//! What it is built for: the environment (README: "Using it from Python", the environment).
+//! What it is built for: the environment (docs/python-api.md, "The environment").
 
 use std::path::{Path, PathBuf};
 
@@ -88,7 +88,7 @@ impl Environment {
         Ok(env)
     }
 
-    /// The roots under which `<x>` includes are system headers (README: "How the key is made", step 1),
+    /// The roots under which `<x>` includes are system headers (docs/key.md, step 1),
     /// in this order and only those that exist: `torch_dir/include`,
     /// `torch_dir/include/torch/csrc/api/include`, `python_include`, each of
     /// `cuda_include_dirs`.

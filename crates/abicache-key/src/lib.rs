@@ -1,5 +1,5 @@
 //! The extension spec and environment models, the torch-version and
-//! stable-ABI rules, and the cache key of abicache (README: "How the key is made").
+//! stable-ABI rules, and the cache key of abicache (docs/key.md).
 //!
 //! Guarantees:
 //! - [`compute_key`] is a pure function of the spec, the ABI fields of the

@@ -1,4 +1,4 @@
-//! What to build: the extension spec (README: "Using it from the command line", the spec file) and the `abicache.toml` file.
+//! What to build: the extension spec (docs/cli.md, "The spec file") and the `abicache.toml` file.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -15,7 +15,7 @@ pub const HOST_SOURCE_EXTENSIONS: &[&str] = &["cpp", "cc", "cxx", "c"];
 pub const CUDA_SOURCE_EXTENSIONS: &[&str] = &["cu"];
 const HEADER_EXTENSIONS: &[&str] = &["h", "hh", "hpp", "hxx", "cuh", "inl", "inc", "ipp", "tcc"];
 
-/// One extension to build, as in `torch.utils.cpp_extension.load` (README: "Using it from the command line", the spec file).
+/// One extension to build, as in `torch.utils.cpp_extension.load` (docs/cli.md, "The spec file").
 ///
 /// Built from an `[[extension]]` table by [`SpecFile::load`] (paths already
 /// resolved against the TOML file's directory) or programmatically with

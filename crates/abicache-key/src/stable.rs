@@ -1,4 +1,4 @@
-//! The libtorch stable-ABI target (README: "How the key is made", step 3): its define, its header rule and
+//! The libtorch stable-ABI target (docs/key.md, step 3): its define, its header rule and
 //! its runtime floor.
 
 use std::fmt;

@@ -1,4 +1,4 @@
-//! PEP 440 torch versions and the CPU wheel-switch normalization (README: "How the key is made", step 3).
+//! PEP 440 torch versions and the CPU wheel-switch normalization (docs/key.md, step 3).
 
 use crate::KeyError;
 
@@ -131,7 +131,7 @@ impl TorchVersion {
         (self.release[0], self.release.get(1).copied().unwrap_or(0))
     }
 
-    /// The version a non-stable CPU extension is keyed on (README: "How the key is made", step 3): the raw
+    /// The version a non-stable CPU extension is keyed on (docs/key.md, step 3): the raw
     /// version with its local part removed only when that part is exactly
     /// `cpu`, `cuNNN`, `rocmX.Y[.Z]` or `xpu` (accelerator wheel tags, which do
     /// not change libtorch's CPU ABI); any other local part is kept verbatim.

@@ -1,4 +1,4 @@
-//! The key rules of README: "How the key is made", steps 3–4, each pinned by a test that fails when the
+//! The key rules of docs/key.md, steps 3–4, each pinned by a test that fails when the
 //! rule is dropped. Scan reports are built by hand (the scanner has its own tests).
 
 use std::path::Path;

@@ -1,5 +1,5 @@
 //! A C/C++ lexer that finds what the scan needs: includes, Python-ABI
-//! markers and stable-ABI registrations (README: "How the key is made", steps 1–2).
+//! markers and stable-ABI registrations (docs/key.md, steps 1–2).
 //!
 //! It works on raw bytes (never assumes UTF-8) and understands
 //! backslash-newline continuations (`\` + LF or CR LF), `//` and `/* */`
@@ -60,7 +60,7 @@ impl Include {
         }
     }
 
-    /// True when this include is itself a Python-ABI marker (README: "How the key is made", step 2):
+    /// True when this include is itself a Python-ABI marker (docs/key.md, step 2):
     /// `Python.h` (any directory), `pybind11/…`, `torch/extension.h` or
     /// `torch/python.h`. A computed include is judged by the scan, once its
     /// macros are expanded: by the headers it reaches, or as a marker itself

@@ -1,4 +1,4 @@
-//! Source scanning for abicache (README: "How the key is made", steps 1–2).
+//! Source scanning for abicache (docs/key.md, steps 1–2).
 //!
 //! Given the sources of one extension, visits each source and, iteratively,
 //! the local headers it includes (each file once per source; read, hashed

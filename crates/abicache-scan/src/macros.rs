@@ -1,4 +1,4 @@
-//! Computed includes resolved by macro expansion (README: "How the key is made", step 1).
+//! Computed includes resolved by macro expansion (docs/key.md, step 1).
 //!
 //! `#include MACRO(args)` names its header through macros. The scan expands
 //! the operand with every macro defined in the visited files and by `-D`

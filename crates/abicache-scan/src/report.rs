@@ -27,7 +27,7 @@ pub struct Location {
     pub line: u32,
 }
 
-/// Evidence that an extension touches the CPython ABI (README: "How the key is made", step 2).
+/// Evidence that an extension touches the CPython ABI (docs/key.md, step 2).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PythonMarker {
     /// Display path of the file with the marker.
@@ -92,7 +92,7 @@ pub struct SourceReport {
 pub struct ScanReport {
     /// One entry per source, in the order given.
     pub sources: Vec<SourceReport>,
-    /// Python-ABI markers outside comments and literals (README: "How the key is made", step 2).
+    /// Python-ABI markers outside comments and literals (docs/key.md, step 2).
     pub python_markers: Vec<PythonMarker>,
     /// Every torch header included by a visited file.
     pub torch_includes: Vec<TorchInclude>,
@@ -102,7 +102,7 @@ pub struct ScanReport {
 
 impl ScanReport {
     /// True when any visited file carries a Python-ABI marker or a computed
-    /// include (README: "How the key is made", step 2; detection only; overrides are the key's business).
+    /// include (docs/key.md, step 2; detection only; overrides are the key's business).
     pub fn python_abi_dependent(&self) -> bool {
         !self.python_markers.is_empty()
     }

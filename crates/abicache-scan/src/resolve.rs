@@ -1,4 +1,4 @@
-//! Include resolution (README: "How the key is made", step 1), with caches: big trees (CUTLASS, torch)
+//! Include resolution (docs/key.md, step 1), with caches: big trees (CUTLASS, torch)
 //! resolve the same names from the same directories thousands of times.
 //!
 //! Order, for `name` included from a file found in directory `dir`:

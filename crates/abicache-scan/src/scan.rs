@@ -71,7 +71,7 @@ impl ScanConfig {
     }
 }
 
-/// Scans `sources` (in order) and every local header they reach (README: "How the key is made", steps 1–2).
+/// Scans `sources` (in order) and every local header they reach (docs/key.md, steps 1–2).
 ///
 /// A computed include (`#include MACRO`) is expanded with every macro
 /// defined in the files the extension reaches and in `config.defines` (all

@@ -1,6 +1,6 @@
 //! The stat cache: per cache, each scanned file's (path, stamp) → (BLAKE3,
 //! lexer facts), so a warm key stats its files instead of reading, hashing
-//! and lexing them (README: "How the key is made", the stat cache).
+//! and lexing them (docs/key.md, "The stat cache").
 //!
 //! Guarantees:
 //! - **Exactly the cold scan's answer.** An entry is used only when the

@@ -1,5 +1,5 @@
 //! Computed includes (`#include MACRO`) resolved by macro expansion
-//! (README: "How the key is made", step 1), and the byte-order mark that used to hide a
+//! (docs/key.md, step 1), and the byte-order mark that used to hide a
 //! directive. Real trees in temporary directories, scanned for real.
 
 use std::fs;

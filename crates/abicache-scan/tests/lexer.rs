@@ -1,4 +1,4 @@
-//! The lexer against every comment, literal and directive form of README: "How the key is made", steps 1–2.
+//! The lexer against every comment, literal and directive form of docs/key.md, steps 1–2.
 
 use abicache_scan::{lex, FileFacts, IncludeKind};
 

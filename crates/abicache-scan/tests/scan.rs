@@ -1,4 +1,4 @@
-//! `scan` on real trees in temporary directories: resolution (README: "How the key is made", step 1),
+//! `scan` on real trees in temporary directories: resolution (docs/key.md, step 1),
 //! traversal, identity and errors.
 
 use std::fs;
@@ -30,7 +30,7 @@ fn files(report: &ScanReport) -> Vec<&str> {
     report.sources[0].files.iter().map(|f| &*f.path).collect()
 }
 
-// ---- resolution (README: "How the key is made", step 1) --------------------------------------------------
+// ---- resolution (docs/key.md, step 1) --------------------------------------------------
 
 #[test]
 fn angle_include_under_including_dir_is_followed_and_hashed() {

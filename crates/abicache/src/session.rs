@@ -799,7 +799,7 @@ impl Session {
         // What the key needs is `nvcc_version`: when the environment gives
         // it, nothing is probed (an environment file may describe a machine
         // with no CUDA toolchain here). Unknown CUDA include dirs then only
-        // mean that angle includes found nowhere are system headers (README: "How the key is made", step 1).
+        // mean that angle includes found nowhere are system headers (docs/key.md, step 1).
         if env.nvcc_version.is_none() {
             let nvcc = match self.nvcc.get() {
                 Some(nvcc) => nvcc,

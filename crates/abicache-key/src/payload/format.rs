@@ -1,4 +1,4 @@
-//! The payload's text format (README: "How the key is made", step 4): its lines, escaping, display
+//! The payload's text format (docs/key.md, step 4): its lines, escaping, display
 //! paths, the key of a payload, and typed accessors for the fields other
 //! code reads, so no caller picks lines by field name.
 //!

@@ -1,4 +1,4 @@
-//! The payload and its key (README: "How the key is made", step 4): the text format and its typed
+//! The payload and its key (docs/key.md, step 4): the text format and its typed
 //! accessors ([`format`]), the field-by-field difference of two payloads
 //! ([`diff`]), and the key of an extension for an environment ([`key`]).
 
