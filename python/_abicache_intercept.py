@@ -22,8 +22,11 @@ import sys
 TARGET = "torch.utils.cpp_extension"
 VARIABLE = "ABICACHE_INTERCEPT"
 
-# Off unless asked: what the variable's values mean (empty or blank is unset).
-_OFF = ("", "0", "false", "no")
+# The blanks a value may have around it (Rust's `char::is_ascii_whitespace`).
+_BLANKS = " \t\n\r\x0c"
+
+# Whether this process has printed why the variable's value was refused.
+_refused = False
 
 # "verbose": one line on stderr for every intercepted call (hit, build or
 # fallback). Set by `install`.
@@ -32,13 +35,30 @@ _verbose = False
 
 def mode(value=None):
     """``None`` (off), ``"on"`` or ``"verbose"`` for a value of
-    ``ABICACHE_INTERCEPT`` (default: this process's)."""
+    ``ABICACHE_INTERCEPT`` (default: this process's; ``None`` when unset).
+    Blanks around it are ignored; unset, blank or ``0`` is off, ``1`` on,
+    ``verbose`` (any case) verbose. Any other value raises ``ValueError``
+    with the warning to print (interception then stays off).
+
+    The rule of ``abicache_env_vars::parse_intercept`` and the message of
+    ``intercept_refusal``, restated here because this hook imports neither
+    abicache's native module nor torch; tied value for value by
+    ``tests/python/test_intercept_and_owner_rules.py``."""
     if value is None:
-        value = os.environ.get(VARIABLE, "")
-    value = value.strip().lower()
-    if value in _OFF:
+        value = os.environ.get(VARIABLE)
+    if value is None:
         return None
-    return "verbose" if value == "verbose" else "on"
+    word = value.strip(_BLANKS)
+    if word in ("", "0"):
+        return None
+    if word == "1":
+        return "on"
+    if word.lower() == "verbose" and word.isascii():
+        return "verbose"
+    raise ValueError(
+        "`%s=%s` is not `1`, `verbose` or `0`; interception is off. "
+        "Set it to `1` (or `verbose`) to turn interception on, or unset it" % (VARIABLE, value)
+    )
 
 
 def install(verbose=False):
@@ -57,8 +77,19 @@ def install(verbose=False):
 
 def install_from_env():
     """:func:`install` when ``ABICACHE_INTERCEPT`` asks for it (what the
-    start-up hooks call)."""
-    asked = mode()
+    start-up hooks call); for a value :func:`mode` refuses, one line on
+    stderr and nothing installed."""
+    global _refused
+    try:
+        asked = mode()
+    except ValueError as e:
+        # Once per process: `site` runs a `.pth` once per site directory it
+        # is given, which may name one directory twice (a venv reached
+        # through a symlink).
+        if not _refused:
+            _refused = True
+            _say(str(e))
+        return
     if asked is not None:
         install(verbose=asked == "verbose")
 

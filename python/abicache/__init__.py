@@ -207,6 +207,16 @@ def _rebuild_set() -> bool:
     return os.environ.get("ABICACHE_REBUILD", "").strip(" \t\n\r\x0c") not in ("", "0")
 
 
+def _trusted_owner(owner: int, uid: int, layer: bool) -> bool:
+    """Whether a library owned by ``owner`` may be loaded by a process of
+    effective uid ``uid``: its own always, root's only from a read-only layer
+    (``layer``). ``abicache_store::trusted_owner`` (its one home) restated for
+    the warm path, which imports no native module, and for
+    ``_native_path.open_checked``; tested value for value against
+    ``_native.library_owner_trusted`` on real files."""
+    return owner == uid or (layer and owner == 0)
+
+
 # A warm hit leaves `last-used` alone when it was set at most this long ago
 # (one in the future is set to now): well inside gc's default grace of 60 s.
 _TOUCHED_RECENTLY_NS = 10_000_000_000
@@ -331,7 +341,7 @@ def _check_warm_record(name: str, cache_dir: Optional[str]) -> Optional[Any]:
         if (
             library_row != [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
             or not stat.S_ISREG(st.st_mode)
-            or st.st_uid != uid
+            or not _trusted_owner(st.st_uid, uid, False)  # the own cache's, never a layer's
             or st.st_mode & 0o022
             or st.st_nlink != 1
         ):

@@ -17,7 +17,7 @@ import sys
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
-from . import _env, _layers, _native
+from . import _env, _layers, _native, _trusted_owner
 
 if TYPE_CHECKING:
     from . import TorchOpsExtension
@@ -95,7 +95,7 @@ def load(ext: TorchOpsExtension, warm_name: str) -> Tuple[str, Optional[ModuleTy
         if ext.verbose:
             how = "hit" if outcome["hit"] else "built"
             print(f"abicache: {how} `{ext.name}` key {key} in {outcome['seconds']:.3f}s: {path}", file=sys.stderr)
-        fd = open_checked(path, outcome.get("library_stamp"))
+        fd = open_checked(path, outcome.get("library_stamp"), outcome.get("layer", False))
         if fd is None:
             # The library is gone or not the file the lookup verified (gc
             # evicted the entry, or a rebuild replaced it, since): a miss,
@@ -110,12 +110,13 @@ def load(ext: TorchOpsExtension, warm_name: str) -> Tuple[str, Optional[ModuleTy
     raise AssertionError("unreachable")
 
 
-def open_checked(path: str, stamp: Optional[List[int]]) -> Optional[int]:
+def open_checked(path: str, stamp: Optional[List[int]], layer: bool = False) -> Optional[int]:
     """``path`` opened (``O_NOFOLLOW``) when it is still the file the native
     lookup verified (``stamp``: ``[dev, ino, size, mtime_ns, ctime_ns]``), a
-    regular file of this user's (or root's: a read-only layer's, e.g. an
-    installed cache wheel's) that no one else can write, with one link; else
-    ``None`` (the descriptor closed)."""
+    regular file of this user's (or, when ``layer``, as the native outcome
+    says of a read-only layer's library, e.g. an installed cache wheel's,
+    root's: ``abicache._trusted_owner``) that no one else can write, with one
+    link; else ``None`` (the descriptor closed)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
@@ -124,7 +125,7 @@ def open_checked(path: str, stamp: Optional[List[int]]) -> Optional[int]:
     if (
         (stamp is not None and list(stamp) != [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns])
         or not stat.S_ISREG(st.st_mode)
-        or st.st_uid not in (os.geteuid(), 0)
+        or not _trusted_owner(st.st_uid, os.geteuid(), layer)
         or st.st_mode & 0o022
         or st.st_nlink != 1
     ):

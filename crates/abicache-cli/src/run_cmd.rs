@@ -49,7 +49,8 @@ pub fn environment(
     cache_dir: Option<&Path>,
     verbose: bool,
 ) -> std::io::Result<Vec<(&'static str, OsString)>> {
-    let verbose = verbose || intercept.is_some_and(|v| v.trim().eq_ignore_ascii_case("verbose"));
+    let verbose =
+        verbose || env_vars::parse_intercept(intercept) == Some(env_vars::Intercept::Verbose);
     let mut vars = vec![(
         ABICACHE_INTERCEPT,
         OsString::from(if verbose { "verbose" } else { "1" }),

@@ -27,7 +27,9 @@ mod read;
 mod table;
 
 pub use names::*;
-pub use parse::{parse_flag, parse_seconds, parse_size};
+pub use parse::{
+    intercept_refusal, parse_flag, parse_intercept, parse_seconds, parse_size, Intercept,
+};
 pub use read::{var, var_os};
 pub use table::{
     lookup, markdown_table, reference_page, Empty, EnvVar, ValueFormat, ENV_VARS,

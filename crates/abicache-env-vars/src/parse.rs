@@ -63,6 +63,49 @@ pub fn parse_flag(value: Option<&str>) -> Option<bool> {
     }
 }
 
+/// What `ABICACHE_INTERCEPT` asks for ([`parse_intercept`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Intercept {
+    /// Interception off: unset, blank or `0`.
+    Off,
+    /// `1`: `torch.utils.cpp_extension.load` and `load_inline` become abicache's.
+    On,
+    /// `verbose`: on, and one line on stderr per intercepted call.
+    Verbose,
+}
+
+/// The one rule for an `ABICACHE_INTERCEPT` value (`None`: unset). ASCII
+/// blanks around it are ignored and blank means unset (the table's
+/// [`crate::Empty::Unset`]): unset, blank or `0` is [`Intercept::Off`], `1`
+/// is [`Intercept::On`], `verbose` (any case) is [`Intercept::Verbose`].
+/// `None` for anything else (`true`, `yes`, `on`, `false`, …): the reader
+/// leaves interception off and says so with [`intercept_refusal`].
+///
+/// Restated in Python at `python/_abicache_intercept.py:mode` (the start-up
+/// hook imports neither the native module nor torch), tied by
+/// `tests/python/test_intercept_and_owner_rules.py::test_abicache_intercept_is_parsed_by_one_rule`
+/// through `abicache._native.intercept_mode`.
+pub fn parse_intercept(value: Option<&str>) -> Option<Intercept> {
+    let value = value.map(|v| v.trim_matches(|c: char| c.is_ascii_whitespace()));
+    match value {
+        None | Some("") | Some("0") => Some(Intercept::Off),
+        Some("1") => Some(Intercept::On),
+        Some(v) if v.eq_ignore_ascii_case("verbose") => Some(Intercept::Verbose),
+        Some(_) => None,
+    }
+}
+
+/// The warning for an `ABICACHE_INTERCEPT` value [`parse_intercept`]
+/// refuses (`value` as it was set): names the variable, the value, the
+/// accepted values and that interception stays off. Restated (word for
+/// word, tested) with [`parse_intercept`].
+pub fn intercept_refusal(value: &str) -> String {
+    format!(
+        "`ABICACHE_INTERCEPT={value}` is not `1`, `verbose` or `0`; interception is off. \
+         Set it to `1` (or `verbose`) to turn interception on, or unset it"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -77,6 +120,33 @@ mod tests {
         for bad in ["true", "yes", "no", "false", "2", "01"] {
             assert_eq!(parse_flag(Some(bad)), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn intercept_is_1_or_verbose_or_0_or_unset() {
+        assert_eq!(parse_intercept(None), Some(Intercept::Off));
+        for off in ["", " ", "\t\n", "0", " 0 "] {
+            assert_eq!(parse_intercept(Some(off)), Some(Intercept::Off), "{off:?}");
+        }
+        assert_eq!(parse_intercept(Some("1")), Some(Intercept::On));
+        assert_eq!(parse_intercept(Some(" 1\n")), Some(Intercept::On));
+        for verbose in ["verbose", "VERBOSE", " Verbose\t"] {
+            assert_eq!(
+                parse_intercept(Some(verbose)),
+                Some(Intercept::Verbose),
+                "{verbose:?}"
+            );
+        }
+        for bad in [
+            "true", "false", "no", "yes", "on", "off", "2", "01", "\u{b}", "\u{a0}1",
+        ] {
+            assert_eq!(parse_intercept(Some(bad)), None, "{bad:?}");
+        }
+        let refusal = intercept_refusal("yes");
+        assert!(
+            refusal.contains("ABICACHE_INTERCEPT=yes") && refusal.contains("`1`, `verbose` or `0`"),
+            "{refusal}"
+        );
     }
 
     #[test]

@@ -326,5 +326,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(rules::warm_record_format, m)?)?;
     m.add_function(wrap_pyfunction!(rules::fingerprint_root, m)?)?;
     m.add_function(wrap_pyfunction!(rules::rebuild_requested, m)?)?;
+    m.add_function(wrap_pyfunction!(rules::intercept_mode, m)?)?;
+    m.add_function(wrap_pyfunction!(rules::library_owner_trusted, m)?)?;
     Ok(())
 }

@@ -67,3 +67,43 @@ pub fn fingerprint_root(spec: &str) -> PyResult<String> {
 pub fn rebuild_requested(py: Python<'_>) -> PyResult<bool> {
     abicache::env_vars::rebuild_requested().map_err(|e| crate::errors::to_py(py, e))
 }
+
+/// `ABICACHE_INTERCEPT`'s rule (`abicache_env_vars::parse_intercept`) for
+/// `value` (`None`: unset): `"off"`, `"on"` or `"verbose"`; any other value
+/// raises `abicache.Error` with the warning the start-up hook prints
+/// (`intercept_refusal`). The hook restates the rule (it cannot import this
+/// module); the Python tests compare the two value for value.
+#[pyfunction]
+#[pyo3(signature = (value))]
+pub fn intercept_mode(value: Option<&str>) -> PyResult<&'static str> {
+    use abicache::env_vars::{intercept_refusal, parse_intercept, Intercept};
+    match parse_intercept(value) {
+        Some(Intercept::Off) => Ok("off"),
+        Some(Intercept::On) => Ok("on"),
+        Some(Intercept::Verbose) => Ok("verbose"),
+        None => Err(crate::errors::Error::new_err(intercept_refusal(
+            value.unwrap_or_default(),
+        ))),
+    }
+}
+
+/// Whether the owner of `path` (not followed if a symlink) is one whose
+/// library abicache loads (`abicache_store::trusted_owner`): this process's
+/// effective uid, or root when `layer` (a read-only layer's library). The
+/// Python loaders restate it (`abicache._trusted_owner`); the Python tests
+/// compare the two value for value on real files.
+#[pyfunction]
+pub fn library_owner_trusted(path: std::path::PathBuf, layer: bool) -> PyResult<bool> {
+    use std::os::unix::fs::MetadataExt;
+    // The effective uid as the store reads it (`/proc/self`'s owner).
+    let uid = std::fs::metadata("/proc/self")?.uid();
+    let owner = std::fs::symlink_metadata(&path)
+        .map_err(|e| {
+            pyo3::exceptions::PyOSError::new_err(format!(
+                "cannot inspect `{}`: {e}",
+                path.display()
+            ))
+        })?
+        .uid();
+    Ok(abicache::store::trusted_owner(owner, uid, layer))
+}

@@ -271,6 +271,21 @@ impl std::fmt::Display for Insecurity {
     }
 }
 
+/// Whether a library owned by `owner` may be loaded by a process whose
+/// effective uid is `uid`: one of its own always; root's only from a
+/// read-only layer (`layer`: an installed cache wheel's, an image's), where
+/// root put it and only root could change it. The own cache serves only
+/// the user's own files. The one owner rule for a library abicache loads
+/// (also for every file and directory of a layer).
+///
+/// Restated in Python at `python/abicache/__init__.py:_trusted_owner` (the
+/// warm path and `_native_path.open_checked` both call it), tied by
+/// `tests/python/test_intercept_and_owner_rules.py::test_the_library_owner_rule_is_rusts`
+/// through `abicache._native.library_owner_trusted`.
+pub fn trusted_owner(owner: u32, uid: u32, layer: bool) -> bool {
+    owner == uid || (layer && owner == 0)
+}
+
 /// What makes `meta` (from `symlink_metadata`) untrustworthy for `uid`, if anything.
 pub(crate) fn insecurity(meta: &std::fs::Metadata, uid: u32) -> Option<Insecurity> {
     if meta.file_type().is_symlink() {
@@ -314,6 +329,17 @@ pub(crate) fn current_uid() -> Result<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_library_is_trusted_from_its_user_and_from_root_only_in_a_layer() {
+        for layer in [false, true] {
+            assert!(trusted_owner(1000, 1000, layer));
+            assert!(!trusted_owner(1001, 1000, layer));
+            assert!(trusted_owner(0, 0, layer));
+        }
+        assert!(!trusted_owner(0, 1000, false));
+        assert!(trusted_owner(0, 1000, true));
+    }
 
     fn os(s: &str) -> Option<&OsStr> {
         Some(OsStr::new(s))

@@ -30,7 +30,9 @@ use std::sync::{Mutex, OnceLock};
 use abicache_fs::{read_bounded, verify_file, Expected, FileStamp, Follow};
 
 use crate::bundle::BundleIndex;
-use crate::layout::{current_uid, validate_key, Layout, LAYOUT_VERSION, MANIFEST_FILE};
+use crate::layout::{
+    current_uid, trusted_owner, validate_key, Layout, LAYOUT_VERSION, MANIFEST_FILE,
+};
 use crate::manifest::{Manifest, MAX_MANIFEST_SIZE};
 use crate::store::{valid_library_name, Hit};
 use crate::warning::Corruption;
@@ -273,7 +275,7 @@ fn check_trusted(
         let what = if dir { "a directory" } else { "a regular file" };
         return Err(insecure(format!("`{}` is not {what}", path.display())));
     }
-    if meta.uid() != 0 && meta.uid() != uid {
+    if !trusted_owner(meta.uid(), uid, true) {
         return Err(insecure(format!(
             "`{}` is owned by uid {}, neither root nor uid {uid} (this process)",
             path.display(),

@@ -9,8 +9,8 @@ use crate::entry_stamp;
 use crate::error::{Result, StoreError};
 use crate::gc::{entry_last_used, gc_grace_from_env};
 use crate::layout::{
-    current_uid, insecurity, root_from_env, validate_key, Layout, LAST_USED_FILE, LAYOUT_VERSION,
-    MANIFEST_FILE,
+    current_uid, insecurity, root_from_env, trusted_owner, validate_key, Layout, LAST_USED_FILE,
+    LAYOUT_VERSION, MANIFEST_FILE,
 };
 use crate::lock::{lock_timeout_from_env, FileLock};
 use crate::manifest::Manifest;
@@ -519,7 +519,7 @@ fn library_insecurity(path: &Path) -> Option<String> {
         Err(e) => return Some(format!("`{}` cannot be inspected: {e}", path.display())),
     };
     let uid = current_uid().ok()?;
-    if meta.uid() != uid {
+    if !trusted_owner(meta.uid(), uid, false) {
         return Some(format!(
             "the library `{}` is owned by uid {}, not by uid {uid} (this process)",
             path.display(),

@@ -119,6 +119,10 @@ pub struct Outcome {
     /// put in its place since. `None` when it could not be read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub library_stamp: Option<(u64, u64, u64, i64, i64)>,
+    /// True when the library is a read-only layer's: its loader then also
+    /// accepts one owned by root (`abicache_store::trusted_owner`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub layer: bool,
 }
 
 /// What [`Session::claim`] found: an entry to use, or the build lock with
@@ -145,6 +149,7 @@ impl Outcome {
             remote: false,
             warnings,
             library_stamp: None,
+            layer: false,
         }
     }
 
@@ -158,6 +163,14 @@ impl Outcome {
     pub fn check_cpu(&self, name: &str) -> Result<()> {
         let what = format!("extension `{name}` (`{}`)", self.path.display());
         Ok(abicache_isa::check(&self.isa, &what)?)
+    }
+
+    /// Marks the library as a read-only layer's.
+    fn layered(self) -> Self {
+        Outcome {
+            layer: true,
+            ..self
+        }
     }
 
     /// Marks the library as downloaded from the remote cache in this call.
@@ -427,7 +440,7 @@ impl Session {
             Claimed::Hit(hit) => return self.finish_hit(hit, &prepared, started, warnings),
             Claimed::LayerHit(hit) => {
                 let key = prepared.keyed.key.clone();
-                return Ok(Outcome::cached(hit, key, started, warnings));
+                return Ok(Outcome::cached(hit, key, started, warnings).layered());
             }
             Claimed::Build(guard, remote) => (guard, remote),
         };
@@ -498,6 +511,7 @@ impl Session {
             remote: false,
             warnings,
             library_stamp: None,
+            layer: false,
         })
     }
 
@@ -579,7 +593,7 @@ impl Session {
             Some(_) => Ok(None),
             None => Ok(self.layer_hit(&key, warnings).map(|hit| {
                 let warnings = std::mem::take(warnings);
-                Outcome::cached(hit, key, started, warnings)
+                Outcome::cached(hit, key, started, warnings).layered()
             })),
         }
     }

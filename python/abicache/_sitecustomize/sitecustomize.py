@@ -12,7 +12,9 @@ def _start() -> None:
     try:
         import _abicache_intercept
     except ImportError:
-        if os.environ.get("ABICACHE_INTERCEPT", "").strip().lower() == "verbose":
+        # `verbose` by `_abicache_intercept.mode`'s rule (which is not importable here).
+        word = os.environ.get("ABICACHE_INTERCEPT", "").strip(" \t\n\r\x0c")
+        if word.isascii() and word.lower() == "verbose":
             print(
                 f"abicache: interception is off in {sys.executable}: abicache is not installed for it",
                 file=sys.stderr,
