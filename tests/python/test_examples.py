@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import torch
 
 import abicache
-from _util import example_spec, run_python
+from _util import EXAMPLES, example_spec, run_python
 from skip_report import skip_for_hardware
 
 
@@ -83,3 +86,22 @@ def test_moved_checkout_keeps_the_key(cache_dir: Path, tmp_path: Path) -> None:
     spec["sources"] = [str(moved / Path(s).name) for s in spec["sources"]]
     there = abicache.TorchOpsExtension(**spec, cache_dir=cache_dir)
     assert here.key == there.key
+
+
+def test_the_demo_loads_warm_without_compiling_and_measures_its_floor(cache_dir: Path, cpu_loaded: str) -> None:
+    # examples/demo.py as scripts/demo.sh runs it, in fresh processes: a warm
+    # load of the library this session built, then the floor, the same file
+    # loaded by torch.ops.load_library; each checks the op's result itself.
+    env = dict(os.environ, ABICACHE_DIR=str(cache_dir))
+    demo = [sys.executable, str(EXAMPLES / "demo.py"), "--porcelain"]
+    before = abicache.stats(cache_dir)
+    warm = subprocess.run(demo, env=env, capture_output=True, text=True, timeout=600)
+    assert warm.returncode == 0, warm.stderr
+    ms, how, path = warm.stdout.strip().split("\t")
+    assert (path, how) in {(cpu_loaded, "native path"), (cpu_loaded, "warm-load record")}, warm.stdout
+    assert float(ms) > 0
+    assert abicache.stats(cache_dir)["builds"] == before["builds"], "the demo's warm load compiled"
+    floor = subprocess.run(demo + ["--floor", path], env=env, capture_output=True, text=True, timeout=600)
+    assert floor.returncode == 0, floor.stderr
+    ms, how, floor_path = floor.stdout.strip().split("\t")
+    assert (how, floor_path) == ("torch.ops.load_library", path) and float(ms) > 0

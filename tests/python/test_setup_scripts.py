@@ -155,3 +155,51 @@ def test_a_pip_install_through_dev_venv_python_outlives_the_checkout_that_made_i
     assert script.read_text().splitlines()[0] == f"#!{python}"
     version = subprocess.run([str(script), "--version"], capture_output=True, text=True, timeout=120)
     assert version.returncode == 0 and version.stdout.startswith("abicache "), version.stderr
+
+
+def test_the_build_venv_pins_the_maturin_of_the_dev_venv() -> None:
+    # scripts/demo.sh builds the wheel with .venv-build's maturin, the other
+    # scripts with .venv's: one source state must make one wheel either way.
+    def maturin_pin(name: str) -> List[str]:
+        lines = (SCRIPTS / name).read_text().splitlines()
+        return [line.split("#")[0].strip() for line in lines if line.startswith("maturin")]
+
+    dev = maturin_pin("requirements-dev.txt")
+    assert len(dev) == 1 and dev[0].startswith("maturin=="), dev
+    assert maturin_pin("requirements-build.txt") == dev
+    # And its zig is the packaging file's, not a second pin.
+    assert "-r requirements-packaging.txt" in (SCRIPTS / "requirements-build.txt").read_text().splitlines()
+
+
+def test_a_run_names_its_cargo_target_directory_once_and_where_it_came_from(tmp_path: Path) -> None:
+    # Every script sources dev-env.sh and they call each other: the first
+    # says it, on stderr, and the ones it starts do not repeat it.
+    env = dev_env(tmp_path / "home")
+    env.pop("CARGO_TARGET_DIR", None)
+    env.pop("ABICACHE_DEV_TARGET_SHOWN", None)
+    nested = f'. "{SCRIPTS}/dev-env.sh"; bash -c \'. "{SCRIPTS}/dev-env.sh"; echo "$CARGO_TARGET_DIR"\''
+    run = subprocess.run(["bash", "-c", nested], env=env, capture_output=True, text=True, check=True)
+    assert run.stdout.strip() == str(tmp_path / "home" / "target")
+    said = [line for line in run.stderr.splitlines() if "Cargo's target directory" in line]
+    assert said == [f"bash: Cargo's target directory is {tmp_path / 'home' / 'target'} (the per-machine default, "
+                    "$ABICACHE_DEV_HOME/target; set CARGO_TARGET_DIR to use another)"], run.stderr
+    env["CARGO_TARGET_DIR"] = str(tmp_path / "mine")
+    run = subprocess.run(["bash", "-c", nested], env=env, capture_output=True, text=True, check=True)
+    assert run.stdout.strip() == str(tmp_path / "mine")
+    said = [line for line in run.stderr.splitlines() if "Cargo's target directory" in line]
+    assert said == [f"bash: Cargo's target directory is {tmp_path / 'mine'} (CARGO_TARGET_DIR, set by the caller)"]
+
+
+def test_the_test_command_documents_its_modes_and_refuses_what_it_cannot_do(tmp_path: Path) -> None:
+    env = dev_env(tmp_path / "home")
+    help_ = subprocess.run([str(SCRIPTS / "test.sh"), "--help"], env=env, capture_output=True, text=True)
+    assert help_.returncode == 0, help_.stderr
+    for mode in ("--quick [-p CRATE]...", "--python-dev", "mkdocs build --strict"):
+        assert mode in help_.stdout, mode
+    for argv, says in (
+        (["-p", "abicache-key"], "-p selects crates for --quick only"),
+        (["--quick", "-p"], "`-p` needs a crate name"),
+        (["--bogus"], "unknown argument `--bogus`"),
+    ):
+        run = subprocess.run([str(SCRIPTS / "test.sh"), *argv], env=env, capture_output=True, text=True)
+        assert run.returncode == 2 and says in run.stderr, (argv, run.stderr)
