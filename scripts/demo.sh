@@ -13,8 +13,8 @@
 # stats at the end; no other build. The two are made at once: the wheel is
 # built with the build tools' own small venv (.venv-build: maturin and zig)
 # while torch installs, instead of after it. The steady state is the median
-# of 3 fresh processes, the floor the median of 5 (one after each warm
-# load). Ends with the time each phase took.
+# of 5 fresh processes, the floor the median of 7 (one after each warm
+# load), so one process disturbed by other work does not move them. Ends with the time each phase took.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
@@ -89,7 +89,7 @@ floor
 echo "== steady state: later processes are answered from the warm-load record" >&2
 steady=()
 steady_hows=()
-for _ in 1 2 3; do
+for _ in 1 2 3 4 5; do
   demo s
   steady+=("$s")
   steady_hows+=("$s_how")
@@ -104,7 +104,7 @@ row "cold build (compiles the extension)" "$cold"
 row "first warm load ($first_how)" "$first" "$floor_ms"
 row "warm load, 2.5 s later ($later_how)" "$later" "$floor_ms"
 row "warm load, steady state ($steady_how)" "$(median "${steady[@]}")" "$floor_ms"
-echo "(times from the end of \`import torch\` to the op registered; steady state: the median of 3 fresh" \
+echo "(times from the end of \`import torch\` to the op registered; steady state: the median of ${#steady[@]} fresh" \
   "processes; floor: the median of ${#floors[@]}, one after each warm load)"
 echo
 echo "== abicache stats (the wheel's command line)" >&2
