@@ -151,6 +151,7 @@ if [ "$mode" = quick ]; then
     need=$(cd crates && grep -l -r -e 'venv_python' -e '"\.venv' -- */tests 2>/dev/null | cut -d/ -f1 | sort -u \
       | { if [ ${#crates[@]} -gt 0 ]; then grep -x -F -f <(printf '%s\n' "${crates[@]}"); else cat; fi; } \
       | tr '\n' ' ' || true)
+    need=${need% }
     if [ -n "$need" ]; then
       echo "test: no .venv or .venv-compat here: the tests of $need that compile against torch fail or skip;" \
         "\`scripts/setup-venv.sh dev compat\` makes them (once per machine, ~5 GB each)" >&2
