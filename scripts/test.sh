@@ -43,7 +43,8 @@
 #    scripts/install-python-package.sh) reinstalls the release wheel. The
 #    .venv is per machine: every checkout on the machine sees the develop
 #    install until then. Tests that run .venv-compat use the wheel installed
-#    there by the last full run.
+#    there by the last full run; the interception tests need the release
+#    wheel (an editable install has no `abicache-intercept.pth`).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
