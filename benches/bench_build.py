@@ -13,7 +13,7 @@ means reported):
 1. cold build: `abicache build` (fresh cache: no entry, no object cache) vs
    `torch.utils.cpp_extension.load` (ninja, `is_python_module=False`, fresh
    build directory, the same sources and no extra flags: both then compile
-   with torch's defaults, see README) — the load() call only, in its own
+   with torch's defaults, see docs/building.md) — the load() call only, in its own
    process, so importing torch is not counted against it;
 2. rebuild after editing one unit: `abicache build` (object cache: one unit
    compiled, then the link) vs `load()` again (ninja's incremental rebuild);

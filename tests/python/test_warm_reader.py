@@ -473,9 +473,10 @@ REBUILD_VALUES = [None, "", " ", "\t\n", "1", " 1 ", "0", " 0\t", "true", "yes",
 
 @pytest.mark.parametrize("value", REBUILD_VALUES, ids=[repr(v) for v in REBUILD_VALUES])
 def test_abicache_rebuild_is_parsed_by_one_rule(value: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    # README's table: `1` rebuilds; unset (or blank) or `0` does not; anything
-    # else is refused with an error naming the variable. Python only asks
-    # whether it is set (then the native path reads it, by Rust's rule).
+    # The variable table (docs/reference/env-vars.md): `1` rebuilds; unset
+    # (or blank) or `0` does not; anything else is refused with an error
+    # naming the variable. Python only asks whether it is set (then the
+    # native path reads it, by Rust's rule).
     if value is None:
         monkeypatch.delenv("ABICACHE_REBUILD", raising=False)
     else:
