@@ -200,6 +200,10 @@ def write_latest(path: Path, figures: dict, rows: list) -> None:
 def print_rows(rows: list) -> None:
     print(f"\nSummary ({platform.machine()}, {os.cpu_count()} cores, load average "
           f"{' '.join(f'{x:.1f}' for x in os.getloadavg())})")
+    if not rows:
+        print("  no figures: none of the benchmarks' JSON files is in the work folder "
+              "(run scripts/bench.sh, which writes them)")
+        return
     w = [max(len(x[i]) for x in rows) for i in range(4)]
     for what, figure, target, ok in rows:
         print(f"  {what:<{w[0]}}  {figure:<{w[1]}}  {target:<{w[2]}}  {ok}")
