@@ -41,6 +41,11 @@ pub const STAMP_FILE: &str = "verified.json";
 /// Resolves the cache root from explicit environment values (empty counts as
 /// unset): `ABICACHE_DIR`, else `$XDG_CACHE_HOME/abicache` when that is an
 /// absolute path (as the XDG spec requires), else `$HOME/.cache/abicache`.
+///
+/// Restated in Python at `python/abicache/__init__.py:_cache_root` (the
+/// warm path reads no native module), tied by
+/// `tests/python/test_warm_reader.py::test_the_cache_root_is_rusts` through
+/// `abicache._native.default_cache_dir`.
 pub fn resolve_root(
     abicache_dir: Option<&OsStr>,
     xdg_cache_home: Option<&OsStr>,
@@ -60,6 +65,10 @@ pub fn resolve_root(
 }
 
 /// [`resolve_root`] with the values of this process's environment.
+///
+/// Restated in Python at `python/abicache/__init__.py:_cache_root`, tied by
+/// `tests/python/test_warm_reader.py::test_the_cache_root_is_rusts` (which
+/// compares it with this function through `abicache._native.default_cache_dir`).
 pub fn root_from_env() -> Result<PathBuf> {
     resolve_root(
         env::var_os(env::ABICACHE_DIR).as_deref(),
@@ -166,6 +175,13 @@ impl Layout {
     /// when a directory on the root's real path from `/` down is writable by
     /// group or others without the sticky bit.
     /// `CACHEDIR.TAG` is best effort: a read-only or full cache still opens.
+    ///
+    /// Restated in Python at `python/abicache/__init__.py:_check_warm_record`
+    /// (for the root, `v1`, `v1/warm`, `v1/entries` and the record; its
+    /// ancestor walk restates `check_ancestors`), tied by
+    /// `tests/python/test_warm_reader.py::test_a_cache_directory_others_can_write_is_refused`,
+    /// `tests/python/test_warm_reader.py::test_a_record_others_can_write_or_not_json_is_refused`
+    /// and `tests/python/test_warm_record.py::test_a_foreign_writable_record_dir_is_ignored`.
     pub fn create(&self) -> Result<()> {
         // The root itself may be reached through a symlink the user chose
         // (`ABICACHE_DIR=~/link`); nothing under it may be one.
@@ -225,6 +241,11 @@ pub(crate) fn ensure_private_dir(dir: &Path) -> Result<()> {
 
 /// Refuses `dir` (with `meta`) when it is a symlink, owned by another uid
 /// or writable by group or others, naming the fix.
+///
+/// Restated in Python at `python/abicache/__init__.py:_check_warm_record`,
+/// tied by `tests/python/test_warm_reader.py::test_a_cache_directory_others_can_write_is_refused`
+/// and `tests/python/test_warm_record.py::test_a_foreign_writable_record_dir_is_ignored`
+/// (see `Layout::create`).
 fn check_private(dir: &Path, meta: &std::fs::Metadata) -> Result<()> {
     match insecurity(meta, current_uid()?) {
         None => Ok(()),
@@ -287,6 +308,12 @@ pub fn trusted_owner(owner: u32, uid: u32, layer: bool) -> bool {
 }
 
 /// What makes `meta` (from `symlink_metadata`) untrustworthy for `uid`, if anything.
+///
+/// Restated in Python at `python/abicache/__init__.py:_check_warm_record`
+/// (each directory and the record: no symlink, this user's, writable by no
+/// one else), tied by
+/// `tests/python/test_warm_reader.py::test_a_cache_directory_others_can_write_is_refused`
+/// and `tests/python/test_warm_reader.py::test_a_record_others_can_write_or_not_json_is_refused`.
 pub(crate) fn insecurity(meta: &std::fs::Metadata, uid: u32) -> Option<Insecurity> {
     if meta.file_type().is_symlink() {
         return Some(Insecurity::Symlink);
@@ -306,6 +333,12 @@ pub(crate) fn insecurity(meta: &std::fs::Metadata, uid: u32) -> Option<Insecurit
 /// such a directory can rename the cache below it away and put another in
 /// its place between a check and a load. (`/tmp`, mode 1777, is fine: there
 /// only a file's owner may rename it.)
+///
+/// Restated in Python as the ancestor walk of
+/// `python/abicache/__init__.py:_check_warm_record`, tied by
+/// `tests/python/test_warm_reader.py::test_a_parent_others_can_write_without_the_sticky_bit_is_refused`,
+/// `tests/python/test_warm_reader.py::test_a_cache_reached_through_symlinks_or_dots_is_judged_by_its_real_path`
+/// and `tests/python/test_warm_record.py::test_a_cache_under_a_directory_others_can_write_is_refused`.
 pub(crate) fn check_ancestors(root: &Path) -> Result<()> {
     let real = fs_err::canonicalize(root)?;
     for dir in real.ancestors().skip(1) {

@@ -29,6 +29,10 @@ use crate::store::Store;
 
 /// A log longer than this is folded into `stats.json` by the process that
 /// crossed the mark.
+///
+/// Restated in Python at `python/abicache/__init__.py:_count_warm_hit`
+/// (which leaves a log past it to the store; the record carries the value),
+/// tied by `tests/python/test_warm_reader.py::test_the_counter_log_is_left_to_rust_when_missing_replaced_or_due`.
 pub(crate) const FOLD_AT: u64 = 64 * 1024;
 /// Longest `stats.json` or `stats.log` read (a fold keeps the log far below).
 const MAX_READ: u64 = 64 << 20;
@@ -60,6 +64,12 @@ struct Header {
 
 impl Store {
     /// Appends `events` to `stats.log`, then folds it when it is long.
+    ///
+    /// Restated in Python at `python/abicache/__init__.py:_count_warm_hit`
+    /// (one hit's line, appended the same way), tied by
+    /// `tests/python/test_warm_reader.py::test_a_hit_appended_by_the_reader_is_counted_by_rust`,
+    /// `tests/python/test_warm_reader.py::test_the_counter_log_is_left_to_rust_when_missing_replaced_or_due`
+    /// and `tests/python/test_warm_record.py::test_a_warm_load_takes_no_native_call_and_counts_its_hit`.
     pub(crate) fn append_events(&self, events: &[Event]) -> Result<()> {
         if events.is_empty() {
             return Ok(());

@@ -41,6 +41,14 @@ use crate::LAYOUT_VERSION;
 ///   opened file, one `write`), leaving the hit to the store instead when
 ///   the log is missing or longer than `fold_at` (the store creates and
 ///   folds it).
+///
+/// Restated in Python at `python/abicache/__init__.py:_check_warm_record`
+/// (the checks) and `python/abicache/__init__.py:_count_warm_hit` (counting
+/// the hit), tied by
+/// `tests/python/test_warm_reader.py::test_a_hit_appended_by_the_reader_is_counted_by_rust`,
+/// `tests/python/test_warm_reader.py::test_the_counter_log_is_left_to_rust_when_missing_replaced_or_due`
+/// and `tests/python/test_warm_record.py::test_a_warm_load_takes_no_native_call_and_counts_its_hit`
+/// (the checks: see [`Store::hit_recipe`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct HitRecipe {
     /// The entry directory.
@@ -78,6 +86,15 @@ impl Store {
     /// that still match; `None` otherwise (then nothing can be taken
     /// without a lookup). Reads the manifest and the stamp record; hashes
     /// nothing and writes nothing.
+    ///
+    /// Restated in Python as the `entry` and `entry_files` checks of
+    /// `python/abicache/__init__.py:_check_warm_record` (the directory's
+    /// identity, mode and owner, the manifest's and library's trusted
+    /// stamps), tied by
+    /// `tests/python/test_warm_reader.py::test_each_recorded_check_refuses_when_it_differs`,
+    /// `tests/python/test_warm_reader.py::test_a_tampered_library_fails_the_entry_stamps`,
+    /// `tests/python/test_warm_record.py::test_a_tampered_library_is_never_loaded_from_the_record`
+    /// and `tests/python/test_warm_record.py::test_a_library_swapped_after_its_checks_is_never_what_is_loaded`.
     pub fn hit_recipe(&self, key: &str) -> Option<HitRecipe> {
         validate_key(key).ok()?;
         let dir = self.layout().entry_dir(key);
