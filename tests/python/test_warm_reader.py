@@ -378,7 +378,7 @@ def test_a_tampered_library_fails_the_entry_stamps(fresh: Dict[str, Project]) ->
 
 def test_the_touch_of_last_used_waits_while_gc_holds_it(shared: Project, record: Dict[str, Any]) -> None:
     # gc holds `last-used` exclusively from its last re-read of an old time
-    # to the entry's removal (crates/abicache-store/src/gc.rs); the reader
+    # to the entry's removal (crates/abicache-store/src/last_used.rs); the reader
     # touches it under a shared lock, so its touch falls before that re-read
     # or after the removal, never between them.
     last_used = record["last_used"]

@@ -7,7 +7,8 @@ use serde::Serialize;
 
 use crate::env;
 use crate::error::Result;
-use crate::layout::{validate_key, LAST_USED_FILE, MANIFEST_FILE, MATRIX_RUN_LOCK};
+use crate::last_used;
+use crate::layout::{validate_key, MATRIX_RUN_LOCK};
 use crate::lock::FileLock;
 use crate::objects::scan_objects;
 use crate::stats::Event;
@@ -208,7 +209,7 @@ impl Store {
             // A lookup touches `last-used` before it verifies: re-read it
             // now that no builder can replace the entry, and hold it until
             // the entry is gone, so no touch falls between the two.
-            let (last_used, _touches_held) = lock_last_used(&e.dir);
+            let (last_used, _touches_held) = last_used::lock_for_removal(&e.dir);
             if last_used.is_none_or(|t| self.is_recent(t)) {
                 report.skipped_recent += 1;
                 continue;
@@ -356,32 +357,6 @@ impl Store {
         }
         (removed, bytes)
     }
-}
-
-/// An entry's last use, read for its removal: `last-used` locked
-/// exclusively (a lookup touches it under a shared lock, see
-/// [`crate::store::touch_last_used`]) and its mtime, which no touch can
-/// change while the returned file is open. `None` (no time) while a lookup
-/// is touching it. An entry without one (every publish writes one) gets
-/// one now, and so counts as used now: the next gc past the grace evicts
-/// it. A `last-used` that cannot be opened (a symlink, say) cannot be
-/// touched either: then the unlocked [`entry_last_used`], and no file.
-fn lock_last_used(dir: &std::path::Path) -> (Option<SystemTime>, Option<std::fs::File>) {
-    let Ok(file) = crate::store::open_last_used(dir) else {
-        return (Some(entry_last_used(dir)), None);
-    };
-    match file.try_lock() {
-        Ok(()) => (file.metadata().and_then(|m| m.modified()).ok(), Some(file)),
-        Err(_) => (None, None),
-    }
-}
-
-/// An entry's last use: the mtime of `last-used`, else of its manifest.
-pub(crate) fn entry_last_used(dir: &std::path::Path) -> SystemTime {
-    std::fs::symlink_metadata(dir.join(LAST_USED_FILE))
-        .or_else(|_| std::fs::symlink_metadata(dir.join(MANIFEST_FILE)))
-        .and_then(|m| m.modified())
-        .unwrap_or(SystemTime::UNIX_EPOCH)
 }
 
 fn remove_any(path: &std::path::Path) -> bool {

@@ -68,6 +68,7 @@ mod entry_stamp;
 pub mod env;
 mod error;
 mod gc;
+mod last_used;
 mod layout;
 mod library_name;
 mod lock;

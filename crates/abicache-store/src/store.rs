@@ -7,10 +7,11 @@ use abicache_fs::{verify_file, Expected, Follow};
 
 use crate::entry_stamp;
 use crate::error::{Result, StoreError};
-use crate::gc::{entry_last_used, gc_grace_from_env};
+use crate::gc::gc_grace_from_env;
+use crate::last_used;
 use crate::layout::{
-    current_uid, insecurity, root_from_env, trusted_owner, validate_key, Layout, LAST_USED_FILE,
-    LAYOUT_VERSION, MANIFEST_FILE,
+    current_uid, insecurity, root_from_env, trusted_owner, validate_key, Layout, LAYOUT_VERSION,
+    MANIFEST_FILE,
 };
 use crate::lock::{lock_timeout_from_env, FileLock};
 use crate::manifest::Manifest;
@@ -320,7 +321,7 @@ impl Store {
                 return Verified::Corrupt(Corruption::Insecure { reason });
             }
         }
-        touch_last_used(dir);
+        last_used::touch(dir);
         let manifest_path = dir.join(MANIFEST_FILE);
         let manifest = match Manifest::read(&manifest_path) {
             Ok(m) => m,
@@ -463,7 +464,7 @@ impl Store {
     pub(crate) fn entry_info(&self, key: String, dir: PathBuf) -> Option<EntryInfo> {
         let manifest_path = dir.join(MANIFEST_FILE);
         let manifest = Manifest::read(&manifest_path).ok()?;
-        let last_used = entry_last_used(&dir);
+        let last_used = last_used::read(&dir);
         Some(EntryInfo {
             key,
             name: manifest.name.clone(),
@@ -546,33 +547,6 @@ fn library_insecurity(path: &Path) -> Option<String> {
 /// Hex BLAKE3 of everything `reader` yields.
 pub(crate) fn hash_reader(reader: impl std::io::Read) -> std::io::Result<String> {
     abicache_fs::hash_reader(reader)
-}
-
-/// Sets `dir/last-used`'s mtime to now, creating it owner-only if needed,
-/// under a shared `flock` of it: gc holds it exclusively from its last
-/// re-read of the time to the entry's removal (see `gc::lock_last_used`),
-/// so this touch lands either before that re-read (which then spares the
-/// entry) or after the entry is gone (and the checks that follow miss).
-/// Best effort: a read-only cache still serves hits.
-pub(crate) fn touch_last_used(dir: &Path) {
-    if let Ok(f) = open_last_used(dir) {
-        if f.lock_shared().is_ok() {
-            let _ = f.set_modified(SystemTime::now());
-        }
-    }
-}
-
-/// Opens (creating it owner-only if needed) `dir/last-used` for writing,
-/// never through a symlink and never blocking on a FIFO.
-pub(crate) fn open_last_used(dir: &Path) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(dir.join(LAST_USED_FILE))
 }
 
 /// Total length of the files under `dir` (recursively; symlinks not followed).
