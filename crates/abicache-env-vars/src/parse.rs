@@ -55,6 +55,12 @@ pub fn parse_size(text: &str) -> Option<u64> {
 /// ignored), `Some(false)` when unset or `0`, `None` for anything else, which the
 /// reader refuses with an error naming its variable. The one rule for
 /// `ABICACHE_REBUILD`, in Rust and (tested value for value) in Python.
+///
+/// Restated in Python at `python/abicache/__init__.py:_rebuild_set` (which
+/// only asks whether the value is anything but `0`; the native path then
+/// reads it with this rule), tied by
+/// `tests/python/test_warm_reader.py::test_abicache_rebuild_is_parsed_by_one_rule`
+/// through `abicache._native.rebuild_requested`.
 pub fn parse_flag(value: Option<&str>) -> Option<bool> {
     match value.map(|v| v.trim_matches(|c: char| c.is_ascii_whitespace())) {
         None | Some("") | Some("0") => Some(false),
@@ -64,6 +70,11 @@ pub fn parse_flag(value: Option<&str>) -> Option<bool> {
 }
 
 /// What `ABICACHE_INTERCEPT` asks for ([`parse_intercept`]).
+///
+/// Restated in Python as what `python/_abicache_intercept.py:mode` returns
+/// (`None`, `"on"`, `"verbose"`), tied by
+/// `tests/python/test_intercept_and_owner_rules.py::test_abicache_intercept_is_parsed_by_one_rule`
+/// through `abicache._native.intercept_mode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Intercept {
     /// Interception off: unset, blank or `0`.
@@ -99,6 +110,14 @@ pub fn parse_intercept(value: Option<&str>) -> Option<Intercept> {
 /// refuses (`value` as it was set): names the variable, the value, the
 /// accepted values and that interception stays off. Restated (word for
 /// word, tested) with [`parse_intercept`].
+///
+/// Restated in Python at `python/_abicache_intercept.py:mode` (the
+/// `ValueError` it raises, whose message the start-up hook prints on
+/// stderr), tied by
+/// `tests/python/test_intercept_and_owner_rules.py::test_abicache_intercept_is_parsed_by_one_rule`
+/// (the message, through `abicache._native.intercept_mode`),
+/// `tests/python/test_intercept_and_owner_rules.py::test_a_refused_value_leaves_interception_off_with_one_line_naming_it`
+/// and `tests/python/test_intercept_and_owner_rules.py::test_an_accepted_value_says_nothing`.
 pub fn intercept_refusal(value: &str) -> String {
     format!(
         "`ABICACHE_INTERCEPT={value}` is not `1`, `verbose` or `0`; interception is off. \

@@ -17,6 +17,11 @@ pub const CPUINFO: &str = "/proc/cpuinfo";
 /// that fit, ~1.5–3 KB and ~15 µs each here). Stopping after the first
 /// processor's block then makes it write two or three processors' text,
 /// not every processor's of a many-core machine.
+///
+/// Restated in Python as `WARM_CPUINFO_READ` (generated into
+/// `python/abicache/__init__.py`), used by `_cpu` there, tied by
+/// `tests/python/test_warm_reader.py::test_the_cpu_identity_is_the_first_processors_whatever_sizes_the_reads_return`
+/// and `tests/python/test_warm_record.py::test_a_native_cpu_flag_extension_gets_a_record_that_checks_the_cpu_and_the_compiler`.
 pub const CPUINFO_READ: usize = 4096;
 
 /// The running CPU's features and a description that identifies the CPU.
@@ -31,6 +36,10 @@ pub struct CpuFeatures {
 impl CpuFeatures {
     /// The features of the CPU described by `cpuinfo` (the text of
     /// `/proc/cpuinfo`; only its first processor is read).
+    ///
+    /// Restated in Python at `python/abicache/__init__.py:_cpu`, tied by
+    /// `tests/python/test_warm_reader.py::test_the_cpu_identity_is_the_first_processors_whatever_sizes_the_reads_return`
+    /// and `tests/python/test_warm_record.py::test_a_native_cpu_flag_extension_gets_a_record_that_checks_the_cpu_and_the_compiler`.
     pub fn from_cpuinfo(cpuinfo: &str) -> Self {
         Self::first_processor(cpuinfo).0
     }
@@ -94,6 +103,11 @@ impl CpuFeatures {
 /// The `/proc/cpuinfo` fields that identify a CPU (x86-64 and AArch64):
 /// [`CpuFeatures::identity`] is each of them present in the first
 /// processor's block, as `field=value` lines in the file's order.
+///
+/// Restated in Python as `WARM_CPU_IDENTITY_FIELDS` (generated into
+/// `python/abicache/__init__.py`), used by `_cpu` there, tied by
+/// `tests/python/test_warm_reader.py::test_the_cpu_identity_is_the_first_processors_whatever_sizes_the_reads_return`
+/// and `tests/python/test_warm_record.py::test_a_native_cpu_flag_extension_gets_a_record_that_checks_the_cpu_and_the_compiler`.
 pub const IDENTITY_FIELDS: &[&str] = &[
     "vendor_id",
     "cpu family",
@@ -114,6 +128,10 @@ pub const IDENTITY_FIELDS: &[&str] = &[
 /// cannot be read (or its first processor's block is not UTF-8) or lists
 /// no features (then nothing can be checked). Only the first processor's
 /// block is read (`read_first_processor`).
+///
+/// Restated in Python at `python/abicache/__init__.py:_cpu`, tied by
+/// `tests/python/test_warm_reader.py::test_the_cpu_identity_is_the_first_processors_whatever_sizes_the_reads_return`
+/// and `tests/python/test_warm_record.py::test_a_native_cpu_flag_extension_gets_a_record_that_checks_the_cpu_and_the_compiler`.
 pub fn running_cpu() -> Option<&'static CpuFeatures> {
     static CPU: OnceLock<Option<CpuFeatures>> = OnceLock::new();
     CPU.get_or_init(|| {
@@ -132,6 +150,10 @@ pub fn running_cpu() -> Option<&'static CpuFeatures> {
 /// block has ended: the same answer as reading the whole text, whatever
 /// sizes the reads return (whole lines are parsed; a read may stop
 /// anywhere). Fails when a read fails or the text read is not UTF-8.
+///
+/// Restated in Python at `python/abicache/__init__.py:_cpu`, tied by
+/// `tests/python/test_warm_reader.py::test_the_cpu_identity_is_the_first_processors_whatever_sizes_the_reads_return`
+/// and `tests/python/test_warm_record.py::test_a_native_cpu_flag_extension_gets_a_record_that_checks_the_cpu_and_the_compiler`.
 fn read_first_processor(mut cpuinfo: impl Read) -> io::Result<CpuFeatures> {
     let mut text = Vec::with_capacity(CPUINFO_READ);
     let mut chunk = vec![0; CPUINFO_READ];

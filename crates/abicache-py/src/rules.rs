@@ -72,7 +72,9 @@ pub fn rebuild_requested(py: Python<'_>) -> PyResult<bool> {
 /// `value` (`None`: unset): `"off"`, `"on"` or `"verbose"`; any other value
 /// raises `abicache.Error` with the warning the start-up hook prints
 /// (`intercept_refusal`). The hook restates the rule (it cannot import this
-/// module); the Python tests compare the two value for value.
+/// module) at `python/_abicache_intercept.py:mode`; tied by
+/// `tests/python/test_intercept_and_owner_rules.py::test_abicache_intercept_is_parsed_by_one_rule`,
+/// which compares the two value for value.
 #[pyfunction]
 #[pyo3(signature = (value))]
 pub fn intercept_mode(value: Option<&str>) -> PyResult<&'static str> {
@@ -90,8 +92,9 @@ pub fn intercept_mode(value: Option<&str>) -> PyResult<&'static str> {
 /// Whether the owner of `path` (not followed if a symlink) is one whose
 /// library abicache loads (`abicache_store::trusted_owner`): this process's
 /// effective uid, or root when `layer` (a read-only layer's library). The
-/// Python loaders restate it (`abicache._trusted_owner`); the Python tests
-/// compare the two value for value on real files.
+/// Python loaders restate it (`python/abicache/__init__.py:_trusted_owner`);
+/// tied by `tests/python/test_intercept_and_owner_rules.py::test_the_library_owner_rule_is_rusts`,
+/// which compares the two value for value on real files.
 #[pyfunction]
 pub fn library_owner_trusted(path: std::path::PathBuf, layer: bool) -> PyResult<bool> {
     use std::os::unix::fs::MetadataExt;

@@ -104,6 +104,14 @@ impl Dependencies {
     /// from 256 checks on, half of them are made on a second thread (a warm
     /// key of a big tree makes thousands, each a kernel path walk), and
     /// either half stops at the other's first change.
+    ///
+    /// Restated in Python at `python/abicache/__init__.py:_key_inputs_hold`
+    /// (over the rows of a warm-load record: stamps by `stat`, absences,
+    /// directory identities by `lstat`, identities by `stat`), tied by
+    /// `tests/python/test_warm_reader.py::test_an_edited_source_fails_its_stamp`,
+    /// `tests/python/test_warm_reader.py::test_a_header_appearing_earlier_in_the_include_path_fails_missing`,
+    /// `tests/python/test_warm_reader.py::test_a_replaced_include_directory_fails_its_identity`
+    /// and `tests/python/test_warm_record.py::test_an_edited_source_is_a_new_key_not_the_record`.
     pub fn unchanged(&self) -> bool {
         let checks = &self.checks;
         if checks.len() < CHECK_BESIDE_FROM {

@@ -12,6 +12,10 @@ pub use abicache_env_vars::*;
 ///
 /// # Errors
 /// Any other value, naming the variable and what to set instead.
+///
+/// Its rule is restated in Python at `python/abicache/__init__.py:_rebuild_set`,
+/// tied by `tests/python/test_warm_reader.py::test_abicache_rebuild_is_parsed_by_one_rule`
+/// (through `abicache._native.rebuild_requested`, which calls this).
 pub fn rebuild_requested() -> crate::Result<bool> {
     let value = var(ABICACHE_REBUILD);
     parse_flag(value.as_deref()).ok_or_else(|| crate::Error::InvalidVariable {

@@ -208,6 +208,11 @@ fn torch_abi_field(
 /// and, for a CUDA extension, passed to the host compiler by nvcc's
 /// `-Xcompiler`/`--compiler-options`), each as one argument. Empty for
 /// almost every spec: then the key has no `host_cpu` line.
+///
+/// Restated in Python at `python/abicache/__init__.py:_warm_record_name`,
+/// which reads a superset (any flag containing `native`) to name a record by
+/// the CPU it holds for, tied by
+/// `tests/python/test_warm_record.py::test_machines_with_different_cpus_sharing_a_cache_keep_one_record_each`.
 pub fn native_cpu_flags(spec: &ExtensionSpec) -> Vec<String> {
     let cuda: &[String] = match spec.requires_cuda() {
         true => &spec.extra_cuda_cflags,
