@@ -140,14 +140,6 @@ def replace_block(readme: str, block: str) -> str:
     return "".join(lines[:starts[0] + 1]) + block + "".join(lines[ends[0]:])
 
 
-def current_block(readme: str) -> str:
-    """The lines between the markers as README.md has them now."""
-    lines = readme.splitlines(keepends=True)
-    start = next(i for i, line in enumerate(lines) if line.rstrip("\n") == START)
-    end = next(i for i, line in enumerate(lines) if line.rstrip("\n") == END)
-    return "".join(lines[start + 1:end])
-
-
 def main() -> None:
     check = "--check" in sys.argv[1:]
     block = render(json.loads(LATEST.read_text()))

@@ -39,12 +39,17 @@ def main() -> None:
         write_latest(latest, headline(work), rows)
 
 
+def read_figures(work: Path, name: str):
+    """What one benchmark of this run wrote (`work/name`, JSON), or None when
+    it did not run (a benchmark `bench.sh --floors` skips)."""
+    path = work / name
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
 def table(work: Path) -> list:
     """The summary's rows (what, figure, target, status) from this run's JSON files."""
-    def read(name: str) -> object:
-        # A figure of this run, or None when its benchmark did not run (`bench.sh --floors`).
-        path = work / name
-        return json.loads(path.read_text()) if path.is_file() else None
+    def read(name: str):
+        return read_figures(work, name)
 
     gptq = read("gptq.json") or []
     tree = read("tree.json")
@@ -126,8 +131,7 @@ def headline(work: Path) -> dict:
     """The figures `benches/latest.json` keeps, by name, from what this run measured
     (names and fields as `benches/readme_figures.py` reads them; times in ms)."""
     def read(name: str):
-        path = work / name
-        return json.loads(path.read_text()) if path.is_file() else None
+        return read_figures(work, name)
 
     out: dict = {}
     for r in read("gptq.json") or []:
