@@ -6,13 +6,11 @@ use abicache_cli::{cli_reference, CLI_REFERENCE_COMMAND, CLI_REFERENCE_PATH};
 
 #[test]
 fn cli_reference_page_is_generated_from_clap() {
-    let path = abicache_test_support::repo_root().join(CLI_REFERENCE_PATH);
-    let committed = std::fs::read_to_string(&path).unwrap_or_default();
     let expected = cli_reference();
-    assert!(
-        committed == expected,
-        "{} is stale (or missing): regenerate it with `{CLI_REFERENCE_COMMAND}` (from the repository root)",
-        path.display()
+    abicache_test_support::assert_generated_file(
+        CLI_REFERENCE_PATH,
+        &expected,
+        CLI_REFERENCE_COMMAND,
     );
     for command in [
         "abicache",

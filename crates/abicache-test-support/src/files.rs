@@ -59,3 +59,17 @@ pub fn make_read_only(root: &Path) {
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode & !0o222)).unwrap();
     }
 }
+
+/// Asserts that the committed file at `relative` (from the repository root)
+/// is exactly `expected`, its generator's output, and returns it; a stale or
+/// missing file fails the test with the `regenerate` command that rewrites it.
+pub fn assert_generated_file(relative: &str, expected: &str, regenerate: &str) -> String {
+    let path = crate::repo_root().join(relative);
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        committed == expected,
+        "{} is stale (or missing): regenerate it with `{regenerate}` (from the repository root)",
+        path.display()
+    );
+    committed
+}

@@ -6,13 +6,10 @@ use abicache::env_vars::{reference_page, ENV_VARS, REFERENCE_PAGE_COMMAND, REFER
 
 #[test]
 fn env_vars_reference_page_is_generated_from_env_vars() {
-    let path = abicache_test_support::repo_root().join(REFERENCE_PAGE_PATH);
-    let committed = std::fs::read_to_string(&path).unwrap_or_default();
-    let expected = reference_page();
-    assert!(
-        committed == expected,
-        "{} is stale (or missing): regenerate it with `{REFERENCE_PAGE_COMMAND}` (from the repository root)",
-        path.display()
+    let committed = abicache_test_support::assert_generated_file(
+        REFERENCE_PAGE_PATH,
+        &reference_page(),
+        REFERENCE_PAGE_COMMAND,
     );
     for var in ENV_VARS {
         assert!(
