@@ -1,7 +1,7 @@
 """What abicache needs to know about a Python interpreter, without importing torch.
 
 One definition for both probes: imported by ``abicache._env`` for the running
-interpreter, and run by the command line (Rust, ``crates/abicache/src/probe.rs``)
+interpreter, and run by the command line (Rust, ``crates/abicache-fleet/src/probe.rs``)
 as ``python -I -B -c <this file>`` for another one, where it prints one line:
 ``ABICACHE-PROBE <json>``. Keep it free of imports from ``abicache``.
 """

@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 use abicache::build::{progress_reporter, ProgressMode};
 use abicache::key::{Environment, ExtensionSpec, SpecFile};
 use abicache::store::{parse_size, Layout, Store};
-use abicache::{probe_interpreter, Error, Session, SessionOptions};
+use abicache::{Error, Session, SessionOptions};
+use abicache_fleet::probe_interpreter;
 use anyhow::{Context, Result};
 
 use crate::args::{

@@ -5,11 +5,11 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use abicache::build::{progress_reporter, ProgressMode};
-use abicache::bundle::{self, ImportReport};
-use abicache::matrix::MatrixError;
 use abicache::remote_crate::Keys;
 use abicache::store::Store;
-use abicache::{MatrixOptions, PrebuildRequest, SessionOptions};
+use abicache::SessionOptions;
+use abicache_fleet::bundle::{self, ImportReport};
+use abicache_fleet::{MatrixError, MatrixOptions, PrebuildRequest};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 
@@ -125,11 +125,12 @@ pub fn prebuild(store: Store, args: PrebuildArgs) -> Result<()> {
     } else {
         ProgressMode::Auto
     };
-    let coverage = abicache::prebuild_fleet(&store, &request, &report, &progress_reporter(mode))?;
+    let coverage =
+        abicache_fleet::prebuild_fleet(&store, &request, &report, &progress_reporter(mode))?;
     if args.json {
         print_json(&coverage)?;
     } else {
-        emit(&abicache::render_coverage(&coverage))?;
+        emit(&abicache_fleet::render_coverage(&coverage))?;
     }
     if coverage.failed > 0 {
         // Exit 1, as a failed `build` does; the table above says which.
@@ -140,13 +141,13 @@ pub fn prebuild(store: Store, args: PrebuildArgs) -> Result<()> {
 
 /// The command-line flags that fix a prebuild error the façade words
 /// without flags (it also serves `abicache.prebuild`).
-pub(crate) fn flag_hint(error: &abicache::Error) -> Option<String> {
+pub(crate) fn flag_hint(error: &abicache_fleet::Error) -> Option<String> {
     match error {
-        abicache::Error::UnknownExtension { name, .. } => {
+        abicache_fleet::Error::UnknownExtension { name, .. } => {
             Some(format!("fix or drop `--extension {name}`"))
         }
-        abicache::Error::Matrix(e) => matrix_flag_hint(e),
-        abicache::Error::NoFleetEnvironment => Some(
+        abicache_fleet::Error::Matrix(e) => matrix_flag_hint(e),
+        abicache_fleet::Error::NoFleetEnvironment => Some(
             "pass `--python PATH` or `--env FILE` (repeatable), or \
              `--matrix 'python=3.10,3.12 torch=2.12,2.15'`"
                 .to_owned(),
@@ -178,8 +179,8 @@ pub fn export(store: Store, args: ExportArgs) -> Result<()> {
     let keys = Keys::resolve()?;
     let entries = bundle::select_entries(&store, &args.targets)?;
     if let Some(dist) = &args.wheel {
-        let dist: abicache::wheel::Dist = dist.parse()?;
-        let wheel = abicache::wheel::export_wheel(
+        let dist: abicache_fleet::wheel::Dist = dist.parse()?;
+        let wheel = abicache_fleet::wheel::export_wheel(
             &store,
             &entries,
             keys.signing.as_ref(),

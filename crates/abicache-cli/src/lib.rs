@@ -72,9 +72,13 @@ where
             err.downcast_ref::<Exit>().map_or(2, |exit| exit.0)
         }
         Err(err) => {
-            let (code, hint) = match err.downcast_ref::<abicache::Error>() {
-                Some(e) => (e.exit_code(), fleet_cmds::flag_hint(e)),
-                None => (2, None),
+            let (code, hint) = match (
+                err.downcast_ref::<abicache_fleet::Error>(),
+                err.downcast_ref::<abicache::Error>(),
+            ) {
+                (Some(e), _) => (e.exit_code(), fleet_cmds::flag_hint(e)),
+                (None, Some(e)) => (e.exit_code(), None),
+                (None, None) => (2, None),
             };
             match hint {
                 Some(hint) => eprintln!("error: {}; {hint}", render_error(&err)),

@@ -14,7 +14,7 @@ use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use abicache::matrix::{InterpreterSearch, Uv};
+use abicache_fleet::matrix::{InterpreterSearch, Uv};
 use common::{assert_exit, assert_success, python, repo_path, stderr, stdout, u64_of, Cache};
 use serde_json::Value;
 

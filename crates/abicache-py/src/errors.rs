@@ -39,13 +39,34 @@ pyo3::create_exception!(
 fn io_source(e: &CoreError) -> Option<&std::io::Error> {
     match e {
         CoreError::Io(io)
-        | CoreError::FileIo { source: io, .. }
         | CoreError::Scan(ScanError::Unreadable { source: io, .. })
         | CoreError::Store(StoreError::Io(io) | StoreError::IoAt { source: io, .. })
         | CoreError::Build(CompileFailure::Io(io))
         | CoreError::Key(abicache::key::KeyError::Io(io))
         | CoreError::Audit(abicache::audit_crate::AuditError::Io { source: io, .. }) => Some(io),
         _ => None,
+    }
+}
+
+/// Python's `OSError` subclass for `io`, carrying its errno and `message`.
+fn os_error(io: &std::io::Error, message: String) -> PyErr {
+    let args = (abicache::os_errno(io), message);
+    match io.kind() {
+        std::io::ErrorKind::NotFound => PyFileNotFoundError::new_err(args),
+        std::io::ErrorKind::PermissionDenied => PyPermissionError::new_err(args),
+        std::io::ErrorKind::AlreadyExists => PyFileExistsError::new_err(args),
+        _ => PyOSError::new_err(args),
+    }
+}
+
+/// Converts a fleet error into the Python exception a caller catches: a
+/// wrapped load-pipeline error as [`to_py`] converts it, a file that could
+/// not be written as its `OSError`, any other as `abicache.Error`.
+pub fn fleet_to_py(py: Python<'_>, e: abicache_fleet::Error) -> PyErr {
+    match e {
+        abicache_fleet::Error::Core(core) => to_py(py, core),
+        abicache_fleet::Error::FileIo { ref source, .. } => os_error(source, e.to_string()),
+        other => Error::new_err(other.to_string()),
     }
 }
 
@@ -56,13 +77,7 @@ pub fn to_py(py: Python<'_>, e: CoreError) -> PyErr {
         return PyFileNotFoundError::new_err((2, message, path.display().to_string()));
     }
     if let Some(io) = io_source(&e) {
-        let args = (abicache::os_errno(io), message);
-        return match io.kind() {
-            std::io::ErrorKind::NotFound => PyFileNotFoundError::new_err(args),
-            std::io::ErrorKind::PermissionDenied => PyPermissionError::new_err(args),
-            std::io::ErrorKind::AlreadyExists => PyFileExistsError::new_err(args),
-            _ => PyOSError::new_err(args),
-        };
+        return os_error(io, message);
     }
     match e.kind() {
         ErrorKind::Build => {

@@ -4,11 +4,12 @@
 use std::path::PathBuf;
 
 use abicache::build::{progress_reporter, ProgressMode};
-use abicache::{MatrixOptions, PrebuildRequest, SessionOptions};
+use abicache::SessionOptions;
+use abicache_fleet::{MatrixOptions, PrebuildRequest};
 use pyo3::prelude::*;
 
 use crate::convert::to_python;
-use crate::errors::to_py;
+use crate::errors::fleet_to_py;
 
 /// Keys every extension of `specs` (paths of `abicache.toml` files) for
 /// every interpreter in `pythons` and environment file in `envs`, builds
@@ -57,7 +58,7 @@ pub fn prebuild<'py>(
     };
     let coverage = py.detach(|| {
         let store = crate::open_store(cache_dir)?;
-        abicache::prebuild_fleet(&store, &request, &report, &progress_reporter(mode))
+        abicache_fleet::prebuild_fleet(&store, &request, &report, &progress_reporter(mode))
     });
-    to_python(py, &coverage.map_err(|e| to_py(py, e))?)
+    to_python(py, &coverage.map_err(|e| fleet_to_py(py, e))?)
 }

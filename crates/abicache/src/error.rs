@@ -8,8 +8,6 @@ use abicache_key::KeyError;
 use abicache_scan::ScanError;
 use abicache_store::StoreError;
 
-use crate::matrix::MatrixError;
-
 /// Anything that can go wrong between a spec and a loaded library.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -34,17 +32,6 @@ pub enum Error {
         /// The full, user-facing explanation (symbols, cause, fixes).
         message: String,
     },
-    /// Probing a Python interpreter failed.
-    #[error("could not probe the Python interpreter `{python}`: {message}")]
-    Probe {
-        /// The interpreter given with `--python`.
-        python: PathBuf,
-        /// What went wrong and what to do.
-        message: String,
-    },
-    /// The environments of `prebuild --matrix` could not be created.
-    #[error(transparent)]
-    Matrix(#[from] MatrixError),
     /// The environment has no `torch_dir`, so there is nothing to build against.
     #[error(
         "the environment has no `torch_dir`, so there is nothing to build against: \
@@ -104,146 +91,9 @@ pub enum Error {
         /// What the flag resolves to here.
         here: String,
     },
-    /// A prebuild names an extension that none of its spec files defines.
-    #[error(
-        "no extension named `{name}` in the given spec files (they define {}); \
-         name one of those, or none to prebuild them all",
-        quoted_list(available)
-    )]
-    UnknownExtension {
-        /// The name asked for.
-        name: String,
-        /// The extensions the spec files define.
-        available: Vec<String>,
-    },
-    /// A prebuild without any environment (interpreter, environment file
-    /// or matrix) to key and build for.
-    #[error(
-        "no environment to prebuild for: name an interpreter with torch, an environment \
-         file, or a `python=… torch=…` matrix"
-    )]
-    NoFleetEnvironment,
-    /// A prebuild whose spec files define no extension.
-    #[error("no extension to prebuild: the spec files define none")]
-    NoFleetExtension,
-    /// An export or import target names no local entry.
-    #[error("no local entry named or keyed `{target}`; see `abicache ls`")]
-    NoSuchEntry {
-        /// The name, key or key prefix given.
-        target: String,
-    },
-    /// An entry selected for export was corrupt or removed before it was read.
-    #[error(
-        "the entry `{name}` ({key}) is corrupt or was removed while exporting; \
-         rebuild it and export again"
-    )]
-    EntryVanished {
-        /// The extension's name.
-        name: String,
-        /// The entry's key.
-        key: String,
-    },
-    /// A cache wheel's distribution is not `NAME==VERSION`.
-    #[error(
-        "`{text}` is not a distribution for a cache wheel: {problem}; give it as \
-         `NAME==VERSION`, e.g. `mykernels-cache==1.2.0`"
-    )]
-    InvalidDistribution {
-        /// What was given.
-        text: String,
-        /// What is wrong with it.
-        problem: &'static str,
-    },
-    /// A library changed between its lookup and its export.
-    #[error("the library `{}` changed while exporting; rebuild it and export again", path.display())]
-    LibraryChanged {
-        /// The library.
-        path: PathBuf,
-    },
-    /// A cache wheel (or one of its files) would reach 4 GiB, which needs
-    /// zip64, which is not written.
-    #[error(
-        "a cache wheel and each of its files must stay under 4 GiB (zip64 is not written): \
-         export fewer entries per wheel"
-    )]
-    WheelTooLarge,
-    /// A bundle failed one of the checks of an import; nothing was imported.
-    #[error("refusing to import the bundle: {0}; nothing was imported{advice}", advice = .0.advice())]
-    BundleRefused(BundleRefusal),
-    /// A file or directory could not be created, written or renamed.
-    #[error("cannot {action} `{}`: {source}", path.display())]
-    FileIo {
-        /// What was being done (`write the bundle`).
-        action: &'static str,
-        /// The file or directory.
-        path: PathBuf,
-        /// The OS error.
-        #[source]
-        source: std::io::Error,
-    },
     /// An I/O error with its path already named.
     #[error(transparent)]
     Io(#[from] std::io::Error),
-}
-
-/// Why an import refused a bundle ([`Error::BundleRefused`]).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum BundleRefusal {
-    /// Trusted keys are configured and the bundle is not signed.
-    #[error("it is not signed; sign it with `ABICACHE_SIGNING_KEY` when exporting")]
-    Unsigned,
-    /// The bundle is signed by a key that is not trusted.
-    #[error("it is signed by `{signer}`, which is not one of `ABICACHE_TRUSTED_KEYS`")]
-    UntrustedSigner {
-        /// The signer's public key (hex).
-        signer: String,
-    },
-    /// The signature (or its public key) cannot be read.
-    #[error("its signature cannot be read ({reason})")]
-    SignatureUnreadable {
-        /// What is wrong with it.
-        reason: String,
-    },
-    /// The signature does not match the index.
-    #[error("its signature by `{signer}` does not match its index: the bundle was altered")]
-    Altered {
-        /// The signer's public key (hex).
-        signer: String,
-    },
-    /// An entry's payload cannot be parsed.
-    #[error("the payload of entry `{key}` cannot be read ({reason})")]
-    PayloadUnreadable {
-        /// The entry's key.
-        key: String,
-        /// Why it cannot be parsed.
-        reason: String,
-    },
-    /// An entry's payload hashes to another key.
-    #[error("the payload of entry `{key}` hashes to `{payload_key}`, not to its key")]
-    PayloadKeyMismatch {
-        /// The entry's key.
-        key: String,
-        /// What its payload hashes to.
-        payload_key: String,
-    },
-    /// A library imports what its key says it must not.
-    #[error("{message}")]
-    Audit {
-        /// The audit's full explanation (symbols, cause, fixes).
-        message: String,
-    },
-}
-
-impl BundleRefusal {
-    /// What to do about a signer that is not trusted; empty otherwise.
-    fn advice(&self) -> &'static str {
-        match self {
-            BundleRefusal::Unsigned | BundleRefusal::UntrustedSigner { .. } => {
-                ". Add the signer's public key to `ABICACHE_TRUSTED_KEYS` if you trust it"
-            }
-            _ => "",
-        }
-    }
 }
 
 /// What is wrong with a `torch_dir` ([`Error::TorchDirUnusable`]).
@@ -258,18 +108,6 @@ pub enum TorchDirProblem {
         /// The directory torch's headers would be in.
         expected: PathBuf,
     },
-}
-
-/// `names` quoted and joined with `, ` (`none` when empty).
-fn quoted_list(names: &[String]) -> String {
-    if names.is_empty() {
-        return "none".to_owned();
-    }
-    names
-        .iter()
-        .map(|n| format!("`{n}`"))
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// Broad classes of [`Error`], for exit codes and Python exception types.

@@ -20,7 +20,7 @@ use abicache_key::Payload;
 use abicache_remote::Keys;
 use abicache_store::{Hit, ReadOnlyLayer};
 
-use crate::bundle::{check_signature, claims, no_scan};
+use crate::entry_checks::{check_signature, claims, no_scan};
 
 /// The layers of this process's environment and config file, then
 /// `extra` (duplicates after the first dropped); a config file that cannot
@@ -100,7 +100,7 @@ fn signature_refusal(layer: &ReadOnlyLayer) -> Option<String> {
         };
         check_signature(&index, signature.as_deref(), &trusted)
             .err()
-            .map(|e| e.to_string().replace("import the bundle", "use the layer"))
+            .map(|e| e.refusing_to("use the layer"))
     });
     if let Ok(mut memo) = memo.lock() {
         memo.insert(layer.root().to_owned(), refusal.clone());

@@ -8,11 +8,9 @@
 //! against its key before it was published, and that one key is built at
 //! most once at a time across processes.
 //!
-//! For fleets: [`prebuild`] keys a matrix of extensions × environments and
-//! builds each distinct key once ([`matrix`] creates the
-//! environments of a `python=… torch=…` matrix with `uv`); [`bundle`] exports entries as one signed
-//! file and imports one only after verifying all of it; [`wheel`] ships
-//! entries as a pip-installable cache wheel, used as a read-only [`layers`] layer.
+//! The fleet tools (prebuild of a matrix, interpreter probes, bundles and
+//! cache wheels) are the `abicache-fleet` crate, over this one; an entry
+//! they ship is used here as a read-only [`layers`] layer.
 //!
 //! ```
 //! use abicache::key::{Environment, ExtensionSpec, StableTarget};
@@ -34,34 +32,24 @@
 #![deny(missing_docs)]
 
 mod audit;
-pub mod bundle;
+pub mod entry_checks;
 pub mod env_vars;
 mod error;
 mod explain;
-pub mod fleet;
 mod gpu;
 pub mod layers;
-pub mod matrix;
 pub mod pch;
-mod prebuild;
-mod probe;
 mod remote;
 mod remote_objects;
 mod session;
 mod warning;
-pub mod wheel;
 
 pub use audit::{audit_against_key, check as check_audit, AuditVerdict};
-pub use error::{os_errno, BundleRefusal, Error, ErrorKind, Result, TorchDirProblem};
+pub use entry_checks::BundleRefusal;
+pub use error::{os_errno, Error, ErrorKind, Result, TorchDirProblem};
 pub use explain::{explain, render_explanation, ClosestEntry, Explanation};
-pub use fleet::{prebuild, render_coverage, Coverage, FleetEnvironment, FleetExtension};
 pub use gpu::{default_cuda_archs, visible_gpu_archs};
-pub use matrix::{Matrix, MatrixEnvironments, MatrixOptions};
 pub use pch::PchMode;
-pub use prebuild::{prebuild_fleet, PrebuildRequest};
-pub use probe::{
-    probe_interpreter, probe_timeout_from_env, ProbedInterpreter, DEFAULT_PROBE_TIMEOUT,
-};
 pub use remote::{trusted_signers, Pulled, RemoteCache};
 /// The warm-load record's format and writer's rules (its one definition).
 pub use session::warm_load as warm_record;

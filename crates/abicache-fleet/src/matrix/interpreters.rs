@@ -36,7 +36,7 @@ pub struct InterpreterSearch {
 impl InterpreterSearch {
     /// The search of this process: pyenv's versions under `HOME`, and `PATH`.
     pub fn from_env() -> InterpreterSearch {
-        use crate::env_vars::{var_os, HOME, PATH};
+        use abicache::env_vars::{var_os, HOME, PATH};
         InterpreterSearch {
             pyenv_versions: var_os(HOME).map(|home| Path::new(&home).join(".pyenv/versions")),
             path: var_os(PATH),

@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::probe::probe_interpreter;
-use crate::session::{Session, SessionOptions};
+use abicache::{Session, SessionOptions};
 
 /// One environment of a fleet and where it came from.
 #[derive(Debug, Clone)]

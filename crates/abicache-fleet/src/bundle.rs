@@ -11,17 +11,17 @@
 use std::io::{Read, Write};
 use std::path::Path;
 
+use abicache::check_audit as check;
+use abicache::entry_checks::{check_signature, claims, no_scan, signature_message, BundleRefusal};
 use abicache_audit::audit_file;
-use abicache_key::{Keyed, Payload, PythonAbiReason};
-use abicache_remote::{Keys, PublicKey, SecretKey, Signature};
-use abicache_scan::ScanReport;
+use abicache_key::Payload;
+use abicache_remote::{Keys, SecretKey};
 use abicache_store::{
     write_bundle, BundleLimits, EntryInfo, Hit, Imported, Provenance, Store, UnpackedBundle,
 };
 use serde::Serialize;
 
-use crate::audit::check;
-use crate::error::{BundleRefusal, Error, Result};
+use crate::error::{Error, Result};
 
 /// What [`export`] wrote.
 #[derive(Debug, Clone, Serialize)]
@@ -202,6 +202,7 @@ pub fn import_from(
         check_signature(meta.index_bytes, meta.signature, &keys.trusted)
             .map(drop)
             .map_err(|e| {
+                let e = refused(e);
                 let text = e.to_string();
                 *refusal.borrow_mut() = Some(e);
                 abicache_store::StoreError::Io(std::io::Error::other(text))
@@ -216,7 +217,8 @@ pub fn import_from(
         &bundle.index_bytes,
         bundle.signature.as_deref(),
         &keys.trusted,
-    )?;
+    )
+    .map_err(refused)?;
     for entry in bundle.entries_mut() {
         let payload = Payload::parse(&entry.manifest.payload).map_err(|e| {
             refused(BundleRefusal::PayloadUnreadable {
@@ -242,7 +244,7 @@ pub fn import_from(
             "the bundle's entry `{}` ({}); nothing was imported",
             entry.manifest.name, entry.key
         );
-        abicache_isa::check(&entry.manifest.isa, &what)?;
+        abicache_isa::check(&entry.manifest.isa, &what).map_err(abicache::Error::from)?;
     }
     let names: Vec<(String, String)> = bundle
         .entries()
@@ -266,86 +268,6 @@ pub fn import_from(
     })
 }
 
-/// The bytes a bundle signature covers: a versioned line and the index's BLAKE3.
-pub fn signature_message(index: &[u8]) -> Vec<u8> {
-    format!(
-        "abicache-bundle-signature-v1\nindex_blake3={}\n",
-        blake3::hash(index).to_hex()
-    )
-    .into_bytes()
-}
-
-/// The signer of a valid signature and whether it is trusted; an error
-/// when trusted keys are configured and the bundle is unsigned, signed by
-/// another key, or signed wrongly, and whenever a signature present is invalid.
-pub(crate) fn check_signature(
-    index_bytes: &[u8],
-    signature: Option<&[u8]>,
-    trusted: &[PublicKey],
-) -> Result<(Option<String>, bool)> {
-    let Some(bytes) = signature else {
-        if trusted.is_empty() {
-            return Ok((None, false));
-        }
-        return Err(refused(BundleRefusal::Unsigned));
-    };
-    let signature: Signature = serde_json::from_slice(bytes).map_err(|e| {
-        refused(BundleRefusal::SignatureUnreadable {
-            reason: e.to_string(),
-        })
-    })?;
-    let signer =
-        PublicKey::parse(&signature.public_key, "the bundle's signature").map_err(|e| {
-            refused(BundleRefusal::SignatureUnreadable {
-                reason: e.to_string(),
-            })
-        })?;
-    let message = signature_message(index_bytes);
-    if !signer.verifies(&message, &signature) {
-        return Err(refused(BundleRefusal::Altered {
-            signer: signer.to_string(),
-        }));
-    }
-    if trusted.is_empty() {
-        return Ok((Some(signer.to_string()), false));
-    }
-    if !trusted.contains(&signer) {
-        return Err(refused(BundleRefusal::UntrustedSigner {
-            signer: signer.to_string(),
-        }));
-    }
-    Ok((Some(signer.to_string()), true))
-}
-
 fn refused(reason: BundleRefusal) -> Error {
     Error::BundleRefused(reason)
-}
-
-/// What a payload claims about the library's ABI, as the audit reads it.
-pub(crate) fn claims(name: &str, payload: Payload) -> Keyed {
-    let python_abi = payload.python_abi().unwrap_or_default().to_owned();
-    let torch_abi = payload.torch_abi().unwrap_or_default().to_owned();
-    Keyed {
-        name: name.to_owned(),
-        key: payload.key(),
-        python_abi_dependent: python_abi != "agnostic",
-        python_abi,
-        torch_abi,
-        python_abi_reason: PythonAbiReason::NotDetected,
-        payload: std::sync::Arc::new(payload),
-        host_flags: Vec::new(),
-        cuda_flags: Vec::new(),
-        gencode: Vec::new(),
-    }
-}
-
-/// No scan: an imported library's sources are not at hand (only the
-/// refusal's "likely cause" line uses it).
-pub(crate) fn no_scan() -> ScanReport {
-    ScanReport {
-        sources: Vec::new(),
-        python_markers: Vec::new(),
-        torch_includes: Vec::new(),
-        stable_registrations: Vec::new(),
-    }
 }

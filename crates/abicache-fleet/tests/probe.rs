@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use abicache::probe_interpreter;
+use abicache_fleet::probe_interpreter;
 use abicache_test_support::venv_python;
 
 #[test]

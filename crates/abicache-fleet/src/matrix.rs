@@ -20,89 +20,13 @@ pub use interpreters::{FoundInterpreter, InterpreterSearch};
 pub use spec::{Matrix, MatrixCell};
 pub use uv::{pure_python_requirements, Uv};
 
+pub use crate::error::MatrixError;
 use crate::fleet::FleetEnvironment;
 use crate::probe::probe_interpreter;
 
 /// The file, written last, that marks a kept environment complete; it
 /// records what the environment was created from.
 const STAMP_FILE: &str = ".abicache-matrix";
-
-/// Why the matrix's environments could not be created.
-#[derive(Debug, thiserror::Error)]
-pub enum MatrixError {
-    /// The matrix string is malformed.
-    #[error("invalid matrix `{matrix}`: {reason}; expected e.g. `{example}`")]
-    Parse {
-        /// The string as given.
-        matrix: String,
-        /// What is wrong with it.
-        reason: String,
-        /// A valid matrix.
-        example: &'static str,
-    },
-    /// No `uv` on `PATH` and none given.
-    #[error(
-        "a matrix's missing environments are created with `uv`, and there is no `uv` on `PATH`: \
-         install it (`pip install uv`; in a checkout of abicache, `scripts/setup-uv.sh`) or name \
-         the `uv` program to use"
-    )]
-    NoUv,
-    /// The `uv` given names no file.
-    #[error("the `uv` program `{}` does not exist; name the path of the `uv` program", path.display())]
-    UvMissing {
-        /// The path given.
-        path: PathBuf,
-    },
-    /// No installed interpreter has the release.
-    #[error(
-        "no Python {version} interpreter on this machine (searched `{pyenv}/{version}*`, \
-         `uv python find {version}` and `python{version}` on `PATH`); a matrix never downloads \
-         interpreters: install one (`pyenv install {version}` or `uv python install {version}`) \
-         or drop {version} from the matrix's `python=`"
-    )]
-    NoInterpreter {
-        /// The release wanted.
-        version: String,
-        /// pyenv's versions directory searched.
-        pyenv: String,
-    },
-    /// uv could not be started.
-    #[error("could not run `{command}`: {message}; check the `uv` given or the one on `PATH`")]
-    UvRun {
-        /// The command.
-        command: String,
-        /// The OS error.
-        message: String,
-    },
-    /// uv failed.
-    #[error("`{command}` failed ({status}):\n{output}\n{hint}")]
-    UvFailed {
-        /// The command.
-        command: String,
-        /// Its exit status.
-        status: String,
-        /// What uv printed.
-        output: String,
-        /// What to check.
-        hint: String,
-    },
-    /// The directory for kept environments is one others could plant environments in.
-    #[error(
-        "the directory for kept environments `{}` {reason}: a venv found there is run (and what it builds may be \
-         signed and pushed), so it must be a private directory of yours; `chmod 700` it, or \
-         pass a directory of your own",
-        path.display()
-    )]
-    KeepEnvsNotPrivate {
-        /// The directory.
-        path: PathBuf,
-        /// What is wrong with it.
-        reason: String,
-    },
-    /// A file of an environment could not be read or written (path named).
-    #[error(transparent)]
-    Io(#[from] std::io::Error),
-}
 
 /// Where the matrix's environments go and which `uv` creates them.
 #[derive(Debug, Clone, Default)]
@@ -250,7 +174,7 @@ pub fn create_missing(
     };
     let uv = Uv::locate(
         options.uv.as_deref(),
-        crate::env_vars::var_os(crate::env_vars::PATH).as_deref(),
+        abicache::env_vars::var_os(abicache::env_vars::PATH).as_deref(),
     )?;
     let (root, throwaway) = match keep {
         Some(dir) => (dir, None),

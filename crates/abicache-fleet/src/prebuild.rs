@@ -12,7 +12,7 @@ use abicache_store::Store;
 use crate::error::{Error, Result};
 use crate::fleet::{prebuild, Coverage, FleetEnvironment, FleetExtension};
 use crate::matrix::{Matrix, MatrixOptions};
-use crate::session::SessionOptions;
+use abicache::SessionOptions;
 
 /// What to prebuild, as both front ends (`abicache prebuild` and
 /// `abicache.prebuild`) pass it to [`prebuild_fleet`].

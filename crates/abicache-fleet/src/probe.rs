@@ -18,8 +18,8 @@ use abicache_build::{run_captured, RunFailure, RunLimits};
 use abicache_key::Environment;
 use serde::{Deserialize, Serialize};
 
-use crate::env_vars::ABICACHE_PROBE_TIMEOUT;
 use crate::error::{Error, Result};
+use abicache::env_vars::ABICACHE_PROBE_TIMEOUT;
 
 /// How long a probe may run when `ABICACHE_PROBE_TIMEOUT` is unset.
 pub const DEFAULT_PROBE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -110,16 +110,19 @@ pub fn probe_interpreter(python: &Path, cache_dir: Option<&Path>) -> Result<Prob
 /// `ABICACHE_PROBE_TIMEOUT` (seconds, fractions allowed), else
 /// [`DEFAULT_PROBE_TIMEOUT`]; anything but a positive number is an error.
 pub fn probe_timeout_from_env() -> Result<Duration> {
-    let Some(value) = crate::env_vars::var(ABICACHE_PROBE_TIMEOUT) else {
+    let Some(value) = abicache::env_vars::var(ABICACHE_PROBE_TIMEOUT) else {
         return Ok(DEFAULT_PROBE_TIMEOUT);
     };
     abicache_env_vars::parse_seconds(&value)
         .filter(|d| !d.is_zero())
-        .ok_or_else(|| Error::InvalidVariable {
-            name: ABICACHE_PROBE_TIMEOUT,
-            value: value.clone(),
-            problem: "is not a positive number of seconds; set it to how long an \
-                      interpreter probe may take (e.g. `60`), or unset it",
+        .ok_or_else(|| {
+            abicache::Error::InvalidVariable {
+                name: ABICACHE_PROBE_TIMEOUT,
+                value: value.clone(),
+                problem: "is not a positive number of seconds; set it to how long an \
+                          interpreter probe may take (e.g. `60`), or unset it",
+            }
+            .into()
         })
 }
 
