@@ -6,7 +6,8 @@ use abicache_scan::PythonMarker;
 use serde::Serialize;
 
 use crate::error::Result;
-use crate::session::{Prepared, Session};
+use crate::prepared::Prepared;
+use crate::session::Session;
 
 /// The explanation of one extension's key in one environment.
 #[derive(Debug, Clone, Serialize)]

@@ -39,6 +39,7 @@ mod explain;
 mod gpu;
 pub mod layers;
 pub mod pch;
+mod prepared;
 mod remote;
 mod remote_objects;
 mod session;
@@ -50,12 +51,11 @@ pub use error::{os_errno, Error, ErrorKind, Result, TorchDirProblem};
 pub use explain::{explain, render_explanation, ClosestEntry, Explanation};
 pub use gpu::{default_cuda_archs, visible_gpu_archs};
 pub use pch::PchMode;
+pub use prepared::Prepared;
 pub use remote::{trusted_signers, Pulled, RemoteCache};
 /// The warm-load record's format and writer's rules (its one definition).
 pub use session::warm_load as warm_record;
-pub use session::{
-    key_memos, Outcome, Prepared, RememberedKey, Session, SessionOptions, WARM_RECORD_FORMAT,
-};
+pub use session::{key_memos, Outcome, RememberedKey, Session, SessionOptions, WARM_RECORD_FORMAT};
 pub use warning::Warning;
 
 pub use abicache_audit as audit_crate;

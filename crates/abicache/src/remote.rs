@@ -11,7 +11,7 @@ use abicache_remote::{Remote, RemoteConfig, RemoteError, Upload};
 use abicache_store::{BuildGuard, Claim, EntryInfo, Event, Hit, Provenance, Store};
 
 use crate::audit::{audit_against_key, AuditVerdict};
-use crate::session::Prepared;
+use crate::prepared::Prepared;
 use crate::warning::Warning;
 
 /// A remote cache as a session uses it: the client and whether builds upload.

@@ -9,14 +9,15 @@ use abicache_build::{
     BuildOptions, BuildPlan, Cancel, Nvcc, Progress, Toolchain, ToolchainEnv, Unit,
 };
 use abicache_isa::Requirement;
-use abicache_key::{compute_key, native_cpu_flags, Environment, ExtensionSpec, Keyed};
-use abicache_scan::{ScanConfig, ScanReport, StatCache};
+use abicache_key::{compute_key, native_cpu_flags, Environment, ExtensionSpec};
+use abicache_scan::{ScanConfig, StatCache};
 use abicache_store::{Claim, Event, Hit, Manifest, Store, StoreWarning};
 use serde::Serialize;
 
 use crate::audit::{audit_against_key, AuditVerdict};
 use crate::error::{Error, Result, TorchDirProblem};
 use crate::pch::{default_umbrellas, PchMode, PchPlan};
+use crate::prepared::Prepared;
 use crate::remote::{Fetch, RemoteCache, RemoteState};
 use crate::remote_objects::SharedObjects;
 use crate::warning::Warning;
@@ -72,17 +73,6 @@ pub struct Session {
     /// The read-only layers, resolved on first use (a config file that
     /// cannot be read is the warning kept beside them).
     layers: OnceLock<(Vec<abicache_store::ReadOnlyLayer>, Option<String>)>,
-}
-
-/// A spec resolved against the session's environment: its scan and key.
-#[derive(Debug, Clone)]
-pub struct Prepared {
-    /// The environment with what the key needed filled in (nvcc release, archs).
-    pub env: Environment,
-    /// What the scanner found.
-    pub scan: ScanReport,
-    /// The key and everything decided on the way.
-    pub keyed: Keyed,
 }
 
 /// The answer of [`Session::build`].
