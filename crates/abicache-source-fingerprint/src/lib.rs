@@ -19,15 +19,20 @@
 use std::hash::{DefaultHasher, Hasher};
 use std::path::{Path, PathBuf};
 
-/// Hashes every `.rs` file below each of `dirs`, in sorted order: its path
-/// relative to `base` and its contents. Any edit, addition, removal or rename
-/// of a Rust file changes the result (up to hash collisions); unreadable
-/// files count as empty.
-pub fn fingerprint(base: &Path, dirs: &[PathBuf]) -> u64 {
+/// Hashes every `.rs` file below each of `roots` (a directory, searched
+/// recursively, or one Rust file), in sorted order per root: its path
+/// relative to `base` and its contents. Any edit, addition, removal or
+/// rename of a Rust file changes the result (up to hash collisions);
+/// unreadable files count as empty.
+pub fn fingerprint(base: &Path, roots: &[PathBuf]) -> u64 {
     let mut hasher = DefaultHasher::new();
-    for dir in dirs {
+    for root in roots {
         let mut files = Vec::new();
-        rust_files(dir, &mut files);
+        if root.is_file() {
+            files.push(root.clone());
+        } else {
+            rust_files(root, &mut files);
+        }
         files.sort();
         for file in &files {
             let relative = file.strip_prefix(base).unwrap_or(file);
@@ -39,26 +44,26 @@ pub fn fingerprint(base: &Path, dirs: &[PathBuf]) -> u64 {
 }
 
 /// For a build script: sets the compile-time variable `var` to
-/// `<version>-<fingerprint of dirs>` and asks cargo to rerun the script when
-/// anything below `dirs` changes.
+/// `<version>-<fingerprint of roots>` and asks cargo to rerun the script when
+/// anything below `roots` (directories or Rust files) changes.
 ///
-/// Panics (failing the build) when one of `dirs` is not a directory: a
-/// fingerprint of code that is not there would be the same for every
-/// version of it. (A build script compiled in another checkout and reused
+/// Panics (failing the build) when one of `roots` is neither a directory
+/// nor a file: a fingerprint of code that is not there would be the same
+/// for every version of it. (A build script compiled in another checkout and reused
 /// from a shared target directory would name that checkout's paths if it
 /// took them from `env!("CARGO_MANIFEST_DIR")`; read it at run time.)
-pub fn emit(var: &str, version: &str, base: &Path, dirs: &[PathBuf]) {
-    for dir in dirs {
+pub fn emit(var: &str, version: &str, base: &Path, roots: &[PathBuf]) {
+    for root in roots {
         assert!(
-            dir.is_dir(),
-            "abicache-source-fingerprint: `{}` is not a directory, so its code cannot be \
-             fingerprinted; pass the build script's directories from \
+            root.is_dir() || root.is_file(),
+            "abicache-source-fingerprint: `{}` is not a directory or a file, so its code cannot be \
+             fingerprinted; pass the build script's paths from \
              `std::env::var_os(\"CARGO_MANIFEST_DIR\")` at run time",
-            dir.display()
+            root.display()
         );
-        println!("cargo:rerun-if-changed={}", dir.display());
+        println!("cargo:rerun-if-changed={}", root.display());
     }
-    let hash = fingerprint(base, dirs);
+    let hash = fingerprint(base, roots);
     println!("cargo:rustc-env={var}={version}-{hash:016x}");
 }
 
@@ -81,7 +86,21 @@ pub fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 #[cfg(test)]
 mod tests {
     #[test]
-    #[should_panic(expected = "is not a directory")]
+    fn a_file_root_covers_that_file_and_no_other() {
+        let dir = tempfile::tempdir().unwrap();
+        let (keyed, other) = (dir.path().join("keyed.rs"), dir.path().join("other.rs"));
+        std::fs::write(&keyed, "fn a() {}").unwrap();
+        std::fs::write(&other, "fn b() {}").unwrap();
+        let roots = [keyed.clone()];
+        let before = super::fingerprint(dir.path(), &roots);
+        std::fs::write(&other, "fn c() {}").unwrap();
+        assert_eq!(super::fingerprint(dir.path(), &roots), before);
+        std::fs::write(&keyed, "fn d() {}").unwrap();
+        assert_ne!(super::fingerprint(dir.path(), &roots), before);
+    }
+
+    #[test]
+    #[should_panic(expected = "is not a directory or a file")]
     fn a_directory_that_is_not_there_fails_the_build() {
         let dir = tempfile::tempdir().unwrap();
         super::emit("UNUSED", "0", dir.path(), &[dir.path().join("gone")]);

@@ -37,6 +37,7 @@ pub mod env_vars;
 mod error;
 mod explain;
 mod gpu;
+pub mod key_code;
 pub mod layers;
 pub mod pch;
 mod prepared;

@@ -5,7 +5,7 @@
 //! The input digest covers everything the key is computed from besides the
 //! files: the spec, the completed environment, the fingerprint root, the
 //! current directory when a path is relative, and the code that computes
-//! keys (the façade's and `abicache-key`'s sources, `build.rs`); the scan's
+//! keys ([`crate::key_code::KEY_CODE_ROOTS`]); the scan's
 //! dependencies cover the files. A memo is therefore answered only when a
 //! full scan would give the same key (tested in `tests/warm_key.rs`).
 
@@ -16,9 +16,7 @@ use abicache_scan::KeyMemo;
 use abicache_store::Store;
 
 use super::Session;
-
-/// The fingerprint of the code that turns a scan into a key.
-const KEY_CODE_FINGERPRINT: &str = env!("ABICACHE_KEY_CODE_FINGERPRINT");
+use crate::key_code::KEY_CODE_FINGERPRINT;
 
 /// The key memos, under the store's `v1/`.
 const KEY_MEMO_DIR: &str = "key-memo";
