@@ -70,7 +70,7 @@ struct SpecSession {
 /// for the environment given by `--env` or `--python` (default: the active
 /// venv, else `python3` on `PATH`; `verbose` prints which on stderr). The
 /// cache is opened by the session when first needed, after its checks
-/// ([`Session::check`]).
+/// ([`Session::validate_spec`]).
 fn session_for(
     cache_dir: Option<PathBuf>,
     spec: &SpecArgs,
@@ -121,7 +121,7 @@ fn environment_session(
 }
 
 /// Where interpreter probes are remembered: inside the cache, and only once
-/// the cache exists (probing never creates it; see [`Session::check`]).
+/// the cache exists (probing never creates it; see [`Session::validate_spec`]).
 fn probe_cache_dir(cache_dir: Option<&Path>) -> Result<Option<PathBuf>, Error> {
     let root = match cache_dir {
         Some(dir) => dir.to_path_buf(),
@@ -313,9 +313,8 @@ fn stats(cache_dir: Option<PathBuf>, args: StatsArgs) -> Result<()> {
 }
 
 fn audit(args: AuditArgs) -> Result<()> {
-    let report =
-        abicache::audit_crate::audit_file(Path::new(&args.library)).map_err(Error::from)?;
+    let report = abicache::audit::audit_file(Path::new(&args.library)).map_err(Error::from)?;
     print_json_or(args.json, &report, || {
-        abicache::audit_crate::render_human(&report)
+        abicache::audit::render_human(&report)
     })
 }

@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 
 use abicache::env_vars::{self, EnvVar, ENV_VARS};
-use abicache::remote_crate::{config_file_settings, config_path};
+use abicache::remote::{config_file_settings, config_path};
 use abicache::Error;
 use anyhow::Result;
 use serde::Serialize;

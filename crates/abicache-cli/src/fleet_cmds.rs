@@ -5,7 +5,7 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use abicache::build::{progress_reporter, ProgressMode};
-use abicache::remote_crate::Keys;
+use abicache::remote::Keys;
 use abicache::store::Store;
 use abicache::SessionOptions;
 use abicache_fleet::bundle::{self, ImportReport};
@@ -125,8 +125,7 @@ pub fn prebuild(store: Store, args: PrebuildArgs) -> Result<()> {
     } else {
         ProgressMode::Auto
     };
-    let coverage =
-        abicache_fleet::prebuild_fleet(&store, &request, &report, &progress_reporter(mode))?;
+    let coverage = abicache_fleet::prebuild(&store, &request, &report, &progress_reporter(mode))?;
     if args.json {
         print_json(&coverage)?;
     } else {

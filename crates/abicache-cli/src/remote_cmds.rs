@@ -4,7 +4,7 @@ use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 
-use abicache::remote_crate::{KeyPair, Upload};
+use abicache::remote::{KeyPair, Upload};
 use abicache::store::{validate_key, Store};
 use abicache::{Pulled, RemoteCache};
 use anyhow::{bail, Context, Result};

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use abicache::remote_crate::{entry_blob, Mode, Remote, RemoteConfig, DEFAULT_MAX_SIZE};
+use abicache::remote::{entry_blob, Mode, Remote, RemoteConfig, DEFAULT_MAX_SIZE};
 use common::*;
 use serde_json::Value;
 

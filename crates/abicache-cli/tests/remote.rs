@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use abicache::remote_crate::{entry_blob, Mode, Remote, RemoteConfig};
+use abicache::remote::{entry_blob, Mode, Remote, RemoteConfig};
 use abicache_test_support::{Server, S3_BUCKET};
 use common::{assert_success, python, python_run, repo_path, stderr, u64_of, Cache};
 use serde_json::Value;
@@ -75,7 +75,7 @@ impl RemoteEnv {
             timeout: Duration::from_secs(10),
             trusted_keys: Vec::new(),
             signing_key: None,
-            max_size: abicache::remote_crate::DEFAULT_MAX_SIZE,
+            max_size: abicache::remote::DEFAULT_MAX_SIZE,
         };
         Remote::open(config).unwrap()
     }
@@ -443,8 +443,8 @@ fn two_nodes_building_the_same_key_at_once_leave_one_valid_entry() {
     );
     let (header, library) =
         entry_blob::decode(&client.read_entry(&key(&outcomes[0])).unwrap().unwrap())
-            .map(|(h, l)| (h, abicache::remote_crate::Digest::of(l)))
+            .map(|(h, l)| (h, abicache::remote::Digest::of(l)))
             .unwrap();
-    abicache::remote_crate::verify_entry(&key(&outcomes[0]), header, &library, &[])
+    abicache::remote::verify_entry(&key(&outcomes[0]), header, &library, &[])
         .expect("the remote entry verifies");
 }

@@ -9,8 +9,8 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use abicache::remote_crate::objects::{decode_object_header, verify_object};
-use abicache::remote_crate::Digest;
+use abicache::remote::objects::{decode_object_header, verify_object};
+use abicache::remote::Digest;
 use common::*;
 use serde_json::Value;
 

@@ -11,8 +11,10 @@
 use std::io::{Read, Write};
 use std::path::Path;
 
-use abicache::check_audit as check;
-use abicache::entry_checks::{check_signature, claims, no_scan, signature_message, BundleRefusal};
+use abicache::entry_checks::{
+    check_signature, no_scan, payload_claims, signature_message, BundleRefusal,
+};
+use abicache::refusal_under_key;
 use abicache_audit::audit_file;
 use abicache_key::Payload;
 use abicache_remote::{Keys, SecretKey};
@@ -180,8 +182,8 @@ pub fn export_to_file(
 /// each manifest's payload against its key, and each library's imports
 /// against what its key claims (the audit), and the instruction-set
 /// extensions each library requires against this CPU's (an
-/// [`Error::Isa`], unless `ABICACHE_ISA_CHECK=0`: a bundle is imported to
-/// be loaded on this machine).
+/// [`abicache::Error::Isa`] in [`Error::Core`], unless
+/// `ABICACHE_ISA_CHECK=0`: a bundle is imported to be loaded on this machine).
 pub fn import(store: &Store, keys: &Keys, input: impl Read) -> Result<ImportReport> {
     import_from(store, keys, input, "-")
 }
@@ -234,7 +236,11 @@ pub fn import_from(
             }));
         }
         let report = audit_file(&entry.library)?;
-        if let Some(message) = check(&report, &claims(&entry.manifest.name, payload), &no_scan()) {
+        if let Some(message) = refusal_under_key(
+            &report,
+            &payload_claims(&entry.manifest.name, payload),
+            &no_scan(),
+        ) {
             return Err(refused(BundleRefusal::Audit {
                 message: message.replacen("refusing to publish", "refusing to import", 1),
             }));

@@ -122,7 +122,7 @@ through_core!(
     abicache::key::KeyError,
     abicache::build::BuildError,
     abicache::store::StoreError,
-    abicache::audit_crate::AuditError,
+    abicache::audit::AuditError,
     abicache::isa::IsaError,
     std::io::Error,
 );

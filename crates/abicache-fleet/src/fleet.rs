@@ -172,7 +172,7 @@ pub struct CoverageCell {
     pub message: Option<String>,
 }
 
-/// The answer of [`prebuild`]: the coverage table and its totals.
+/// The answer of [`build_each_key_once`]: the coverage table and its totals.
 #[derive(Debug, Clone, Serialize)]
 pub struct Coverage {
     /// The environments, in the order given.
@@ -196,7 +196,7 @@ pub struct Coverage {
 /// that key and has torch. A failed build is recorded in its cells and the
 /// run goes on; [`Coverage::failed`] counts them. `progress` receives the
 /// build events of every compile.
-pub fn prebuild(
+pub fn build_each_key_once(
     store: &Store,
     environments: &[FleetEnvironment],
     extensions: &[FleetExtension],

@@ -1,6 +1,6 @@
 //! abicache-fleet: the fleet tools over abicache's load pipeline.
 //!
-//! [`prebuild_fleet`] keys a matrix of extensions × environments and builds
+//! [`prebuild()`] keys a matrix of extensions × environments and builds
 //! each distinct key once ([`matrix`] creates the environments of a
 //! `python=… torch=…` matrix with `uv`; [`probe_interpreter`] reads an
 //! interpreter's environment without importing torch); [`bundle`] exports
@@ -22,9 +22,9 @@ mod probe;
 pub mod wheel;
 
 pub use error::{Error, MatrixError, Result};
-pub use fleet::{prebuild, render_coverage, Coverage, FleetEnvironment, FleetExtension};
+pub use fleet::{build_each_key_once, render_coverage, Coverage, FleetEnvironment, FleetExtension};
 pub use matrix::{Matrix, MatrixEnvironments, MatrixOptions};
-pub use prebuild::{prebuild_fleet, PrebuildRequest};
+pub use prebuild::{prebuild, PrebuildRequest};
 pub use probe::{
     probe_interpreter, probe_timeout_from_env, ProbedInterpreter, DEFAULT_PROBE_TIMEOUT,
 };

@@ -1,6 +1,6 @@
 //! The one prebuild pipeline both front ends run (`abicache prebuild` and
 //! `abicache.prebuild`): specs, selection, probes, environment files, the
-//! matrix's environments, then [`crate::fleet::prebuild`]. Its errors name
+//! matrix's environments, then [`crate::fleet::build_each_key_once`]. Its errors name
 //! what is wrong, never a command-line flag; the command line adds those.
 
 use std::path::PathBuf;
@@ -10,12 +10,12 @@ use abicache_key::SpecFile;
 use abicache_store::Store;
 
 use crate::error::{Error, Result};
-use crate::fleet::{prebuild, Coverage, FleetEnvironment, FleetExtension};
+use crate::fleet::{build_each_key_once, Coverage, FleetEnvironment, FleetExtension};
 use crate::matrix::{Matrix, MatrixOptions};
 use abicache::SessionOptions;
 
 /// What to prebuild, as both front ends (`abicache prebuild` and
-/// `abicache.prebuild`) pass it to [`prebuild_fleet`].
+/// `abicache.prebuild`) pass it to [`prebuild()`].
 #[derive(Debug, Clone, Default)]
 pub struct PrebuildRequest {
     /// Spec files (`abicache.toml`); each one's directory is its
@@ -41,9 +41,9 @@ pub struct PrebuildRequest {
 /// specs, selects the extensions, probes the interpreters, reads the
 /// environment files, creates the matrix's missing environments (removed
 /// again before this returns unless `matrix_options.keep_envs` is set),
-/// then runs [`prebuild`]. `report` receives the matrix's progress lines,
+/// then runs [`build_each_key_once`]. `report` receives the matrix's progress lines,
 /// `progress` the build events.
-pub fn prebuild_fleet(
+pub fn prebuild(
     store: &Store,
     request: &PrebuildRequest,
     report: &dyn Fn(&str),
@@ -85,7 +85,8 @@ pub fn prebuild_fleet(
         }
         None => None,
     };
-    let coverage = prebuild(store, &environments, &extensions, request.options, progress);
+    let coverage =
+        build_each_key_once(store, &environments, &extensions, request.options, progress);
     drop(created);
     coverage
 }

@@ -43,7 +43,7 @@ fn io_source(e: &CoreError) -> Option<&std::io::Error> {
         | CoreError::Store(StoreError::Io(io) | StoreError::IoAt { source: io, .. })
         | CoreError::Build(CompileFailure::Io(io))
         | CoreError::Key(abicache::key::KeyError::Io(io))
-        | CoreError::Audit(abicache::audit_crate::AuditError::Io { source: io, .. }) => Some(io),
+        | CoreError::Audit(abicache::audit::AuditError::Io { source: io, .. }) => Some(io),
         _ => None,
     }
 }

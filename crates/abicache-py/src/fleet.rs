@@ -58,7 +58,7 @@ pub fn prebuild<'py>(
     };
     let coverage = py.detach(|| {
         let store = crate::open_store(cache_dir)?;
-        abicache_fleet::prebuild_fleet(&store, &request, &report, &progress_reporter(mode))
+        abicache_fleet::prebuild(&store, &request, &report, &progress_reporter(mode))
     });
     to_python(py, &coverage.map_err(|e| fleet_to_py(py, e))?)
 }

@@ -260,7 +260,7 @@ pub(crate) fn open_store(cache_dir: Option<PathBuf>) -> abicache::Result<Store> 
 }
 
 /// A session for `env` over the cache at `cache_dir`; the cache is opened
-/// by the session when first needed, after [`Session::check`] passed (so a
+/// by the session when first needed, after [`Session::validate_spec`] passed (so a
 /// refused spec creates and reads nothing in the cache).
 fn session(env: Environment, cache_dir: Option<PathBuf>, rebuild: bool) -> Session {
     Session::open_lazily(cache_dir, env).with_options(SessionOptions {

@@ -20,14 +20,14 @@ pub fn requires_cuda(spec: &str) -> PyResult<bool> {
 }
 
 /// The warm-load record's format, from its one definition
-/// (`abicache::warm_record`): `format`, `fields` (the JSON keys), `rows`
+/// (`abicache::warm_load`): `format`, `fields` (the JSON keys), `rows`
 /// (row kind to field names, in position order), `hit_variables`,
 /// `cuda_hit_variables` and `gpu_listing`. The reader in `__init__.py`
 /// carries a generated copy (checked current by a Rust test); the Python
 /// tests compare it with this.
 #[pyfunction]
 pub fn warm_record_format(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
-    use abicache::warm_record as w;
+    use abicache::warm_load as w;
     let rows: serde_json::Map<String, serde_json::Value> = w::WARM_RECORD_ROWS
         .iter()
         .map(|(kind, fields)| ((*kind).to_owned(), serde_json::json!(fields)))

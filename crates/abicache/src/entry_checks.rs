@@ -128,7 +128,7 @@ pub fn check_signature(
 }
 
 /// What a payload claims about the library's ABI, as the audit reads it.
-pub fn claims(name: &str, payload: Payload) -> Keyed {
+pub fn payload_claims(name: &str, payload: Payload) -> Keyed {
     let python_abi = payload.python_abi().unwrap_or_default().to_owned();
     let torch_abi = payload.torch_abi().unwrap_or_default().to_owned();
     Keyed {

@@ -20,7 +20,7 @@ use abicache_key::Payload;
 use abicache_remote::Keys;
 use abicache_store::{Hit, ReadOnlyLayer};
 
-use crate::entry_checks::{check_signature, claims, no_scan};
+use crate::entry_checks::{check_signature, no_scan, payload_claims};
 
 /// The layers of this process's environment and config file, then
 /// `extra` (duplicates after the first dropped); a config file that cannot
@@ -150,5 +150,5 @@ fn audit(library: &Path, name: &str, payload: &str, key: &str) -> Option<String>
         Ok(report) => report,
         Err(e) => return Some(format!("its library cannot be audited ({e})")),
     };
-    crate::audit::check(&report, &claims(name, payload), &no_scan())
+    crate::key_audit::refusal_under_key(&report, &payload_claims(name, payload), &no_scan())
 }

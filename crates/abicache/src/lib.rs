@@ -25,44 +25,44 @@
 //! let session = Session::open_lazily(Some(cache.clone()), env);
 //! let spec = ExtensionSpec::new("ext", ["ops.cpp"])
 //!     .with_torch_stable_abi_target(Some(StableTarget::new(2, 10)));
-//! assert_eq!(session.check(&spec).unwrap_err().kind(), ErrorKind::Abi);
+//! assert_eq!(session.validate_spec(&spec).unwrap_err().kind(), ErrorKind::Abi);
 //! assert!(!cache.exists());
 //! ```
 
 #![deny(missing_docs)]
 
-mod audit;
 pub mod entry_checks;
 pub mod env_vars;
 mod error;
 mod explain;
 mod gpu;
+mod key_audit;
 pub mod key_code;
 pub mod layers;
 pub mod pch;
 mod prepared;
-mod remote;
+mod remote_cache;
 mod remote_objects;
 mod session;
 mod warning;
 
-pub use audit::{audit_against_key, check as check_audit, AuditVerdict};
 pub use entry_checks::BundleRefusal;
 pub use error::{os_errno, Error, ErrorKind, Result, TorchDirProblem};
 pub use explain::{explain, render_explanation, ClosestEntry, Explanation};
 pub use gpu::{default_cuda_archs, visible_gpu_archs};
+pub use key_audit::{audit_against_key, refusal_under_key, AuditVerdict};
 pub use pch::PchMode;
 pub use prepared::Prepared;
-pub use remote::{trusted_signers, Pulled, RemoteCache};
+pub use remote_cache::{trusted_signers, Pulled, RemoteCache};
 /// The warm-load record's format and writer's rules (its one definition).
-pub use session::warm_load as warm_record;
+pub use session::warm_load;
 pub use session::{key_memos, Outcome, RememberedKey, Session, SessionOptions, WARM_RECORD_FORMAT};
 pub use warning::Warning;
 
-pub use abicache_audit as audit_crate;
+pub use abicache_audit as audit;
 pub use abicache_build as build;
 pub use abicache_isa as isa;
 pub use abicache_key as key;
-pub use abicache_remote as remote_crate;
+pub use abicache_remote as remote;
 pub use abicache_scan as scan;
 pub use abicache_store as store;

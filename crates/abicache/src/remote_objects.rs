@@ -21,7 +21,7 @@ use abicache_store::{Event, ObjectCache, ObjectCheck, Store};
 
 use crate::env_vars::ABICACHE_REMOTE_OBJECTS;
 use crate::error::{Error, Result};
-use crate::remote::RemoteCache;
+use crate::remote_cache::RemoteCache;
 use crate::warning::Warning;
 
 /// Whether objects go through the remote cache (`ABICACHE_REMOTE_OBJECTS`).

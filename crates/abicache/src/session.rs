@@ -8,17 +8,18 @@ use std::time::Instant;
 use abicache_build::{
     BuildOptions, BuildPlan, Cancel, Nvcc, Progress, Toolchain, ToolchainEnv, Unit,
 };
+use abicache_fs::FileStamp;
 use abicache_isa::Requirement;
 use abicache_key::{compute_key, native_cpu_flags, Environment, ExtensionSpec};
 use abicache_scan::{ScanConfig, StatCache};
 use abicache_store::{Claim, Event, Hit, Manifest, Store, StoreWarning};
 use serde::Serialize;
 
-use crate::audit::{audit_against_key, AuditVerdict};
 use crate::error::{Error, Result, TorchDirProblem};
+use crate::key_audit::{audit_against_key, AuditVerdict};
 use crate::pch::{default_umbrellas, PchMode, PchPlan};
 use crate::prepared::Prepared;
-use crate::remote::{Fetch, RemoteCache, RemoteState};
+use crate::remote_cache::{Fetch, RemoteCache, RemoteState};
 use crate::remote_objects::SharedObjects;
 use crate::warning::Warning;
 use abicache_remote::RemoteError;
@@ -49,7 +50,7 @@ pub struct SessionOptions {
 /// libraries, building each key at most once across processes.
 pub struct Session {
     /// The cache, opened on first use (see [`Session::store`]), so a spec
-    /// refused by [`Session::check`] creates nothing on disk.
+    /// refused by [`Session::validate_spec`] creates nothing on disk.
     store: OnceLock<Store>,
     /// Where the cache is opened: this root, else `ABICACHE_DIR`'s default.
     cache_dir: Option<PathBuf>,
@@ -103,12 +104,16 @@ pub struct Outcome {
     /// manifest's): [`Outcome::check_cpu`] compares them with this CPU's.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub isa: Vec<Requirement>,
-    /// The library's `[dev, ino, size, mtime_ns, ctime_ns]` taken right after
-    /// it was verified: a loader opens the file once, compares its `fstat`
-    /// with this and loads what it opened (`/proc/self/fd/N`), never a file
-    /// put in its place since. `None` when it could not be read.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub library_stamp: Option<(u64, u64, u64, i64, i64)>,
+    /// The library's stamp taken right after it was verified, serialized
+    /// as the list `[dev, ino, size, mtime_ns, ctime_ns]`: a loader opens the
+    /// file once, compares its `fstat` with this and loads what it opened
+    /// (`/proc/self/fd/N`), never a file put in its place since. `None` when
+    /// it could not be read.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "stamp_as_list"
+    )]
+    pub library_stamp: Option<FileStamp>,
     /// True when the library is a read-only layer's: its loader then also
     /// accepts one owned by root (`abicache_store::trusted_owner`).
     /// Read in Python by `python/abicache/_native_path.py:open_checked`
@@ -183,13 +188,13 @@ impl Session {
         let session = Self::lazy(None, env);
         let _ = session
             .store
-            .set(store.with_trusted_signers(crate::remote::trusted_signers()));
+            .set(store.with_trusted_signers(crate::remote_cache::trusted_signers()));
         session
     }
 
     /// A session for `env` over the cache at `cache_dir` (`None`: the root
     /// given by the environment), which is opened (and created) only when a
-    /// build or lookup first needs it: a spec refused by [`Session::check`]
+    /// build or lookup first needs it: a spec refused by [`Session::validate_spec`]
     /// (a stable target above the running torch, an invalid spec) leaves
     /// nothing on disk.
     pub fn open_lazily(cache_dir: Option<PathBuf>, env: Environment) -> Self {
@@ -308,7 +313,7 @@ impl Session {
             Some(dir) => Store::open(dir)?,
             None => Store::open_default()?,
         }
-        .with_trusted_signers(crate::remote::trusted_signers());
+        .with_trusted_signers(crate::remote_cache::trusted_signers());
         // Another thread may have won the race: both opened the same root.
         Ok(self.store.get_or_init(|| store))
     }
@@ -325,7 +330,7 @@ impl Session {
     /// floor (an unparseable torch version is refused too), then the
     /// spec's names and sources must be valid. The one home of both rules
     /// for the CLI and the Python package.
-    pub fn check(&self, spec: &ExtensionSpec) -> Result<()> {
+    pub fn validate_spec(&self, spec: &ExtensionSpec) -> Result<()> {
         Ok(spec.check_for(&self.env)?)
     }
 
@@ -347,7 +352,7 @@ impl Session {
     /// Writing is best effort: a read-only or full cache only loses the
     /// speed-up.
     pub fn prepare(&self, spec: &ExtensionSpec, root: &Path) -> Result<Prepared> {
-        self.check(spec)?;
+        self.validate_spec(spec)?;
         let (env, config) = self.configure_scan(spec, root)?;
         // This scan reads what earlier ones of this session write.
         self.settle();
@@ -408,10 +413,9 @@ impl Session {
         progress: &dyn Fn(Progress),
     ) -> Result<Outcome> {
         let mut outcome = self.build_unstamped(spec, root, progress)?;
-        outcome.library_stamp = std::fs::symlink_metadata(&outcome.path).ok().map(|m| {
-            let s = abicache_fs::FileStamp::of(&m);
-            (s.dev, s.ino, s.size, s.mtime_ns, s.ctime_ns)
-        });
+        outcome.library_stamp = std::fs::symlink_metadata(&outcome.path)
+            .ok()
+            .map(|m| FileStamp::of(&m));
         Ok(outcome)
     }
 
@@ -571,7 +575,7 @@ impl Session {
         started: Instant,
         warnings: &mut Vec<Warning>,
     ) -> Result<Option<Outcome>> {
-        self.check(spec)?;
+        self.validate_spec(spec)?;
         let env = self.complete_env(spec)?;
         let Some(key) = self.memo_key(spec, &env, root) else {
             return Ok(None);
@@ -851,7 +855,7 @@ impl Session {
     }
 
     /// `<cache>/v1/host-cpu` when the cache's `v1` exists (probing never
-    /// creates the cache: see [`Session::check`]).
+    /// creates the cache: see [`Session::validate_spec`]).
     fn host_cpu_dir(&self) -> Option<PathBuf> {
         let version_dir = match self.store.get() {
             Some(store) => store.layout().version_dir().to_path_buf(),
@@ -909,4 +913,57 @@ fn check_torch_dir(torch_dir: &Path) -> Result<()> {
         path: torch_dir.to_path_buf(),
         problem,
     })
+}
+
+/// [`Outcome::library_stamp`] as the list `[dev, ino, size, mtime_ns,
+/// ctime_ns]` the Python loader reads
+/// (`python/abicache/_native_path.py:open_checked`); `null` for none.
+fn stamp_as_list<S: serde::Serializer>(
+    stamp: &Option<FileStamp>,
+    serializer: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    stamp
+        .map(|s| (s.dev, s.ino, s.size, s.mtime_ns, s.ctime_ns))
+        .serialize(serializer)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What Python receives is the list it always was, not `FileStamp`'s fields.
+    #[test]
+    fn the_library_stamp_reaches_python_as_a_list_of_five() {
+        let stamp = FileStamp {
+            dev: 1,
+            ino: 2,
+            size: 3,
+            mtime_ns: -4,
+            ctime_ns: 5,
+        };
+        let outcome = Outcome {
+            path: PathBuf::from("/c/ops.so"),
+            key: "k".to_owned(),
+            hit: true,
+            seconds: 0.0,
+            compiled: Vec::new(),
+            cached_units: 0,
+            pch_units: Vec::new(),
+            remote: false,
+            warnings: Vec::new(),
+            isa: Vec::new(),
+            library_stamp: Some(stamp),
+            layer: false,
+        };
+        let json = serde_json::to_value(&outcome).unwrap();
+        assert_eq!(json["library_stamp"], serde_json::json!([1, 2, 3, -4, 5]));
+        let none = Outcome {
+            library_stamp: None,
+            ..outcome
+        };
+        assert!(serde_json::to_value(&none)
+            .unwrap()
+            .get("library_stamp")
+            .is_none());
+    }
 }

@@ -194,7 +194,7 @@ fn a_warm_load_record_needs_a_stamped_entry_and_a_cuda_one_records_what_nvcc_was
         .iter()
         .map(|row| row[0].as_str().unwrap())
         .collect();
-    for variable in abicache::warm_record::CUDA_HIT_VARIABLES {
+    for variable in abicache::warm_load::CUDA_HIT_VARIABLES {
         assert!(recorded.contains(&variable), "{variable} in {record}");
     }
     assert!(record["gpus"].is_null(), "{record}");
@@ -251,7 +251,7 @@ fn a_native_cpu_flag_record_holds_the_cpu_and_the_compiler_that_resolved_it() {
         "the CPU the flag was resolved on"
     );
     let recorded = first_column(&record, "environ");
-    for variable in abicache::warm_record::HOST_CPU_HIT_VARIABLES {
+    for variable in abicache::warm_load::HOST_CPU_HIT_VARIABLES {
         assert!(recorded.contains(&variable), "{variable} in {record}");
     }
     let compiler =

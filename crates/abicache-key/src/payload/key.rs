@@ -63,7 +63,7 @@ impl ExtensionSpec {
     /// target's runtime floor (an unparseable version is refused too), then
     /// the names and sources must be valid ([`ExtensionSpec::validate`]).
     /// The one definition of both rules and of their order; the façade's
-    /// `Session::check` runs it before it opens the cache, and
+    /// `Session::validate_spec` runs it before it opens the cache, and
     /// [`compute_key`] expects a spec that passed it.
     pub fn check_for(&self, env: &Environment) -> Result<(), KeyError> {
         if let Some(target) = self.torch_stable_abi_target {

@@ -107,7 +107,7 @@ impl Session {
         spec: &ExtensionSpec,
         root: &Path,
     ) -> crate::Result<Option<RememberedKey>> {
-        self.check(spec)?;
+        self.validate_spec(spec)?;
         let env = self.complete_env(spec)?;
         self.settle();
         let Some(value) = self
@@ -134,7 +134,7 @@ impl Session {
     /// # Errors
     /// As [`Session::prepare`].
     pub fn key(&self, spec: &ExtensionSpec, root: &Path) -> crate::Result<String> {
-        self.check(spec)?;
+        self.validate_spec(spec)?;
         let env = self.complete_env(spec)?;
         if let Some(key) = self.memo_key(spec, &env, root) {
             return Ok(key);

@@ -385,9 +385,9 @@ impl Record {
             match std::fs::metadata(&config) {
                 Ok(meta) => {
                     let stamp = FileStamp::trusted(&meta, SystemTime::now())?;
-                    self.check(&config, Expect::Stamp(stamp))?;
+                    self.add_expectation(&config, Expect::Stamp(stamp))?;
                 }
-                Err(_) => self.check(&config, Expect::Missing)?,
+                Err(_) => self.add_expectation(&config, Expect::Missing)?,
             }
         }
         Some(())
@@ -424,10 +424,11 @@ impl Record {
                 for sp in site_packages {
                     let wheels = sp.join("nvidia");
                     match std::fs::metadata(&wheels) {
-                        Ok(meta) => {
-                            self.check(&wheels, Expect::Stamp(FileStamp::trusted(&meta, now)?))?
-                        }
-                        Err(_) => self.check(&wheels, Expect::Missing)?,
+                        Ok(meta) => self.add_expectation(
+                            &wheels,
+                            Expect::Stamp(FileStamp::trusted(&meta, now)?),
+                        )?,
+                        Err(_) => self.add_expectation(&wheels, Expect::Missing)?,
                     }
                     if found.starts_with(&wheels) {
                         break;
@@ -435,7 +436,7 @@ impl Record {
                 }
             }
             let stamp = FileStamp::trusted(&std::fs::metadata(found).ok()?, now)?;
-            self.check(found, Expect::Stamp(stamp))?;
+            self.add_expectation(found, Expect::Stamp(stamp))?;
         }
         if archs_from_gpus {
             let dir = Path::new(GPU_LISTING);
@@ -467,7 +468,7 @@ impl Record {
             self.absent_on_path_before(path, wanted, &found)?;
         }
         let stamp = FileStamp::trusted(&std::fs::metadata(&found).ok()?, SystemTime::now())?;
-        self.check(&found, Expect::Stamp(stamp))?;
+        self.add_expectation(&found, Expect::Stamp(stamp))?;
         self.host_cpu = Some(cpu.identity().to_owned());
         Some(())
     }
@@ -486,7 +487,7 @@ impl Record {
             if candidate.metadata().is_ok() {
                 return None;
             }
-            self.check(&candidate, Expect::Missing)?;
+            self.add_expectation(&candidate, Expect::Missing)?;
         }
         Some(())
     }
@@ -517,7 +518,7 @@ impl Record {
     /// Adds the check of `path`, once: a row equal to one already there
     /// (a directory named twice on `PATH`, a file two inputs stamp) is not
     /// added again, since the reader would only repeat a system call.
-    fn check(&mut self, path: &Path, expect: Expect) -> Option<()> {
+    fn add_expectation(&mut self, path: &Path, expect: Expect) -> Option<()> {
         fn add<T: PartialEq>(rows: &mut Vec<T>, row: T) {
             if !rows.contains(&row) {
                 rows.push(row);
@@ -574,7 +575,7 @@ impl Session {
         if self.options.rebuild || (native && self.env.host_cpu.is_some()) {
             return None;
         }
-        self.check(spec).ok()?;
+        self.validate_spec(spec).ok()?;
         let env = self.complete_env(spec).ok()?;
         self.settle();
         let (value, deps) = self.key_memo()?.get_with_deps(&inputs(spec, &env, root)?)?;
@@ -602,12 +603,12 @@ impl Session {
             record.host_cpu_inputs(&self.toolchain_env)?;
         }
         for (path, expect) in deps.iter() {
-            record.check(path, expect)?;
+            record.add_expectation(path, expect)?;
         }
         let now = SystemTime::now();
         for path in also {
             let stamp = FileStamp::trusted(&std::fs::metadata(path).ok()?, now)?;
-            record.check(path, Expect::Stamp(stamp))?;
+            record.add_expectation(path, Expect::Stamp(stamp))?;
         }
         Some(record)
     }
@@ -763,15 +764,17 @@ mod tests {
         );
         // `PATH=/a:/a` searches `/a/nvcc` twice; a directory may be both an include and a parent.
         for _ in 0..2 {
-            record.check(Path::new("/a/nvcc"), Expect::Missing).unwrap();
             record
-                .check(
+                .add_expectation(Path::new("/a/nvcc"), Expect::Missing)
+                .unwrap();
+            record
+                .add_expectation(
                     Path::new("/p/include"),
                     Expect::Directory { dev: 1, ino: 6 },
                 )
                 .unwrap();
             record
-                .check(Path::new("/p/link"), Expect::Same { dev: 1, ino: 7 })
+                .add_expectation(Path::new("/p/link"), Expect::Same { dev: 1, ino: 7 })
                 .unwrap();
         }
         assert_eq!(
@@ -785,7 +788,7 @@ mod tests {
         assert_eq!(record.missing.last().map(String::as_str), Some("/a/nvcc"));
         // Another identity at the same path is another check, and stays.
         record
-            .check(
+            .add_expectation(
                 Path::new("/p/include"),
                 Expect::Directory { dev: 1, ino: 99 },
             )

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use abicache_remote::{Remote, RemoteConfig, RemoteError, Upload};
 use abicache_store::{BuildGuard, Claim, EntryInfo, Event, Hit, Provenance, Store};
 
-use crate::audit::{audit_against_key, AuditVerdict};
+use crate::key_audit::{audit_against_key, AuditVerdict};
 use crate::prepared::Prepared;
 use crate::warning::Warning;
 

@@ -27,7 +27,7 @@ pub enum AuditVerdict {
 /// libtorch's C++ symbols.
 pub fn audit_against_key(library: &Path, keyed: &Keyed, scan: &ScanReport) -> Result<AuditVerdict> {
     let report = audit_file(library)?;
-    if let Some(message) = check(&report, keyed, scan) {
+    if let Some(message) = refusal_under_key(&report, keyed, scan) {
         return Ok(AuditVerdict::Refused(message));
     }
     Ok(AuditVerdict::Passed(
@@ -36,7 +36,7 @@ pub fn audit_against_key(library: &Path, keyed: &Keyed, scan: &ScanReport) -> Re
 }
 
 /// The refusal message for `report` under `keyed`, if any.
-pub fn check(report: &AuditReport, keyed: &Keyed, scan: &ScanReport) -> Option<String> {
+pub fn refusal_under_key(report: &AuditReport, keyed: &Keyed, scan: &ScanReport) -> Option<String> {
     if !keyed.python_abi_dependent {
         let mut symbols = report.python_symbols();
         let needs: Vec<&String> = report
