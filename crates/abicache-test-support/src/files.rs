@@ -16,6 +16,21 @@ pub fn write(path: &Path, text: &str) -> PathBuf {
     path.to_path_buf()
 }
 
+/// Copies a directory tree (sources only; no symlinks expected) into `to`.
+/// Panics (failing the test) when a file cannot be read or written.
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
 /// What [`tree`] records of one path: its mode, size, modification time
 /// (nanoseconds) and, for a file, its content.
 pub type PathState = (u32, u64, i64, Vec<u8>);

@@ -36,7 +36,7 @@ mod server;
 mod skip;
 mod venv;
 
-pub use files::{assert_generated_file, make_read_only, tree, write, PathState};
+pub use files::{assert_generated_file, copy_dir, make_read_only, tree, write, PathState};
 pub use server::{free_port, Server, S3_BUCKET};
 pub use skip::{
     skip, skip_for_hardware, skip_for_privilege, HARDWARE, NO_SKIPS_VAR, PRIVILEGE, SKIP_LOG_VAR,

@@ -9,23 +9,10 @@ use std::path::{Path, PathBuf};
 
 use abicache::key_code::{KEY_CODE_FINGERPRINT, KEY_CODE_ROOTS};
 use abicache_source_fingerprint::fingerprint;
+use abicache_test_support::copy_dir;
 
 /// The crates whose sources are copied: the key code's and the fleet's.
 const CRATES: &[&str] = &["abicache", "abicache-fleet", "abicache-isa", "abicache-key"];
-
-/// Copies `from` into `to`, recursively.
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
-}
 
 /// The fingerprint `build.rs` computes for the `abicache` crate at
 /// `crates/abicache` (its base and roots as there).
@@ -54,7 +41,7 @@ fn a_comment_edited_in_the_fleet_code_keeps_the_key_code_fingerprint_and_one_in_
     let dir = tempfile::tempdir().unwrap();
     let crates = dir.path().join("crates");
     for name in CRATES {
-        copy_tree(
+        copy_dir(
             &repo.join("crates").join(name).join("src"),
             &crates.join(name).join("src"),
         );

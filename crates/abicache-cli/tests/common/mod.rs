@@ -243,19 +243,9 @@ fn regex_escape(text: &str) -> String {
     out
 }
 
-/// Copies a directory tree (sources only; no symlinks expected) into `to`.
-pub fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
-}
+/// Copies a directory tree into `to` (one definition, in the test support).
+#[allow(unused_imports)] // not every test binary copies a tree
+pub use abicache_test_support::copy_dir;
 
 /// Runs `code` with `python -c` (the library path is `sys.argv[1]`),
 /// asserts success and returns its stdout, trimmed.
