@@ -8,6 +8,7 @@ use abicache_key::KeyError;
 use abicache_scan::ScanError;
 use abicache_store::StoreError;
 
+use crate::gate::Refusal;
 use crate::matrix::MatrixError;
 
 /// Anything that can go wrong between a spec and a loaded library.
@@ -167,9 +168,10 @@ pub enum Error {
          export fewer entries per wheel"
     )]
     WheelTooLarge,
-    /// A bundle failed one of the checks of an import; nothing was imported.
-    #[error("refusing to import the bundle: {0}; nothing was imported{advice}", advice = .0.advice())]
-    BundleRefused(BundleRefusal),
+    /// An outside entry (a bundle's, or the bundle's index) failed one of
+    /// the gate's checks ([`crate::gate`]); nothing was imported.
+    #[error(transparent)]
+    Refused(crate::gate::Refused),
     /// A file or directory could not be created, written or renamed.
     #[error("cannot {action} `{}`: {source}", path.display())]
     FileIo {
@@ -184,66 +186,6 @@ pub enum Error {
     /// An I/O error with its path already named.
     #[error(transparent)]
     Io(#[from] std::io::Error),
-}
-
-/// Why an import refused a bundle ([`Error::BundleRefused`]).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum BundleRefusal {
-    /// Trusted keys are configured and the bundle is not signed.
-    #[error("it is not signed; sign it with `ABICACHE_SIGNING_KEY` when exporting")]
-    Unsigned,
-    /// The bundle is signed by a key that is not trusted.
-    #[error("it is signed by `{signer}`, which is not one of `ABICACHE_TRUSTED_KEYS`")]
-    UntrustedSigner {
-        /// The signer's public key (hex).
-        signer: String,
-    },
-    /// The signature (or its public key) cannot be read.
-    #[error("its signature cannot be read ({reason})")]
-    SignatureUnreadable {
-        /// What is wrong with it.
-        reason: String,
-    },
-    /// The signature does not match the index.
-    #[error("its signature by `{signer}` does not match its index: the bundle was altered")]
-    Altered {
-        /// The signer's public key (hex).
-        signer: String,
-    },
-    /// An entry's payload cannot be parsed.
-    #[error("the payload of entry `{key}` cannot be read ({reason})")]
-    PayloadUnreadable {
-        /// The entry's key.
-        key: String,
-        /// Why it cannot be parsed.
-        reason: String,
-    },
-    /// An entry's payload hashes to another key.
-    #[error("the payload of entry `{key}` hashes to `{payload_key}`, not to its key")]
-    PayloadKeyMismatch {
-        /// The entry's key.
-        key: String,
-        /// What its payload hashes to.
-        payload_key: String,
-    },
-    /// A library imports what its key says it must not.
-    #[error("{message}")]
-    Audit {
-        /// The audit's full explanation (symbols, cause, fixes).
-        message: String,
-    },
-}
-
-impl BundleRefusal {
-    /// What to do about a signer that is not trusted; empty otherwise.
-    fn advice(&self) -> &'static str {
-        match self {
-            BundleRefusal::Unsigned | BundleRefusal::UntrustedSigner { .. } => {
-                ". Add the signer's public key to `ABICACHE_TRUSTED_KEYS` if you trust it"
-            }
-            _ => "",
-        }
-    }
 }
 
 /// What is wrong with a `torch_dir` ([`Error::TorchDirUnusable`]).
@@ -298,6 +240,9 @@ impl Error {
             Error::AuditRefused { .. } => ErrorKind::Build,
             Error::Key(k) if k.is_abi_refusal() => ErrorKind::Abi,
             Error::Isa(abicache_isa::IsaError::Unsupported { .. }) => ErrorKind::Abi,
+            Error::Refused(refused) if matches!(refused.refusal, Refusal::Isa { .. }) => {
+                ErrorKind::Abi
+            }
             Error::Store(s) if s.is_lock_timeout() => ErrorKind::LockTimeout,
             _ => ErrorKind::Input,
         }

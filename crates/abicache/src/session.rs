@@ -71,7 +71,7 @@ pub struct Session {
     extra_layers: Vec<PathBuf>,
     /// The read-only layers, resolved on first use (a config file that
     /// cannot be read is the warning kept beside them).
-    layers: OnceLock<(Vec<abicache_store::ReadOnlyLayer>, Option<String>)>,
+    layers: OnceLock<(Vec<crate::layers::Layer>, Option<String>)>,
 }
 
 /// A spec resolved against the session's environment: its scan and key.
@@ -251,7 +251,7 @@ impl Session {
             return None;
         }
         let (hit, found) = crate::layers::lookup(layers, key);
-        warnings.extend(found.into_iter().map(Warning::Layer));
+        warnings.extend(found);
         warnings.extend(problem.clone().map(Warning::Layer));
         let hit = hit?;
         self.count(
