@@ -223,8 +223,8 @@ pub fn import_from(
         let refused = |refusal| Error::Refused(Refused::entry(source.clone(), &entry.key, refusal));
         let payload =
             gate::payload_for_key(&entry.key, &entry.manifest.payload).map_err(refused)?;
-        let report =
-            gate::audit_claims(&entry.library, &entry.manifest.name, payload).map_err(refused)?;
+        let report = gate::audit_against_payload(&entry.library, &entry.manifest.name, payload)
+            .map_err(refused)?;
         entry.manifest.audit = Some(serde_json::to_value(&report).unwrap_or_default());
         if let Some(refusal) = gate::isa_refusal(&entry.manifest.isa)? {
             return Err(refused(refusal));

@@ -11,7 +11,7 @@
 //!   trusted key is required; a bundle's and a layer's signature covers
 //!   their index ([`index_signature_message`]), a remote entry's its key
 //!   and manifest ([`abicache_remote::signature_message`]);
-//! - **the audit against the payload's claims** ([`audit_claims`],
+//! - **the audit against the payload's claims** ([`audit_against_payload`],
 //!   [`audit_keyed`]): the library imports nothing its key says it must not;
 //! - **the instruction-set requirements** ([`isa_refusal`]): the library
 //!   requires no extension this CPU lacks (bundles, imported to be loaded
@@ -128,8 +128,12 @@ pub fn payload_for_key(key: &str, payload_text: &str) -> Result<Payload, Refusal
 /// Audits `library` against what `payload` claims for the extension `name`
 /// (its sources are not at hand, so the refusal names no likely cause);
 /// the report, for the manifest.
-pub fn audit_claims(library: &Path, name: &str, payload: Payload) -> Result<AuditReport, Refusal> {
-    let keyed = claims(name, payload);
+pub fn audit_against_payload(
+    library: &Path,
+    name: &str,
+    payload: Payload,
+) -> Result<AuditReport, Refusal> {
+    let keyed = keyed_from_payload(name, payload);
     audit_with(library, &keyed, &no_scan())
 }
 
@@ -175,7 +179,7 @@ pub fn isa_refusal(required: &[Requirement]) -> Result<Option<Refusal>, IsaError
 }
 
 /// What a payload claims about the library's ABI, as the audit reads it.
-pub fn claims(name: &str, payload: Payload) -> Keyed {
+pub fn keyed_from_payload(name: &str, payload: Payload) -> Keyed {
     let python_abi = payload.python_abi().unwrap_or_default().to_owned();
     let torch_abi = payload.torch_abi().unwrap_or_default().to_owned();
     Keyed {

@@ -141,7 +141,7 @@ fn audit_refusal(hit: &Hit) -> Option<Refusal> {
     }
     let manifest = &hit.manifest;
     let refusal = gate::payload_for_key(&manifest.key, &manifest.payload)
-        .and_then(|payload| gate::audit_claims(&hit.library, &manifest.name, payload))
+        .and_then(|payload| gate::audit_against_payload(&hit.library, &manifest.name, payload))
         .err();
     if refusal.is_none() {
         if let Ok(mut passed) = passed.lock() {

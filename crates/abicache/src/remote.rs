@@ -5,7 +5,7 @@
 //! Every remote failure — unreachable, timed out, refused, corrupt,
 //! untrusted — is one warning line and a local build, never a failed load.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use abicache_remote::{Fetched, Remote, RemoteConfig, RemoteError, Upload};
 use abicache_store::{BuildGuard, Claim, EntryInfo, Event, Hit, Provenance, Store};
@@ -121,7 +121,7 @@ impl RemoteCache {
         let admitted = self.admit(key, &fetched).and_then(|signed| {
             let payload = gate::payload_for_key(key, &fetched.manifest.payload)
                 .map_err(|r| self.refused(key, r))?;
-            gate::audit_claims(&fetched.library, &fetched.manifest.name, payload)
+            gate::audit_against_payload(&fetched.library, &fetched.manifest.name, payload)
                 .map(|report| (signed, serde_json::to_value(&report).unwrap_or_default()))
                 .map_err(|r| self.refused(key, r))
         });
@@ -281,6 +281,19 @@ impl RemoteCache {
             }
         }
         true
+    }
+}
+
+/// A session's remote cache, resolved from the environment on first use
+/// (shared by its remote source, its object cache and its uploads).
+pub(crate) type RemoteSlot = OnceLock<Result<Option<RemoteCache>, Arc<RemoteError>>>;
+
+/// The remote cache of `slot`, resolved from the environment (`ABICACHE_REMOTE`,
+/// the config file) on first use; a configuration error for the caller's warning.
+pub(crate) fn resolve(slot: &RemoteSlot) -> Result<Option<&RemoteCache>, Arc<RemoteError>> {
+    match slot.get_or_init(|| RemoteCache::from_env(None).map_err(Arc::new)) {
+        Ok(remote) => Ok(remote.as_ref()),
+        Err(e) => Err(Arc::clone(e)),
     }
 }
 
