@@ -8,9 +8,13 @@
 //!   parses and hashes to the key it is served under;
 //! - **the signature** ([`check_signature`]): a signature present must be
 //!   valid, and with trusted keys set (`ABICACHE_TRUSTED_KEYS`) one by a
-//!   trusted key is required; a bundle's and a layer's signature covers
+//!   trusted key is required (a layer without a signed index serves
+//!   nothing then); a bundle's and a layer's signature covers
 //!   their index ([`index_signature_message`]), a remote entry's its key
 //!   and manifest ([`abicache_remote::signature_message`]);
+//! - **provenance** ([`check_provenance`]): with trusted keys set, a
+//!   layer's entry that was pulled unsigned (or signed by another key) is
+//!   refused, as the local cache refuses its own;
 //! - **the audit against the payload's claims** ([`audit_against_payload`],
 //!   [`audit_keyed`]): the library imports nothing its key says it must not;
 //! - **the instruction-set requirements** ([`isa_refusal`]): the library
@@ -32,6 +36,7 @@ use abicache_isa::{IsaError, Requirement};
 use abicache_key::{Keyed, Payload, PythonAbiReason};
 use abicache_remote::{PublicKey, Signature};
 use abicache_scan::ScanReport;
+use abicache_store::Provenance;
 
 mod refusal;
 
@@ -111,6 +116,26 @@ pub fn check_index_signature(
                 reason: e.to_string(),
             })?;
     check_signature(&index_signature_message(index), signature.as_ref(), trusted)
+}
+
+/// Provenance binds a layer as it binds the local cache: with `trusted`
+/// keys set, an entry whose `provenance.json` (in `entry_dir`) says it was
+/// pulled unsigned, or signed by another key, is refused, and so is one
+/// whose provenance cannot be read. Entries built where they lie have none.
+pub fn check_provenance(entry_dir: &Path, trusted: &[PublicKey]) -> Result<(), Refusal> {
+    if trusted.is_empty() {
+        return Ok(());
+    }
+    let trusted: Vec<String> = trusted.iter().map(ToString::to_string).collect();
+    let reason = match Provenance::read(entry_dir) {
+        Ok(None) => None,
+        Ok(Some(provenance)) => provenance.refusal(&trusted),
+        Err(reason) => Some(reason),
+    };
+    match reason {
+        None => Ok(()),
+        Some(reason) => Err(Refusal::PulledUntrusted { reason }),
+    }
 }
 
 /// The payload `payload_text`, checked to hash to `key`.

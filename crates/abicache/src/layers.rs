@@ -7,15 +7,17 @@
 //! BLAKE3 ([`abicache_store::ReadOnlyLayer`]). Then each entry passes the
 //! gate ([`crate::gate`]), once per process per library: the manifest's
 //! payload must hash to its key, the library's imports must match what
-//! that key claims (the audit), and a layer with a signed index must carry
-//! a valid signature (by one of `ABICACHE_TRUSTED_KEYS` when those are set).
+//! that key claims (the audit), and a layer's index signature must be valid.
+//! With `ABICACHE_TRUSTED_KEYS` set, a layer serves nothing without an index
+//! signed by one of those keys, and an entry the layer's cache pulled
+//! unsigned (its `provenance.json`) is refused, as the local cache refuses it.
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Mutex, OnceLock};
 
 use abicache_fs::FileStamp;
-use abicache_remote::Keys;
+use abicache_remote::{Keys, PublicKey};
 use abicache_store::{Hit, ReadOnlyLayer};
 
 use crate::gate::{self, Refusal, Refused, Source};
@@ -64,8 +66,18 @@ pub fn resolve(wheels: &[PathBuf]) -> (Vec<Layer>, Option<String>) {
 /// entries skipped on the way (each shown once per process).
 pub fn lookup(layers: &[Layer], key: &str) -> (Option<Hit>, Vec<Warning>) {
     let mut warnings = Vec::new();
+    let trusted = match trusted_keys() {
+        Ok(trusted) => trusted,
+        Err(refusal) => {
+            for layer in layers {
+                let refused = Refused::index(layer.source.clone(), refusal.clone());
+                warn_once(Warning::Refused(refused), &mut warnings);
+            }
+            return (None, warnings);
+        }
+    };
     for layer in layers {
-        if let Some(refused) = signature_refusal(layer) {
+        if let Some(refused) = signature_refusal(layer, trusted) {
             warn_once(Warning::Refused(refused), &mut warnings);
             continue;
         }
@@ -74,7 +86,8 @@ pub fn lookup(layers: &[Layer], key: &str) -> (Option<Hit>, Vec<Warning>) {
             warn_once(Warning::Layer(warning.to_string()), &mut warnings);
         }
         let Some(hit) = found.hit else { continue };
-        match audit_refusal(&hit) {
+        let refusal = gate::check_provenance(&hit.dir, trusted).err();
+        match refusal.or_else(|| audit_refusal(&hit)) {
             None => return (Some(hit), warnings),
             Some(refusal) => warn_once(
                 Warning::Refused(Refused::entry(layer.source.clone(), key, refusal)),
@@ -97,28 +110,38 @@ fn warn_once(warning: Warning, warnings: &mut Vec<Warning>) {
     }
 }
 
+/// The trusted keys (`ABICACHE_TRUSTED_KEYS`, the config file's), read once
+/// per process; when they cannot be read, every layer is refused.
+fn trusted_keys() -> Result<&'static [PublicKey], Refusal> {
+    static TRUSTED: OnceLock<Result<Vec<PublicKey>, Refusal>> = OnceLock::new();
+    let keys = TRUSTED.get_or_init(|| {
+        Keys::resolve()
+            .map(|keys| keys.trusted)
+            .map_err(|e| Refusal::TrustedKeysUnreadable {
+                reason: e.to_string(),
+            })
+    });
+    keys.as_deref().map_err(Clone::clone)
+}
+
 /// Why the layer's index signature is refused, once per process per
-/// layer: a signature present must be valid; with trusted keys set, a
-/// layer that has an index must be signed by one of them. `None`: fine
-/// (or no index).
-fn signature_refusal(layer: &Layer) -> Option<Refused> {
+/// layer: a signature present must be valid; with trusted keys set, the
+/// layer must have an index signed by one of them (a layer without one
+/// serves nothing). `None`: fine (or no index and no trusted keys).
+fn signature_refusal(layer: &Layer, trusted: &[PublicKey]) -> Option<Refused> {
     static CHECKED: OnceLock<Mutex<HashMap<PathBuf, Option<Refused>>>> = OnceLock::new();
     let memo = CHECKED.get_or_init(Default::default);
     let root = layer.store.root();
     if let Some(known) = memo.lock().ok()?.get(root) {
         return known.clone();
     }
-    let refusal = layer.store.index_bytes().and_then(|(index, signature)| {
-        let trusted = match Keys::resolve() {
-            Ok(keys) => keys.trusted,
-            Err(e) => {
-                return Some(Refusal::TrustedKeysUnreadable {
-                    reason: e.to_string(),
-                })
-            }
-        };
-        gate::check_index_signature(&index, signature.as_deref(), &trusted).err()
-    });
+    let refusal = match layer.store.index_bytes() {
+        Some((index, signature)) => {
+            gate::check_index_signature(&index, signature.as_deref(), trusted).err()
+        }
+        None if trusted.is_empty() => None,
+        None => Some(Refusal::Unsigned),
+    };
     let refused = refusal.map(|r| Refused::index(layer.source.clone(), r));
     if let Ok(mut memo) = memo.lock() {
         memo.insert(root.to_owned(), refused.clone());

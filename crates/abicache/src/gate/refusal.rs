@@ -95,6 +95,12 @@ pub enum Refusal {
         /// The signer's public key (hex).
         signer: String,
     },
+    /// It was pulled into the cache that serves it (a layer) unsigned or
+    /// signed by a key that is not trusted, or its provenance cannot be read.
+    PulledUntrusted {
+        /// The provenance's account (`it was pulled from remote `…` unsigned, …`).
+        reason: String,
+    },
     /// Its manifest's payload cannot be parsed.
     PayloadUnreadable {
         /// Why.
@@ -142,6 +148,7 @@ impl fmt::Display for Refusal {
                 f,
                 "its signature by `{signer}` does not match what it signs: it was altered after signing"
             ),
+            Refusal::PulledUntrusted { reason } => f.write_str(reason),
             Refusal::PayloadUnreadable { reason } => {
                 write!(f, "its payload cannot be read ({reason})")
             }
@@ -179,6 +186,7 @@ impl Refusal {
                 .to_owned(),
             Refusal::SignatureUnreadable { .. }
             | Refusal::Altered { .. }
+            | Refusal::PulledUntrusted { .. }
             | Refusal::PayloadUnreadable { .. }
             | Refusal::PayloadKeyMismatch { .. }
             | Refusal::Unauditable { .. }
@@ -265,6 +273,11 @@ mod tests {
             },
             Refusal::Altered {
                 signer: "7a7a…".into(),
+            },
+            Refusal::PulledUntrusted {
+                reason: "it was pulled from remote `s3://bucket/cache` unsigned, and \
+                         `ABICACHE_TRUSTED_KEYS` is set"
+                    .into(),
             },
             Refusal::PayloadUnreadable {
                 reason: "line 1 has no `=`".into(),
