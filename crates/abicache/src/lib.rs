@@ -13,6 +13,9 @@
 //! environments of a `python=… torch=…` matrix with `uv`); [`bundle`] exports entries as one signed
 //! file and imports one only after verifying all of it; [`wheel`] ships
 //! entries as a pip-installable cache wheel, used as a read-only [`layers`] layer.
+//! Every entry from outside the local cache (a layer, a cache wheel, the
+//! remote cache, a bundle) passes the [`gate`] first, and is refused in one
+//! wording per reason ([`Refused`]).
 //!
 //! ```
 //! use abicache::key::{Environment, ExtensionSpec, StableTarget};
