@@ -168,3 +168,122 @@ fn a_signed_wheel_with_a_forged_index_is_refused_when_keys_are_trusted() {
     assert_eq!(warnings.len(), 1, "{warnings:?}");
     assert!(warnings[0].contains("signature"), "{warnings:?}");
 }
+
+/// A key pair made by `abicache keygen` in `cache`: (secret key file, public key hex).
+fn keygen(cache: &Cache, dir: &Path) -> (PathBuf, String) {
+    let keygen = cache.json(args!["keygen", "--out", dir.join("k"), "--json"]);
+    let public = keygen["public_key"].as_str().unwrap().to_owned();
+    (dir.join("k"), public)
+}
+
+/// `cache`'s entries exported as the cache wheel `name==1` signed with
+/// `secret`, installed with pip: the installed cache's root.
+fn signed_wheel(python: &Path, cache: &Cache, name: &str, secret: &Path, site: &Path) -> PathBuf {
+    let out_dir = tempfile::tempdir().unwrap();
+    let exported = cache
+        .cmd(args![
+            "export",
+            "--wheel",
+            format!("{name}==1"),
+            "--out",
+            out_dir.path(),
+            "--json"
+        ])
+        .env("ABICACHE_SIGNING_KEY", secret)
+        .output()
+        .unwrap();
+    assert_success(&exported);
+    let exported: serde_json::Value = serde_json::from_slice(&exported.stdout).unwrap();
+    pip_install(python, Path::new(exported["path"].as_str().unwrap()), site);
+    site.join(format!("_abicache_cache_{name}/cache"))
+}
+
+/// `abicache build` of the tiny fixture with `layer` as its only layer and
+/// `public` as the only trusted key: the outcome.
+fn build_trusting(python: &Path, layer: &Path, public: &str) -> serde_json::Value {
+    let spec = repo_path("tests/fixtures/tiny/abicache.toml");
+    let out = Cache::new()
+        .cmd(args![
+            "build", &spec, "--python", python, "--json", "--quiet"
+        ])
+        .env("ABICACHE_READONLY_DIRS", layer)
+        .env("ABICACHE_TRUSTED_KEYS", public)
+        .output()
+        .unwrap();
+    assert_success(&out);
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Issue 46, finding 1, as an attacker does it: a signed cache wheel whose
+/// index (and signature) were deleted. With trusted keys set it serves
+/// nothing: the key is built locally, with the gate's one refusal.
+#[test]
+fn with_trusted_keys_a_wheel_whose_index_was_deleted_serves_nothing() {
+    let python = python();
+    let ci = Cache::new();
+    let keys = tempfile::tempdir().unwrap();
+    let (secret, public) = keygen(&ci, keys.path());
+    ci.build(
+        &repo_path("tests/fixtures/tiny/abicache.toml"),
+        &python,
+        &[],
+    );
+    let site = tempfile::tempdir().unwrap();
+    let layer = signed_wheel(&python, &ci, "indexless", &secret, site.path());
+    assert_eq!(build_trusting(&python, &layer, &public)["hit"], true);
+    std::fs::remove_file(layer.join("abicache-index.json")).unwrap();
+    std::fs::remove_file(layer.join("abicache-index.sig")).unwrap();
+    let built = build_trusting(&python, &layer, &public);
+    assert_eq!(
+        built["hit"], false,
+        "a layer without a signed index served: {built}"
+    );
+    let warnings = strings(&built["warnings"]);
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].starts_with(&format!(
+            "read-only cache layer `{}` refused: it is not signed",
+            layer.display()
+        )),
+        "{warnings:?}"
+    );
+}
+
+/// Issue 46, finding 2: a cache that pulled an entry unsigned (here from an
+/// unsigned bundle) refuses it itself once trusted keys are set; used as a
+/// layer, even one with an index signed by a trusted key, it must refuse it
+/// the same way (provenance binds layers as it binds the local cache).
+#[test]
+fn with_trusted_keys_a_layer_entry_pulled_unsigned_is_refused() {
+    let python = python();
+    let builder = Cache::new();
+    builder.build(
+        &repo_path("tests/fixtures/tiny/abicache.toml"),
+        &python,
+        &[],
+    );
+    let bundle = builder.dir.with_file_name("unsigned.abicache");
+    assert_success(&builder.run(args!["export", "-o", bundle]));
+    let mirror = Cache::new();
+    assert_success(&mirror.run(args!["import", bundle]));
+    // The mirror's own root, with an index signed by a trusted key.
+    let keys = tempfile::tempdir().unwrap();
+    let (secret, public) = keygen(&mirror, keys.path());
+    let site = tempfile::tempdir().unwrap();
+    let installed = signed_wheel(&python, &mirror, "mirror", &secret, site.path());
+    for file in ["abicache-index.json", "abicache-index.sig"] {
+        std::fs::copy(installed.join(file), mirror.dir.join(file)).unwrap();
+    }
+    let built = build_trusting(&python, &mirror.dir, &public);
+    assert_eq!(
+        built["hit"], false,
+        "an entry pulled unsigned was served: {built}"
+    );
+    let warnings = strings(&built["warnings"]);
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].contains("refused: it was pulled from bundle")
+            && warnings[0].contains("unsigned"),
+        "{warnings:?}"
+    );
+}

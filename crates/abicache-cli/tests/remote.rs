@@ -336,12 +336,16 @@ fn signed_mode_ignores_an_untrusted_signer_and_uses_a_trusted_one() {
     let warned = warnings(&err);
     // The stranger's entry, then the stranger's object of the one unit.
     assert_eq!(warned.len(), 2, "{err}");
-    for warning in &warned {
-        assert!(
-            warning.contains("is not trusted") && warning.contains("which is not a trusted key"),
-            "{err}"
-        );
-    }
+    // The entry is refused by the gate, in the wording every source shares.
+    assert!(
+        warned[0].contains("refused: it is signed by")
+            && warned[0].contains("which is not one of `ABICACHE_TRUSTED_KEYS`"),
+        "{err}"
+    );
+    assert!(
+        warned[1].contains("is not trusted") && warned[1].contains("which is not a trusted key"),
+        "{err}"
+    );
     assert!(
         warned[1].ends_with("compiling `scale.cpp` locally"),
         "{err}"
@@ -445,6 +449,6 @@ fn two_nodes_building_the_same_key_at_once_leave_one_valid_entry() {
         entry_blob::decode(&client.read_entry(&key(&outcomes[0])).unwrap().unwrap())
             .map(|(h, l)| (h, abicache::remote::Digest::of(l)))
             .unwrap();
-    abicache::remote::verify_entry(&key(&outcomes[0]), header, &library, &[])
+    abicache::remote::verify_entry(&key(&outcomes[0]), header, &library)
         .expect("the remote entry verifies");
 }

@@ -2,21 +2,17 @@
 //! machines without a compiler or a network.
 //!
 //! The on-disk format is the store's ([`abicache_store::write_bundle`]).
-//! This module adds what needs the other crates: the ed25519 signature over
-//! the index (`ABICACHE_SIGNING_KEY`, checked against `ABICACHE_TRUSTED_KEYS`),
-//! the check that each manifest's payload hashes to its key, and the audit
-//! of each library against what its key claims. An import publishes nothing
-//! unless every one of those checks passed for every entry.
+//! This module adds the ed25519 signature over the index
+//! (`ABICACHE_SIGNING_KEY`); an import passes the bundle and each entry
+//! through the gate ([`abicache::gate`]: the index's signature, checked against
+//! `ABICACHE_TRUSTED_KEYS`, each manifest's payload against its key, each
+//! library's audit against what its key claims, and its instruction sets
+//! against this CPU's). An import publishes nothing unless every one of
+//! those checks passed for every entry.
 
 use std::io::{Read, Write};
 use std::path::Path;
 
-use abicache::entry_checks::{
-    check_signature, no_scan, payload_claims, signature_message, BundleRefusal,
-};
-use abicache::refusal_under_key;
-use abicache_audit::audit_file;
-use abicache_key::Payload;
 use abicache_remote::{Keys, SecretKey};
 use abicache_store::{
     write_bundle, BundleLimits, EntryInfo, Hit, Imported, Provenance, Store, UnpackedBundle,
@@ -24,6 +20,7 @@ use abicache_store::{
 use serde::Serialize;
 
 use crate::error::{Error, Result};
+use abicache::gate::{self, Refused, Source};
 
 /// What [`export`] wrote.
 #[derive(Debug, Clone, Serialize)]
@@ -181,9 +178,9 @@ pub fn export_to_file(
 /// `keys.trusted`, when that is not empty; checked when present otherwise),
 /// each manifest's payload against its key, and each library's imports
 /// against what its key claims (the audit), and the instruction-set
-/// extensions each library requires against this CPU's (an
-/// [`abicache::Error::Isa`] in [`Error::Core`], unless
-/// `ABICACHE_ISA_CHECK=0`: a bundle is imported to be loaded on this machine).
+/// extensions each library requires against this CPU's (unless
+/// `ABICACHE_ISA_CHECK=0`: a bundle is imported to be loaded on this
+/// machine). A failed check is an [`Error::Refused`] in the gate's wording.
 pub fn import(store: &Store, keys: &Keys, input: impl Read) -> Result<ImportReport> {
     import_from(store, keys, input, "-")
 }
@@ -198,13 +195,14 @@ pub fn import_from(
 ) -> Result<ImportReport> {
     // The signature is checked as soon as the index is read, before any
     // library is extracted.
+    let source = Source::Bundle(origin.to_owned());
+    let refused = |refusal| Error::Refused(Refused::index(source.clone(), refusal));
     let limits = BundleLimits::for_dir(&store.layout().tmp_dir());
     let refusal = std::cell::RefCell::new(None);
     let unpacked = UnpackedBundle::unpack_with(store, input, limits, &|meta| {
-        check_signature(meta.index_bytes, meta.signature, &keys.trusted)
+        gate::check_index_signature(meta.index_bytes, meta.signature, &keys.trusted)
             .map(drop)
             .map_err(|e| {
-                let e = refused(e);
                 let text = e.to_string();
                 *refusal.borrow_mut() = Some(e);
                 abicache_store::StoreError::Io(std::io::Error::other(text))
@@ -212,45 +210,25 @@ pub fn import_from(
     });
     let mut bundle = match (unpacked, refusal.into_inner()) {
         (Ok(bundle), _) => bundle,
-        (Err(_), Some(refused)) => return Err(refused),
+        (Err(_), Some(refusal)) => return Err(refused(refusal)),
         (Err(e), None) => return Err(e.into()),
     };
-    let (signed_by, trusted) = check_signature(
+    let signed = gate::check_index_signature(
         &bundle.index_bytes,
         bundle.signature.as_deref(),
         &keys.trusted,
     )
     .map_err(refused)?;
     for entry in bundle.entries_mut() {
-        let payload = Payload::parse(&entry.manifest.payload).map_err(|e| {
-            refused(BundleRefusal::PayloadUnreadable {
-                key: entry.key.clone(),
-                reason: e.to_string(),
-            })
-        })?;
-        let payload_key = payload.key();
-        if payload_key != entry.key {
-            return Err(refused(BundleRefusal::PayloadKeyMismatch {
-                key: entry.key.clone(),
-                payload_key,
-            }));
-        }
-        let report = audit_file(&entry.library)?;
-        if let Some(message) = refusal_under_key(
-            &report,
-            &payload_claims(&entry.manifest.name, payload),
-            &no_scan(),
-        ) {
-            return Err(refused(BundleRefusal::Audit {
-                message: message.replacen("refusing to publish", "refusing to import", 1),
-            }));
-        }
+        let refused = |refusal| Error::Refused(Refused::entry(source.clone(), &entry.key, refusal));
+        let payload =
+            gate::payload_for_key(&entry.key, &entry.manifest.payload).map_err(refused)?;
+        let report = gate::audit_against_payload(&entry.library, &entry.manifest.name, payload)
+            .map_err(refused)?;
         entry.manifest.audit = Some(serde_json::to_value(&report).unwrap_or_default());
-        let what = format!(
-            "the bundle's entry `{}` ({}); nothing was imported",
-            entry.manifest.name, entry.key
-        );
-        abicache_isa::check(&entry.manifest.isa, &what).map_err(abicache::Error::from)?;
+        if let Some(refusal) = gate::isa_refusal(&entry.manifest.isa)? {
+            return Err(refused(refusal));
+        }
     }
     let names: Vec<(String, String)> = bundle
         .entries()
@@ -260,7 +238,7 @@ pub fn import_from(
     let provenance = Provenance {
         source: "bundle".to_owned(),
         origin: origin.to_owned(),
-        signed_by: signed_by.clone(),
+        signed_by: signed.signer.clone(),
     };
     let published = bundle.publish_with(store, Some(&provenance))?;
     Ok(ImportReport {
@@ -269,11 +247,13 @@ pub fn import_from(
             .zip(names)
             .map(|((key, result), (_, name))| ImportedEntry { name, key, result })
             .collect(),
-        signed_by,
-        trusted,
+        signed_by: signed.signer,
+        trusted: signed.trusted,
     })
 }
 
-fn refused(reason: BundleRefusal) -> Error {
-    Error::BundleRefused(reason)
+/// The bytes a bundle signature covers (the gate's
+/// [`gate::index_signature_message`]).
+pub fn signature_message(index: &[u8]) -> Vec<u8> {
+    gate::index_signature_message(index)
 }

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use abicache::entry_checks::BundleRefusal;
+use abicache::gate::{Refusal, Refused};
 use abicache::ErrorKind;
 
 /// Anything that can go wrong in a prebuild, a matrix, a probe, an export
@@ -89,9 +89,10 @@ pub enum Error {
          export fewer entries per wheel"
     )]
     WheelTooLarge,
-    /// A bundle failed one of the checks of an import; nothing was imported.
-    #[error("refusing to import the bundle: {0}; nothing was imported{advice}", advice = .0.advice())]
-    BundleRefused(BundleRefusal),
+    /// An outside entry (a bundle's, or the bundle's index) failed one of
+    /// the gate's checks ([`abicache::gate`]); nothing was imported.
+    #[error(transparent)]
+    Refused(Refused),
     /// A file or directory could not be created, written or renamed.
     #[error("cannot {action} `{}`: {source}", path.display())]
     FileIo {
@@ -133,6 +134,9 @@ impl Error {
     pub fn kind(&self) -> ErrorKind {
         match self {
             Error::Core(e) => e.kind(),
+            Error::Refused(refused) if matches!(refused.refusal, Refusal::Isa { .. }) => {
+                ErrorKind::Abi
+            }
             _ => ErrorKind::Input,
         }
     }

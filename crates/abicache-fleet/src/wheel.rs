@@ -138,7 +138,7 @@ pub fn export_wheel(
     }
     let index_bytes = serde_json::to_vec_pretty(&index).expect("an index always serializes");
     let signature = signing.map(|secret| {
-        let s = secret.sign(&abicache::entry_checks::signature_message(&index_bytes));
+        let s = secret.sign(&abicache::gate::index_signature_message(&index_bytes));
         serde_json::to_vec(&s).expect("a signature always serializes")
     });
 

@@ -38,17 +38,21 @@ impl std::fmt::Debug for Remote {
     }
 }
 
-/// A verified entry downloaded by [`Remote::fetch`].
+/// An intact entry downloaded by [`Remote::fetch`]: its library is what its
+/// manifest records. Whether it may be used (payload, signature, audit) is
+/// the gate's to decide (`abicache::gate`).
 #[derive(Debug, Clone)]
 pub struct Fetched {
-    /// The entry's manifest (verified against the key and the library).
+    /// The entry's manifest (verified against the key asked for and the library).
     pub manifest: Manifest,
+    /// The manifest's exact bytes, as the signature covers them.
+    pub manifest_json: Vec<u8>,
+    /// The signature the entry carries, unchecked.
+    pub signature: Option<crate::sign::Signature>,
     /// Where the library was written.
     pub library: PathBuf,
     /// Bytes downloaded.
     pub bytes: u64,
-    /// The trusted key that signed it, when trusted keys are configured.
-    pub signed_by: Option<String>,
 }
 
 /// What [`Remote::upload`] did.
@@ -100,10 +104,12 @@ impl Remote {
         format!("{ENTRY_DIR}/{key}")
     }
 
-    /// Downloads `key`'s entry, verifies it ([`crate::verify_entry`]) and
-    /// writes its library into `dir` under the manifest's file name.
-    /// `Ok(None)` when the remote has no entry for the key; a corrupt,
-    /// untrusted or oversized entry is an error and nothing is left in `dir`.
+    /// Downloads `key`'s entry, checks that it is intact
+    /// ([`crate::verify_entry`]) and writes its library into `dir` under the
+    /// manifest's file name. `Ok(None)` when the remote has no entry for the
+    /// key; a corrupt or oversized entry is an error and nothing is left in
+    /// `dir`. Its payload, signature and audit are checked by the caller's
+    /// gate (`abicache::gate`).
     ///
     /// The blob is streamed: its header is parsed from the first bytes,
     /// then the library goes to a temporary file in `dir` and is hashed as
@@ -119,20 +125,10 @@ impl Remote {
         let Some(download) = self.download::<Header>(&blob, dir)? else {
             return Ok(None);
         };
-        let verified = verify_entry(
-            key,
-            download.header,
-            &download.library_digest,
-            &self.config.trusted_keys,
-        )
-        .map_err(|r| match r {
-            Rejection::Corrupt(reason) => corrupt(reason),
-            Rejection::Untrusted(reason) => RemoteError::Untrusted {
-                url: self.config.url.clone(),
-                blob: blob.clone(),
-                reason,
-            },
-        })?;
+        let verified =
+            verify_entry(key, download.header, &download.library_digest).map_err(|r| match r {
+                Rejection::Corrupt(reason) | Rejection::Untrusted(reason) => corrupt(reason),
+            })?;
         let path = dir.join(verified.library_name.as_str());
         download
             .library
@@ -140,9 +136,10 @@ impl Remote {
             .map_err(|e| RemoteError::Io(e.error))?;
         Ok(Some(Fetched {
             manifest: verified.manifest,
+            manifest_json: verified.manifest_json,
+            signature: verified.signature,
             library: path,
             bytes: download.bytes,
-            signed_by: verified.signed_by,
         }))
     }
 

@@ -5,13 +5,15 @@
 //! - **One entry blob per key** (`<prefix>/v1/<key>`): the manifest and the
 //!   library in one write ([`entry_blob`]), so a reader never pairs one writer's
 //!   manifest with another writer's library.
-//! - **Verified downloads** ([`Remote::fetch`]): an entry is handed out only
-//!   when its manifest's payload hashes to the key asked for, its library
-//!   name passes the local store's rule ([`abicache_store::LibraryName`]),
-//!   the library has the size and BLAKE3 the manifest records (checked by
-//!   `abicache_fs`'s one comparison), and — with trusted keys configured
-//!   (`ABICACHE_TRUSTED_KEYS`) — it carries a valid ed25519 signature by one
-//!   of them over the key and the whole manifest.
+//! - **Intact downloads** ([`Remote::fetch`]): an entry is handed out only
+//!   when its manifest is for the key asked for, its library name passes
+//!   the local store's rule ([`abicache_store::LibraryName`]), and the
+//!   library has the size and BLAKE3 the manifest records (checked by
+//!   `abicache_fs`'s one comparison). Whether it may be used — its payload
+//!   hashes to the key, its ed25519 signature (required, by one of
+//!   `ABICACHE_TRUSTED_KEYS`, when those are set), its audit — is decided by
+//!   the gate every outside entry passes (`abicache::gate`); the fetched
+//!   entry carries the manifest's exact bytes and its signature for it.
 //! - **Bounded downloads**: blobs are streamed to a temporary file and
 //!   hashed as they arrive; at most `ABICACHE_REMOTE_MAX_SIZE` bytes
 //!   (default 4 GiB) are read, and memory does not grow with the library.

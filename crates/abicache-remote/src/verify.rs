@@ -1,21 +1,25 @@
-//! Verification of a downloaded entry against the key that was asked for.
+//! Verification that a downloaded entry is intact (the key that was asked
+//! for, its manifest), and the signature check of downloaded objects.
 
 use abicache_fs::{Digest, Expected};
-use abicache_key::Payload;
 use abicache_store::{LibraryName, Manifest};
 
 use crate::entry_blob::Header;
-use crate::sign::{signature_message, PublicKey};
+use crate::sign::PublicKey;
 
-/// A downloaded entry that passed every check.
+/// A downloaded entry whose blob is intact: what it says it is. Whether it
+/// may be used (its payload against the key, its signature, its audit) is
+/// the gate's to decide (`abicache::gate`).
 #[derive(Debug, Clone)]
 pub struct Verified {
     /// Its manifest.
     pub manifest: Manifest,
+    /// The manifest's exact bytes, as a signature covers them.
+    pub manifest_json: Vec<u8>,
+    /// The signature the blob carries, unchecked.
+    pub signature: Option<crate::sign::Signature>,
     /// The library's file name, checked by the store's one rule.
     pub library_name: LibraryName,
-    /// The trusted key that signed it (hex), when trusted keys are configured.
-    pub signed_by: Option<String>,
 }
 
 /// Why an entry was rejected.
@@ -27,20 +31,13 @@ pub enum Rejection {
     Untrusted(String),
 }
 
-/// Checks a downloaded entry: the manifest is for `key` and its payload
-/// hashes to `key`; the library name passes the store's rule
-/// ([`LibraryName`]), so whatever the remote holds can be published locally;
-/// the library (as `library`, its size and BLAKE3 measured while it was
-/// streamed) is what the manifest records ([`Expected::check`], the same
-/// comparison as every local verification); and when `trusted` is not
-/// empty, the header carries a signature by one of those keys over the key
-/// and the whole manifest as uploaded.
-pub fn verify_entry(
-    key: &str,
-    header: Header,
-    library: &Digest,
-    trusted: &[PublicKey],
-) -> Result<Verified, Rejection> {
+/// Checks that a downloaded blob is intact: its manifest is for `key`; the
+/// library name passes the store's rule ([`LibraryName`]), so whatever the
+/// remote holds can be published locally; and the library (as `library`,
+/// its size and BLAKE3 measured while it was streamed) is what the manifest
+/// records ([`Expected::check`], the same comparison as every local
+/// verification). The payload, the signature and the audit are the gate's.
+pub fn verify_entry(key: &str, header: Header, library: &Digest) -> Result<Verified, Rejection> {
     let Header {
         manifest_json,
         manifest,
@@ -52,14 +49,6 @@ pub fn verify_entry(
             manifest.key
         )));
     }
-    let payload_key = Payload::parse(&manifest.payload)
-        .map_err(|e| Rejection::Corrupt(format!("its payload cannot be read: {e}")))?
-        .key();
-    if payload_key != key {
-        return Err(Rejection::Corrupt(format!(
-            "its payload hashes to `{payload_key}`, not to the key"
-        )));
-    }
     let library_name = LibraryName::parse(&manifest.library)
         .map_err(|e| Rejection::Corrupt(format!("its manifest has an {e}")))?;
     let expected = Expected {
@@ -69,26 +58,12 @@ pub fn verify_entry(
     expected.check(library).map_err(|mismatch| {
         Rejection::Corrupt(format!("the library has {mismatch} the manifest records"))
     })?;
-    let signed_by = match trusted {
-        [] => None,
-        _ => Some(check_signature(key, &manifest_json, signature, trusted)?),
-    };
     Ok(Verified {
         manifest,
+        manifest_json,
+        signature,
         library_name,
-        signed_by,
     })
-}
-
-/// The trusted key (hex) whose valid signature over `key` and
-/// `manifest_json` the entry carries.
-fn check_signature(
-    key: &str,
-    manifest_json: &[u8],
-    signature: Option<crate::sign::Signature>,
-    trusted: &[PublicKey],
-) -> Result<String, Rejection> {
-    check_signature_over(&signature_message(key, manifest_json), signature, trusted)
 }
 
 /// The trusted key (hex) whose valid signature over `message` was given;
@@ -122,33 +97,28 @@ pub(crate) fn check_signature_over(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sign::KeyPair;
+    use abicache_key::Payload;
 
     const PAYLOAD: &str = "format=1\nname=ext\n";
 
-    fn manifest(library: &[u8]) -> (String, Manifest) {
+    fn entry(library: &[u8]) -> (String, Header) {
         let key = Payload::parse(PAYLOAD).unwrap().key();
         let mut manifest = Manifest::new(&key, "ext", PAYLOAD);
         manifest.library = "libext.so".into();
         manifest.size = library.len() as u64;
         manifest.library_blake3 = blake3::hash(library).to_hex().to_string();
-        (key, manifest)
-    }
-
-    fn entry(library: &[u8]) -> (String, Header) {
-        let (key, manifest) = manifest(library);
         (key, Header::new(&manifest, None))
     }
 
     fn verify(key: &str, header: Header, library: &[u8]) -> Result<Verified, Rejection> {
-        verify_entry(key, header, &Digest::of(library), &[])
+        verify_entry(key, header, &Digest::of(library))
     }
 
     #[test]
-    fn intact_entry_verifies_without_trusted_keys() {
+    fn intact_entry_verifies() {
         let (key, header) = entry(b"lib");
         let ok = verify(&key, header, b"lib").unwrap();
-        assert!(ok.signed_by.is_none());
+        assert!(ok.signature.is_none());
         assert_eq!(ok.library_name.as_str(), "libext.so");
     }
 
@@ -165,12 +135,11 @@ mod tests {
     }
 
     #[test]
-    fn manifest_whose_payload_hashes_elsewhere_is_corrupt() {
-        let (key, mut header) = entry(b"lib");
-        header.manifest.payload.push_str("torch=2.9.0\n");
-        let err = verify(&key, header, b"lib").unwrap_err();
+    fn a_manifest_for_another_key_is_corrupt() {
+        let (_, header) = entry(b"lib");
+        let err = verify("0".repeat(64).as_str(), header, b"lib").unwrap_err();
         assert!(
-            matches!(&err, Rejection::Corrupt(r) if r.contains("payload hashes to")),
+            matches!(&err, Rejection::Corrupt(r) if r.contains("its manifest is for key")),
             "{err:?}"
         );
     }
@@ -194,64 +163,6 @@ mod tests {
                 "{name}: {err:?}"
             );
             assert!(LibraryName::parse(name).is_err());
-        }
-    }
-
-    #[test]
-    fn trusted_keys_require_a_valid_signature_by_one_of_them() {
-        let trusted = KeyPair::generate().unwrap();
-        let stranger = KeyPair::generate().unwrap();
-        let (key, manifest) = manifest(b"lib");
-        let lib = Digest::of(b"lib");
-        let unsigned = Header::new(&manifest, None);
-        assert_eq!(
-            verify_entry(&key, unsigned, &lib, &[trusted.public]).unwrap_err(),
-            Rejection::Untrusted("it is not signed".into())
-        );
-        let by_stranger = Header::new(&manifest, Some(&stranger.secret));
-        assert!(matches!(
-            verify_entry(&key, by_stranger, &lib, &[trusted.public]),
-            Err(Rejection::Untrusted(_))
-        ));
-        let by_trusted = Header::new(&manifest, Some(&trusted.secret));
-        let ok = verify_entry(
-            &key,
-            by_trusted.clone(),
-            &lib,
-            &[stranger.public, trusted.public],
-        )
-        .unwrap();
-        assert_eq!(ok.signed_by, Some(trusted.public.to_string()));
-        // A valid signature moved onto another library is refused.
-        let (_, other) = entry(b"evil");
-        let mut moved = other;
-        moved.signature = by_trusted.signature.clone();
-        assert!(verify_entry(&key, moved, &Digest::of(b"evil"), &[trusted.public]).is_err());
-    }
-
-    /// The signature covers the whole manifest: renaming the library or
-    /// changing any other field (here the toolchain) invalidates it, even
-    /// with the library bytes, key and payload unchanged.
-    #[test]
-    fn a_signed_manifest_with_any_field_changed_is_untrusted() {
-        let trusted = KeyPair::generate().unwrap();
-        let (key, manifest) = manifest(b"lib");
-        let signed = Header::new(&manifest, Some(&trusted.secret));
-        for tamper in [
-            |m: &mut Manifest| m.library = "renamed.so".into(),
-            |m: &mut Manifest| {
-                m.toolchain.insert("c++".into(), "evil".into());
-            },
-        ] {
-            let mut changed = manifest.clone();
-            tamper(&mut changed);
-            let mut forged = Header::new(&changed, None);
-            forged.signature = signed.signature.clone();
-            let err = verify_entry(&key, forged, &Digest::of(b"lib"), &[trusted.public]);
-            assert!(
-                matches!(&err, Err(Rejection::Untrusted(r)) if r.contains("does not match")),
-                "{err:?}"
-            );
         }
     }
 }

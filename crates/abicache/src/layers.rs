@@ -4,66 +4,93 @@
 //! the local cache and never written.
 //!
 //! The store checks ownership, modes, the layer's index and the library's
-//! BLAKE3 ([`abicache_store::ReadOnlyLayer`]). This module adds what needs
-//! the other crates, once per process per library: the manifest's payload
-//! must hash to its key, the library's imports must match what that key
-//! claims (the audit), and a layer with a signed index must carry a valid
-//! signature (by one of `ABICACHE_TRUSTED_KEYS` when those are set).
+//! BLAKE3 ([`abicache_store::ReadOnlyLayer`]). Then each entry passes the
+//! gate ([`crate::gate`]), once per process per library: the manifest's
+//! payload must hash to its key, the library's imports must match what
+//! that key claims (the audit), and a layer's index signature must be valid.
+//! With `ABICACHE_TRUSTED_KEYS` set, a layer serves nothing without an index
+//! signed by one of those keys, and an entry the layer's cache pulled
+//! unsigned (its `provenance.json`) is refused, as the local cache refuses it.
 
 use std::collections::{HashMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Mutex, OnceLock};
 
-use abicache_audit::audit_file;
 use abicache_fs::FileStamp;
-use abicache_key::Payload;
-use abicache_remote::Keys;
+use abicache_remote::{Keys, PublicKey};
 use abicache_store::{Hit, ReadOnlyLayer};
 
-use crate::entry_checks::{check_signature, no_scan, payload_claims};
+use crate::gate::{self, Refusal, Refused, Source};
+use crate::warning::Warning;
 
-/// The layers of this process's environment and config file, then
-/// `extra` (duplicates after the first dropped); a config file that cannot
-/// be read is returned as the warning to show, with the other layers.
-pub fn resolve(extra: &[PathBuf]) -> (Vec<ReadOnlyLayer>, Option<String>) {
-    let (mut roots, warning) = match abicache_remote::readonly_dirs() {
+/// One read-only layer and how refusals name it.
+#[derive(Debug, Clone)]
+pub struct Layer {
+    /// The store's view of it (its checks, its lookups).
+    pub store: ReadOnlyLayer,
+    /// A configured layer or an installed cache wheel.
+    pub source: Source,
+}
+
+/// The layers of this process's environment and config file, then the
+/// cache wheels `wheels` (duplicates after the first dropped); a config
+/// file that cannot be read is returned as the warning to show, with the
+/// other layers.
+pub fn resolve(wheels: &[PathBuf]) -> (Vec<Layer>, Option<String>) {
+    let (roots, warning) = match abicache_remote::readonly_dirs() {
         Ok(roots) => (roots, None),
         Err(e) => (
             Vec::new(),
             Some(format!("read-only cache layers disabled: {e}")),
         ),
     };
-    roots.extend(extra.iter().cloned());
     let mut seen = HashSet::new();
-    roots.retain(|r| seen.insert(r.clone()));
-    (roots.into_iter().map(ReadOnlyLayer::new).collect(), warning)
+    let layers = roots
+        .into_iter()
+        .map(|root| (root.clone(), Source::Layer(root)))
+        .chain(
+            wheels
+                .iter()
+                .map(|root| (root.clone(), Source::Wheel(root.clone()))),
+        )
+        .filter(|(root, _)| seen.insert(root.clone()))
+        .map(|(root, source)| Layer {
+            store: ReadOnlyLayer::new(root),
+            source,
+        })
+        .collect();
+    (layers, warning)
 }
 
 /// The first layer that serves `key`, in order, with the warnings about
 /// entries skipped on the way (each shown once per process).
-pub fn lookup(layers: &[ReadOnlyLayer], key: &str) -> (Option<Hit>, Vec<String>) {
+pub fn lookup(layers: &[Layer], key: &str) -> (Option<Hit>, Vec<Warning>) {
     let mut warnings = Vec::new();
+    let trusted = match trusted_keys() {
+        Ok(trusted) => trusted,
+        Err(refusal) => {
+            for layer in layers {
+                let refused = Refused::index(layer.source.clone(), refusal.clone());
+                warn_once(Warning::Refused(refused), &mut warnings);
+            }
+            return (None, warnings);
+        }
+    };
     for layer in layers {
-        if let Some(reason) = signature_refusal(layer) {
-            let text = format!(
-                "read-only cache layer `{}` skipped: {reason}",
-                layer.root().display()
-            );
-            warn_once(text, &mut warnings);
+        if let Some(refused) = signature_refusal(layer, trusted) {
+            warn_once(Warning::Refused(refused), &mut warnings);
             continue;
         }
-        let found = layer.lookup(key);
+        let found = layer.store.lookup(key);
         if let Some(warning) = found.warning {
-            warn_once(warning.to_string(), &mut warnings);
+            warn_once(Warning::Layer(warning.to_string()), &mut warnings);
         }
         let Some(hit) = found.hit else { continue };
-        match audit_refusal(&hit) {
+        let refusal = gate::check_provenance(&hit.dir, trusted).err();
+        match refusal.or_else(|| audit_refusal(&hit)) {
             None => return (Some(hit), warnings),
-            Some(reason) => warn_once(
-                format!(
-                    "read-only cache layer `{}`: entry `{key}` skipped: {reason}; it is built locally instead",
-                    layer.root().display()
-                ),
+            Some(refusal) => warn_once(
+                Warning::Refused(Refused::entry(layer.source.clone(), key, refusal)),
                 &mut warnings,
             ),
         }
@@ -71,47 +98,61 @@ pub fn lookup(layers: &[ReadOnlyLayer], key: &str) -> (Option<Hit>, Vec<String>)
     (None, warnings)
 }
 
-/// Adds `text` to `warnings` unless this process showed it already.
-fn warn_once(text: String, warnings: &mut Vec<String>) {
+/// Adds `warning` to `warnings` unless this process showed its text already.
+fn warn_once(warning: Warning, warnings: &mut Vec<Warning>) {
     static SHOWN: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();
     let fresh = SHOWN
         .get_or_init(Default::default)
         .lock()
-        .map_or(true, |mut shown| shown.insert(text.clone()));
+        .map_or(true, |mut shown| shown.insert(warning.to_string()));
     if fresh {
-        warnings.push(text);
+        warnings.push(warning);
     }
 }
 
+/// The trusted keys (`ABICACHE_TRUSTED_KEYS`, the config file's), read once
+/// per process; when they cannot be read, every layer is refused.
+fn trusted_keys() -> Result<&'static [PublicKey], Refusal> {
+    static TRUSTED: OnceLock<Result<Vec<PublicKey>, Refusal>> = OnceLock::new();
+    let keys = TRUSTED.get_or_init(|| {
+        Keys::resolve()
+            .map(|keys| keys.trusted)
+            .map_err(|e| Refusal::TrustedKeysUnreadable {
+                reason: e.to_string(),
+            })
+    });
+    keys.as_deref().map_err(Clone::clone)
+}
+
 /// Why the layer's index signature is refused, once per process per
-/// layer: a signature present must be valid; with trusted keys set, a
-/// layer that has an index must be signed by one of them. `None`: fine
-/// (or no index).
-fn signature_refusal(layer: &ReadOnlyLayer) -> Option<String> {
-    static CHECKED: OnceLock<Mutex<HashMap<PathBuf, Option<String>>>> = OnceLock::new();
+/// layer: a signature present must be valid; with trusted keys set, the
+/// layer must have an index signed by one of them (a layer without one
+/// serves nothing). `None`: fine (or no index and no trusted keys).
+fn signature_refusal(layer: &Layer, trusted: &[PublicKey]) -> Option<Refused> {
+    static CHECKED: OnceLock<Mutex<HashMap<PathBuf, Option<Refused>>>> = OnceLock::new();
     let memo = CHECKED.get_or_init(Default::default);
-    if let Some(known) = memo.lock().ok()?.get(layer.root()) {
+    let root = layer.store.root();
+    if let Some(known) = memo.lock().ok()?.get(root) {
         return known.clone();
     }
-    let refusal = layer.index_bytes().and_then(|(index, signature)| {
-        let trusted = match Keys::resolve() {
-            Ok(keys) => keys.trusted,
-            Err(e) => return Some(e.to_string()),
-        };
-        check_signature(&index, signature.as_deref(), &trusted)
-            .err()
-            .map(|e| e.refusing_to("use the layer"))
-    });
+    let refusal = match layer.store.index_bytes() {
+        Some((index, signature)) => {
+            gate::check_index_signature(&index, signature.as_deref(), trusted).err()
+        }
+        None if trusted.is_empty() => None,
+        None => Some(Refusal::Unsigned),
+    };
+    let refused = refusal.map(|r| Refused::index(layer.source.clone(), r));
     if let Ok(mut memo) = memo.lock() {
-        memo.insert(layer.root().to_owned(), refusal.clone());
+        memo.insert(root.to_owned(), refused.clone());
     }
-    refusal
+    refused
 }
 
 /// Why a layer hit must not be served: its payload does not hash to its
 /// key, or its library's imports contradict what the key claims. Checked
 /// once per process per library (by path and stat stamp).
-fn audit_refusal(hit: &Hit) -> Option<String> {
+fn audit_refusal(hit: &Hit) -> Option<Refusal> {
     static PASSED: OnceLock<Mutex<HashSet<(PathBuf, FileStamp)>>> = OnceLock::new();
     let stamp = std::fs::symlink_metadata(&hit.library)
         .map(|m| FileStamp::of(&m))
@@ -121,34 +162,14 @@ fn audit_refusal(hit: &Hit) -> Option<String> {
     if passed.lock().is_ok_and(|p| p.contains(&id)) {
         return None;
     }
-    let refusal = audit(
-        &hit.library,
-        &hit.manifest.name,
-        &hit.manifest.payload,
-        &hit.manifest.key,
-    );
+    let manifest = &hit.manifest;
+    let refusal = gate::payload_for_key(&manifest.key, &manifest.payload)
+        .and_then(|payload| gate::audit_against_payload(&hit.library, &manifest.name, payload))
+        .err();
     if refusal.is_none() {
         if let Ok(mut passed) = passed.lock() {
             passed.insert(id);
         }
     }
     refusal
-}
-
-fn audit(library: &Path, name: &str, payload: &str, key: &str) -> Option<String> {
-    let payload = match Payload::parse(payload) {
-        Ok(payload) => payload,
-        Err(e) => return Some(format!("its payload cannot be read ({e})")),
-    };
-    let payload_key = payload.key();
-    if payload_key != key {
-        return Some(format!(
-            "its payload hashes to `{payload_key}`, not to its key"
-        ));
-    }
-    let report = match audit_file(library) {
-        Ok(report) => report,
-        Err(e) => return Some(format!("its library cannot be audited ({e})")),
-    };
-    crate::key_audit::refusal_under_key(&report, &payload_claims(name, payload), &no_scan())
 }

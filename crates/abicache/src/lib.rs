@@ -11,6 +11,9 @@
 //! The fleet tools (prebuild of a matrix, interpreter probes, bundles and
 //! cache wheels) are the `abicache-fleet` crate, over this one; an entry
 //! they ship is used here as a read-only [`layers`] layer.
+//! Every entry from outside the local cache (a layer, a cache wheel, the
+//! remote cache, a bundle) passes the [`gate`] first, and is refused in one
+//! wording per reason ([`Refused`]).
 //!
 //! ```
 //! use abicache::key::{Environment, ExtensionSpec, StableTarget};
@@ -31,10 +34,10 @@
 
 #![deny(missing_docs)]
 
-pub mod entry_checks;
 pub mod env_vars;
 mod error;
 mod explain;
+pub mod gate;
 mod gpu;
 mod key_audit;
 pub mod key_code;
@@ -46,9 +49,9 @@ mod remote_objects;
 mod session;
 mod warning;
 
-pub use entry_checks::BundleRefusal;
 pub use error::{os_errno, Error, ErrorKind, Result, TorchDirProblem};
 pub use explain::{explain, render_explanation, ClosestEntry, Explanation};
+pub use gate::{Refusal, Refused};
 pub use gpu::{default_cuda_archs, visible_gpu_archs};
 pub use key_audit::{audit_against_key, refusal_under_key, AuditVerdict};
 pub use pch::PchMode;

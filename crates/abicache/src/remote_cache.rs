@@ -5,12 +5,12 @@
 //! Every remote failure — unreachable, timed out, refused, corrupt,
 //! untrusted — is one warning line and a local build, never a failed load.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
-use abicache_remote::{Remote, RemoteConfig, RemoteError, Upload};
+use abicache_remote::{Fetched, Remote, RemoteConfig, RemoteError, Upload};
 use abicache_store::{BuildGuard, Claim, EntryInfo, Event, Hit, Provenance, Store};
 
-use crate::key_audit::{audit_against_key, AuditVerdict};
+use crate::gate::{self, Refusal, Refused, Signed, Source};
 use crate::prepared::Prepared;
 use crate::warning::Warning;
 
@@ -97,10 +97,10 @@ impl RemoteCache {
         self.upload && self.remote.config().mode == abicache_remote::Mode::ReadWrite
     }
 
-    /// Copies `key`'s remote entry into `store` (verified, signature checked
-    /// when trusted keys are configured). Unlike a build's lookup it does not
-    /// re-audit the library: there is no spec to audit it against. A bad
-    /// remote entry is [`Pulled::Rejected`], not an error; only a remote that
+    /// Copies `key`'s remote entry into `store` once it passed the gate
+    /// ([`crate::gate`]: payload, signature, and the audit against what its
+    /// payload claims, as there is no spec to audit it against). A bad remote
+    /// entry is [`Pulled::Rejected`], not an error; only a remote that
     /// cannot be reached (or a local store that fails) is an error.
     pub fn pull(&self, store: &Store, key: &str) -> Result<Pulled, RemoteError> {
         let guard = match store.lookup_or_lock(key)? {
@@ -118,18 +118,54 @@ impl RemoteCache {
             }
             Err(e) => return Err(e),
         };
-        let compile_seconds = fetched.manifest.compile_seconds;
-        let name = fetched.manifest.library.clone();
-        self.provenance(fetched.signed_by.clone())
+        let admitted = self.admit(key, &fetched).and_then(|signed| {
+            let payload = gate::payload_for_key(key, &fetched.manifest.payload)
+                .map_err(|r| self.refused(key, r))?;
+            gate::audit_against_payload(&fetched.library, &fetched.manifest.name, payload)
+                .map(|report| (signed, serde_json::to_value(&report).unwrap_or_default()))
+                .map_err(|r| self.refused(key, r))
+        });
+        let (signed, audit) = match admitted {
+            Ok(admitted) => admitted,
+            Err(refused) => {
+                let _ = store.record(Event::RemoteError);
+                return Ok(Pulled::Rejected {
+                    warning: refused.to_string(),
+                });
+            }
+        };
+        let bytes = fetched.bytes;
+        let mut manifest = fetched.manifest;
+        manifest.audit = Some(audit);
+        let compile_seconds = manifest.compile_seconds;
+        let name = manifest.library.clone();
+        self.provenance(signed.signer)
             .write_into(guard.temp_dir())?;
-        let _ = guard.publish(&name, fetched.manifest)?;
+        let _ = guard.publish(&name, manifest)?;
         store.record(Event::RemoteHit {
-            bytes: fetched.bytes,
+            bytes,
             compile_seconds,
         })?;
-        Ok(Pulled::Downloaded {
-            bytes: fetched.bytes,
-        })
+        Ok(Pulled::Downloaded { bytes })
+    }
+
+    /// The gate's checks of a downloaded entry that need no spec: its
+    /// payload hashes to `key`, and its signature (required, by a trusted
+    /// key, when trusted keys are set).
+    fn admit(&self, key: &str, fetched: &Fetched) -> Result<Signed, Refused> {
+        gate::payload_for_key(key, &fetched.manifest.payload).map_err(|r| self.refused(key, r))?;
+        let message = abicache_remote::signature_message(key, &fetched.manifest_json);
+        gate::check_signature(
+            &message,
+            fetched.signature.as_ref(),
+            &self.remote.config().trusted_keys,
+        )
+        .map_err(|r| self.refused(key, r))
+    }
+
+    /// `refusal` of `key`'s entry on this remote.
+    fn refused(&self, key: &str, refusal: Refusal) -> Refused {
+        Refused::entry(Source::Remote(self.remote.url().to_owned()), key, refusal)
     }
 
     /// What an entry pulled from this remote records about where it came from.
@@ -156,7 +192,8 @@ impl RemoteCache {
     }
 
     /// The lookup of a build that missed locally and holds the key's lock:
-    /// a verified download that also passes the audit is published and
+    /// an intact download that passes the gate ([`crate::gate`]: payload,
+    /// signature, the audit against the build's key) is published and
     /// returned; anything else gives the guard back to build with. Failures
     /// add one line to `warnings` and are counted.
     pub(crate) fn fetch_locked(
@@ -184,13 +221,18 @@ impl RemoteCache {
                 return Ok(Fetch::Build(guard, state));
             }
         };
-        let rejected = match audit_against_key(&fetched.library, &prepared.keyed, &prepared.scan) {
-            Ok(AuditVerdict::Passed(audit)) => {
+        let admitted = self.admit(key, &fetched).and_then(|signed| {
+            gate::audit_keyed(&fetched.library, &prepared.keyed, &prepared.scan)
+                .map(|audit| (signed, audit))
+                .map_err(|r| self.refused(key, r))
+        });
+        let refused = match admitted {
+            Ok((signed, audit)) => {
                 let mut manifest = fetched.manifest;
                 manifest.audit = Some(audit);
                 let compile_seconds = manifest.compile_seconds;
                 let name = manifest.library.clone();
-                self.provenance(fetched.signed_by.clone())
+                self.provenance(signed.signer)
                     .write_into(guard.temp_dir())?;
                 let published = guard.publish(&name, manifest)?;
                 store.record(Event::RemoteHit {
@@ -199,16 +241,11 @@ impl RemoteCache {
                 })?;
                 return Ok(Fetch::Hit(published.hit));
             }
-            Ok(AuditVerdict::Refused(message)) => message,
-            Err(e) => e.to_string(),
+            Err(refused) => refused,
         };
         let _ = fs_err::remove_file(&fetched.library);
         store.record(Event::RemoteError)?;
-        warnings.push(Warning::RemoteRefused {
-            key: key.clone(),
-            url: self.remote.url().to_owned(),
-            reason: rejected.lines().next().unwrap_or_default().to_owned(),
-        });
+        warnings.push(Warning::Refused(refused));
         Ok(Fetch::Build(guard, RemoteState::Rejected))
     }
 
@@ -244,6 +281,19 @@ impl RemoteCache {
             }
         }
         true
+    }
+}
+
+/// A session's remote cache, resolved from the environment on first use
+/// (shared by its remote source, its object cache and its uploads).
+pub(crate) type RemoteSlot = OnceLock<Result<Option<RemoteCache>, Arc<RemoteError>>>;
+
+/// The remote cache of `slot`, resolved from the environment (`ABICACHE_REMOTE`,
+/// the config file) on first use; a configuration error for the caller's warning.
+pub(crate) fn resolve(slot: &RemoteSlot) -> Result<Option<&RemoteCache>, Arc<RemoteError>> {
+    match slot.get_or_init(|| RemoteCache::from_env(None).map_err(Arc::new)) {
+        Ok(remote) => Ok(remote.as_ref()),
+        Err(e) => Err(Arc::clone(e)),
     }
 }
 

@@ -12,18 +12,20 @@ use abicache_fs::FileStamp;
 use abicache_isa::Requirement;
 use abicache_key::{compute_key, native_cpu_flags, Environment, ExtensionSpec};
 use abicache_scan::{ScanConfig, StatCache};
-use abicache_store::{Claim, Event, Hit, Manifest, Store, StoreWarning};
+use abicache_store::{BuildGuard, Claim, Event, Hit, Manifest, Store};
 use serde::Serialize;
 
 use crate::error::{Error, Result, TorchDirProblem};
 use crate::key_audit::{audit_against_key, AuditVerdict};
 use crate::pch::{default_umbrellas, PchMode, PchPlan};
 use crate::prepared::Prepared;
-use crate::remote_cache::{Fetch, RemoteCache, RemoteState};
+use crate::remote_cache::{RemoteCache, RemoteSlot, RemoteState};
 use crate::remote_objects::SharedObjects;
 use crate::warning::Warning;
 use abicache_remote::RemoteError;
+use sources::{Ask, Candidate, EntrySource, Origin};
 
+mod sources;
 mod warm_key;
 pub mod warm_load;
 pub use warm_key::{key_memos, RememberedKey};
@@ -63,17 +65,15 @@ pub struct Session {
     nvcc: OnceLock<Nvcc>,
     /// The remote cache: set by [`Session::with_remote`], else resolved from
     /// the environment at the first build (an error is a warning per build).
-    remote: OnceLock<std::result::Result<Option<RemoteCache>, Arc<RemoteError>>>,
+    remote: Arc<RemoteSlot>,
     /// Stops a running build when set (Ctrl-C from Python).
     cancel: Cancel,
     /// Cache writes left to a thread of their own ([`Session::settle`]).
     writes: write_behind::WriteBehind,
-    /// Read-only layer roots added by the caller (installed cache wheels),
-    /// consulted after `ABICACHE_READONLY_DIRS`'.
-    extra_layers: Vec<PathBuf>,
-    /// The read-only layers, resolved on first use (a config file that
-    /// cannot be read is the warning kept beside them).
-    layers: OnceLock<(Vec<abicache_store::ReadOnlyLayer>, Option<String>)>,
+    /// Where a key's entry is looked for, in order: the local cache, the
+    /// read-only layers and cache wheels, the remote cache
+    /// ([`sources::in_order`]). Each resolves what it needs on its first lookup.
+    sources: Vec<Box<dyn EntrySource>>,
 }
 
 /// The answer of [`Session::build`].
@@ -123,13 +123,18 @@ pub struct Outcome {
     pub layer: bool,
 }
 
-/// What [`Session::claim`] found: an entry to use, or the build lock with
-/// the remote cache to try first.
-enum Claimed<'a> {
-    Hit(Hit),
-    /// A verified entry of a read-only layer (already counted).
-    LayerHit(Hit),
-    Build(abicache_store::BuildGuard, Option<&'a RemoteCache>),
+/// What [`Session::find_entry`] came to: an entry a source serves, or the
+/// key's build lock to build it with.
+enum Found {
+    /// An entry to serve.
+    Entry(Candidate),
+    /// No source has it: build it under this lock.
+    Build {
+        /// The key's build lock.
+        guard: BuildGuard,
+        /// How the remote answered (it decides the upload).
+        remote_state: RemoteState,
+    },
 }
 
 impl Outcome {
@@ -208,7 +213,10 @@ impl Session {
             .filter_map(|t| t.parent())
             .map(Path::to_path_buf)
             .collect();
+        let remote = Arc::new(RemoteSlot::new());
         Session {
+            sources: sources::in_order(Vec::new(), &remote),
+            remote,
             store: OnceLock::new(),
             cache_dir,
             env,
@@ -217,45 +225,24 @@ impl Session {
             arch_list_env: crate::env_vars::var(crate::env_vars::TORCH_CUDA_ARCH_LIST),
             options: SessionOptions::default(),
             nvcc: OnceLock::new(),
-            remote: OnceLock::new(),
             cancel: Cancel::new(),
             writes: write_behind::WriteBehind::default(),
-            extra_layers: Vec::new(),
-            layers: OnceLock::new(),
         }
     }
 
-    /// Adds read-only cache layers (cache roots never written), consulted
-    /// in order after the local cache and after `ABICACHE_READONLY_DIRS`
-    /// (see [`crate::layers`]).
+    /// Adds read-only cache layers (cache roots never written: installed
+    /// cache wheels), consulted in order after the local cache and after
+    /// `ABICACHE_READONLY_DIRS` (see [`crate::layers`]).
     pub fn with_layers(mut self, roots: Vec<PathBuf>) -> Self {
-        self.extra_layers = roots;
-        self.layers = OnceLock::new();
+        self.sources = sources::in_order(roots, &self.remote);
         self
     }
 
-    /// A verified entry for `key` from a read-only layer, counted as a
-    /// layer hit in the local cache; `None` when no layer serves it.
-    /// Warnings about skipped layer entries go to `warnings`.
-    fn layer_hit(&self, key: &str, warnings: &mut Vec<Warning>) -> Option<Hit> {
-        let (layers, problem) = self
-            .layers
-            .get_or_init(|| crate::layers::resolve(&self.extra_layers));
-        if layers.is_empty() {
-            warnings.extend(problem.clone().map(Warning::Layer));
-            return None;
-        }
-        let (hit, found) = crate::layers::lookup(layers, key);
-        warnings.extend(found.into_iter().map(Warning::Layer));
-        warnings.extend(problem.clone().map(Warning::Layer));
-        let hit = hit?;
-        self.count(
-            &[Event::LayerHit {
-                compile_seconds: hit.manifest.compile_seconds,
-            }],
-            warnings,
-        );
-        Some(hit)
+    /// The sources a key's entry is looked for in, in the order they are
+    /// tried (`local cache`, `read-only layers`, `remote cache`); only the
+    /// local cache's entries skip the gate ([`crate::gate`]).
+    pub fn source_order(&self) -> Vec<&'static str> {
+        self.sources.iter().map(|s| s.describe()).collect()
     }
 
     /// Replaces the directories searched for NVIDIA's pip wheels.
@@ -289,13 +276,7 @@ impl Session {
     /// The remote cache, resolved from the environment on first use; a
     /// configuration error is returned for the caller's warning.
     fn remote(&self) -> std::result::Result<Option<&RemoteCache>, Arc<RemoteError>> {
-        match self
-            .remote
-            .get_or_init(|| RemoteCache::from_env(None).map_err(Arc::new))
-        {
-            Ok(remote) => Ok(remote.as_ref()),
-            Err(e) => Err(Arc::clone(e)),
-        }
+        crate::remote_cache::resolve(&self.remote)
     }
 
     /// Where the stat cache of scanned files lives (`<cache>/v1/scan-facts.bin`);
@@ -433,34 +414,19 @@ impl Session {
             }
         }
         let prepared = self.prepare(spec, root)?;
-        let (guard, remote) = match self.claim(&prepared.keyed.key, &mut warnings)? {
-            Claimed::Hit(hit) => return self.finish_hit(hit, &prepared, started, warnings),
-            Claimed::LayerHit(hit) => {
-                let key = prepared.keyed.key.clone();
-                return Ok(Outcome::cached(hit, key, started, warnings).layered());
+        let (guard, remote_state) = match self.find_entry(&prepared, &mut warnings)? {
+            Found::Entry(found) => {
+                return self.serve(found, &prepared, started, warnings);
             }
-            Claimed::Build(guard, remote) => (guard, remote),
+            Found::Build {
+                guard,
+                remote_state,
+            } => (guard, remote_state),
         };
-        // One miss per build, counted by the process that builds.
-        self.count(&[Event::Miss], &mut warnings);
-        let (guard, remote_state) = match remote {
-            Some(remote) if !self.options.rebuild => {
-                match remote.fetch_locked(self.opened(), guard, &prepared, &mut warnings)? {
-                    // Verified, audited and counted (as a remote hit) by `fetch_locked`.
-                    Fetch::Hit(hit) => {
-                        return Ok(Outcome::cached(
-                            hit,
-                            prepared.keyed.key.clone(),
-                            started,
-                            warnings,
-                        )
-                        .downloaded())
-                    }
-                    Fetch::Build(guard, state) => (guard, state),
-                }
-            }
-            _ => (guard, RemoteState::NotAsked),
-        };
+        let remote = self.remote().unwrap_or_else(|e| {
+            warnings.push(Warning::RemoteDisabled(e));
+            None
+        });
         // Objects go through the remote too, unless it failed already.
         let object_remote =
             remote.filter(|_| !self.options.rebuild && remote_state != RemoteState::Unavailable);
@@ -512,50 +478,84 @@ impl Session {
         })
     }
 
-    /// Looks `key` up (unless rebuilding) and, on a miss, takes its build
-    /// lock; a hit published while waiting for the lock is a hit. The
-    /// remote cache is resolved here (a configuration error is a warning),
-    /// and corrupt entries found on the way are counted.
-    fn claim(&self, key: &str, warnings: &mut Vec<Warning>) -> Result<Claimed<'_>> {
+    /// Looks the prepared key up along the sources in order (none when
+    /// rebuilding). The key's build lock is taken before the first source
+    /// that publishes locally (the remote), or after the last: an entry
+    /// published while waiting for it is a local hit, and otherwise one
+    /// miss is counted, by the process that builds.
+    fn find_entry(&self, prepared: &Prepared, warnings: &mut Vec<Warning>) -> Result<Found> {
         let store = self.store()?;
-        if !self.options.rebuild {
-            let lookup = store.lookup(key)?;
-            self.note_corrupt(&lookup.warnings, warnings);
-            if let Some(hit) = lookup.hit {
-                return Ok(Claimed::Hit(hit));
-            }
-            if let Some(hit) = self.layer_hit(key, warnings) {
-                return Ok(Claimed::LayerHit(hit));
-            }
-        }
-        let remote = self.remote().unwrap_or_else(|e| {
-            warnings.push(Warning::RemoteDisabled(e));
-            None
-        });
+        let key = &prepared.keyed.key;
         if self.options.rebuild {
-            return Ok(Claimed::Build(store.begin_build(key)?, remote));
+            let guard = store.begin_build(key)?;
+            self.count(&[Event::Miss], warnings);
+            return Ok(Found::Build {
+                guard,
+                remote_state: RemoteState::NotAsked,
+            });
         }
-        Ok(match store.lookup_or_lock(key)? {
-            Claim::Hit { hit, warnings: w } => {
-                // Another process built it while we waited: a hit, not a miss.
-                self.note_corrupt(&w, warnings);
-                Claimed::Hit(hit)
+        let mut ask = Ask {
+            key,
+            store,
+            prepared: Some(prepared),
+            guard: None,
+            remote_state: RemoteState::NotAsked,
+            warnings,
+        };
+        for source in &self.sources {
+            if source.publishes_locally() && ask.guard.is_none() {
+                if let Some(found) = lock(&mut ask)? {
+                    return Ok(Found::Entry(found));
+                }
             }
-            Claim::Build { guard, warnings: w } => {
-                self.note_corrupt(&w, warnings);
-                Claimed::Build(guard, remote)
+            if let Some(found) = source.lookup(&mut ask)? {
+                return Ok(Found::Entry(found));
             }
+        }
+        if ask.guard.is_none() {
+            if let Some(found) = lock(&mut ask)? {
+                return Ok(Found::Entry(found));
+            }
+        }
+        Ok(Found::Build {
+            guard: ask.guard.expect("the lock is taken when no source served"),
+            remote_state: ask.remote_state,
         })
     }
 
-    /// Counts the corrupt entries a lookup found (the store counts nothing
-    /// itself) and adds their warnings to `warnings`.
-    fn note_corrupt(&self, found: &[StoreWarning], warnings: &mut Vec<Warning>) {
-        if found.is_empty() {
-            return;
+    /// The warm path's lookup (no scan, no lock): the sources before the
+    /// first that publishes locally, in order, until one serves `key`.
+    fn find_served(&self, key: &str, warnings: &mut Vec<Warning>) -> Result<Option<Candidate>> {
+        let mut ask = Ask {
+            key,
+            store: self.store()?,
+            prepared: None,
+            guard: None,
+            remote_state: RemoteState::NotAsked,
+            warnings,
+        };
+        for source in self.sources.iter().take_while(|s| !s.publishes_locally()) {
+            if let Some(found) = source.lookup(&mut ask)? {
+                return Ok(Some(found));
+            }
         }
-        warnings.extend(found.iter().cloned().map(Warning::Corrupt));
-        self.count(&vec![Event::Corrupt; found.len()], warnings);
+        Ok(None)
+    }
+
+    /// The outcome of an entry a source served for the prepared key.
+    fn serve(
+        &self,
+        found: Candidate,
+        prepared: &Prepared,
+        started: Instant,
+        warnings: Vec<Warning>,
+    ) -> Result<Outcome> {
+        let key = prepared.keyed.key.clone();
+        match found.origin {
+            Origin::Local => self.finish_hit(found.hit, prepared, started, warnings),
+            Origin::Layer => Ok(Outcome::cached(found.hit, key, started, warnings).layered()),
+            Origin::Remote => Ok(Outcome::cached(found.hit, key, started, warnings).downloaded()),
+        }
     }
 
     /// Counts `events`, best effort: a cache whose counters cannot be
@@ -580,18 +580,24 @@ impl Session {
         let Some(key) = self.memo_key(spec, &env, root) else {
             return Ok(None);
         };
-        let lookup = self.store()?.lookup(&key)?;
-        self.note_corrupt(&lookup.warnings, warnings);
-        match lookup.hit {
-            Some(hit) if hit.manifest.audit.is_some() => {
+        match self.find_served(&key, warnings)? {
+            Some(Candidate {
+                hit,
+                origin: Origin::Local,
+            }) if hit.manifest.audit.is_some() => {
                 let warnings = std::mem::take(warnings);
                 Ok(Some(self.hit_outcome(hit, key, started, warnings)))
             }
-            Some(_) => Ok(None),
-            None => Ok(self.layer_hit(&key, warnings).map(|hit| {
+            // Audited on the full path; a miss is looked up there too.
+            Some(Candidate {
+                origin: Origin::Local,
+                ..
+            })
+            | None => Ok(None),
+            Some(Candidate { hit, .. }) => {
                 let warnings = std::mem::take(warnings);
-                Outcome::cached(hit, key, started, warnings).layered()
-            })),
+                Ok(Some(Outcome::cached(hit, key, started, warnings).layered()))
+            }
         }
     }
 
@@ -890,6 +896,28 @@ impl Session {
                 keyed: keyed.unwrap_or_default().to_owned(),
                 here,
             }),
+        }
+    }
+}
+
+/// Takes the key's build lock for `ask`: an entry published while waiting
+/// for it is a local hit; otherwise the lock is kept in `ask` and one miss
+/// is counted. Corrupt entries found on the way are counted.
+fn lock(ask: &mut Ask<'_>) -> Result<Option<Candidate>> {
+    match ask.store.lookup_or_lock(ask.key)? {
+        Claim::Hit { hit, warnings } => {
+            // Another process built it while we waited: a hit, not a miss.
+            ask.note_corrupt(warnings);
+            Ok(Some(Candidate {
+                hit,
+                origin: Origin::Local,
+            }))
+        }
+        Claim::Build { guard, warnings } => {
+            ask.note_corrupt(warnings);
+            ask.guard = Some(guard);
+            ask.count(&[Event::Miss]);
+            Ok(None)
         }
     }
 }

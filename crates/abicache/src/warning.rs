@@ -10,6 +10,8 @@ use std::sync::Arc;
 use abicache_remote::RemoteError;
 use abicache_store::{StoreError, StoreWarning};
 
+use crate::gate::Refused;
+
 /// One warning of a call ([`crate::Outcome::warnings`]).
 #[derive(Debug, Clone)]
 pub enum Warning {
@@ -22,15 +24,9 @@ pub enum Warning {
     RemoteDisabled(Arc<RemoteError>),
     /// Fetching the entry from the remote cache failed; built locally.
     RemoteFetch(Arc<RemoteError>),
-    /// The remote cache's entry was refused by the audit; built locally.
-    RemoteRefused {
-        /// The entry's key.
-        key: String,
-        /// The remote cache.
-        url: String,
-        /// The first line of the audit's refusal.
-        reason: String,
-    },
+    /// An entry from outside (a read-only layer, a cache wheel, the remote
+    /// cache) was refused by the gate ([`crate::gate`]); built locally.
+    Refused(Refused),
     /// Uploading the built entry failed; it was not uploaded.
     RemoteUpload(Arc<RemoteError>),
     /// A unit's object could not be fetched from the remote; compiled here.
@@ -92,11 +88,7 @@ impl fmt::Display for Warning {
             | Warning::Layer(text) => f.write_str(text),
             Warning::RemoteDisabled(e) => write!(f, "remote cache disabled: {e}"),
             Warning::RemoteFetch(e) => write!(f, "remote cache: {e}; building locally"),
-            Warning::RemoteRefused { key, url, reason } => write!(
-                f,
-                "remote cache: entry `{key}` on `{url}` was refused by the audit ({reason}); \
-                 building locally"
-            ),
+            Warning::Refused(refused) => write!(f, "{refused}"),
             Warning::RemoteUpload(e) => write!(f, "remote cache: {e}; the entry was not uploaded"),
             Warning::ObjectFetch { unit, error } => {
                 write!(f, "remote cache: {error}; compiling `{unit}` locally")

@@ -1,0 +1,222 @@
+//! Where a session looks for a key's entry: a list of [`EntrySource`]s
+//! built when the session is made, tried in its order. Today: the local
+//! cache, then the read-only layers and installed cache wheels, then the
+//! remote cache. Every source but the local cache hands out only what
+//! passed the gate ([`crate::gate`]). Bundles are not looked up: they are
+//! imported ((`abicache_fleet::bundle`)), through the same gate.
+
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+
+use abicache_store::{BuildGuard, Event, Hit, Store, StoreWarning};
+
+use crate::error::Result;
+use crate::layers::Layer;
+use crate::prepared::Prepared;
+use crate::remote_cache::{Fetch, RemoteSlot, RemoteState};
+use crate::warning::Warning;
+
+/// The sources of a session, in the order they are tried: the local cache,
+/// the read-only layers (`ABICACHE_READONLY_DIRS`, then the cache wheels
+/// `wheels`), the remote cache (`remote`, resolved on first use).
+pub(crate) fn in_order(
+    wheels: Vec<PathBuf>,
+    remote: &Arc<RemoteSlot>,
+) -> Vec<Box<dyn EntrySource>> {
+    vec![
+        Box::new(LocalCache),
+        Box::new(Layers {
+            wheels,
+            resolved: OnceLock::new(),
+        }),
+        Box::new(RemoteSource(Arc::clone(remote))),
+    ]
+}
+
+/// A place a key's entry may be found.
+pub(crate) trait EntrySource: Send + Sync {
+    /// What it is, in words (`local cache`, `read-only layers`, `remote cache`).
+    fn describe(&self) -> &'static str;
+
+    /// True when it publishes what it finds into the local cache, so it is
+    /// asked only while holding the key's build lock ([`Ask::guard`]), and
+    /// only with the key's scan at hand ([`Ask::prepared`]).
+    fn publishes_locally(&self) -> bool {
+        false
+    }
+
+    /// The verified entry for [`Ask::key`]; `None` to try the next source.
+    /// What was skipped on the way goes to [`Ask::warnings`].
+    fn lookup(&self, ask: &mut Ask<'_>) -> Result<Option<Candidate>>;
+}
+
+/// Which kind of source served an entry (how the outcome describes it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Origin {
+    /// The local cache: counted as a hit by the session.
+    Local,
+    /// A read-only layer or cache wheel, served in place (counted as a layer hit).
+    Layer,
+    /// Downloaded from the remote cache and published locally (counted as a remote hit).
+    Remote,
+}
+
+/// An entry a source found.
+#[derive(Debug)]
+pub(crate) struct Candidate {
+    /// The verified entry.
+    pub hit: Hit,
+    /// Where it came from.
+    pub origin: Origin,
+}
+
+/// One lookup of a key, passed along the sources.
+pub(crate) struct Ask<'a> {
+    /// The key asked for.
+    pub key: &'a str,
+    /// The local cache (counters, publishing).
+    pub store: &'a Store,
+    /// The key's scan and key; `None` on the warm path, which asks only
+    /// sources that do not publish locally.
+    pub prepared: Option<&'a Prepared>,
+    /// The key's build lock, once taken.
+    pub guard: Option<BuildGuard>,
+    /// How the remote answered (it decides the upload after a build).
+    pub remote_state: RemoteState,
+    /// Warnings of the call.
+    pub warnings: &'a mut Vec<Warning>,
+}
+
+impl Ask<'_> {
+    /// Counts `events`, best effort: a cache whose counters cannot be
+    /// written still serves; the first such failure becomes a warning.
+    pub fn count(&mut self, events: &[Event]) {
+        self.warnings
+            .extend(self.store.count(events).map(Warning::Counters));
+    }
+
+    /// Counts the corrupt entries a local lookup found (the store counts
+    /// nothing itself) and adds their warnings.
+    pub fn note_corrupt(&mut self, found: Vec<StoreWarning>) {
+        if found.is_empty() {
+            return;
+        }
+        let events = vec![Event::Corrupt; found.len()];
+        self.warnings
+            .extend(found.into_iter().map(Warning::Corrupt));
+        self.count(&events);
+    }
+}
+
+/// The local cache: its own entries, verified by the store (no gate: they
+/// were built and audited here, or passed the gate when they came in).
+pub(crate) struct LocalCache;
+
+impl EntrySource for LocalCache {
+    fn describe(&self) -> &'static str {
+        "local cache"
+    }
+
+    fn lookup(&self, ask: &mut Ask<'_>) -> Result<Option<Candidate>> {
+        let lookup = ask.store.lookup(ask.key)?;
+        ask.note_corrupt(lookup.warnings);
+        Ok(lookup.hit.map(|hit| Candidate {
+            hit,
+            origin: Origin::Local,
+        }))
+    }
+}
+
+/// The read-only layers and installed cache wheels, resolved on the first
+/// lookup (so a local hit reads no configuration); each entry served has
+/// passed the store's layer checks and the gate ([`crate::layers`]).
+struct Layers {
+    wheels: Vec<PathBuf>,
+    /// The layers, with the warning of a config file that cannot be read.
+    resolved: OnceLock<(Vec<Layer>, Option<String>)>,
+}
+
+impl EntrySource for Layers {
+    fn describe(&self) -> &'static str {
+        "read-only layers"
+    }
+
+    fn lookup(&self, ask: &mut Ask<'_>) -> Result<Option<Candidate>> {
+        let (layers, problem) = self
+            .resolved
+            .get_or_init(|| crate::layers::resolve(&self.wheels));
+        let problem = problem.clone().map(Warning::Layer);
+        if layers.is_empty() {
+            ask.warnings.extend(problem);
+            return Ok(None);
+        }
+        let (hit, found) = crate::layers::lookup(layers, ask.key);
+        ask.warnings.extend(found);
+        ask.warnings.extend(problem);
+        let Some(hit) = hit else { return Ok(None) };
+        ask.count(&[Event::LayerHit {
+            compile_seconds: hit.manifest.compile_seconds,
+        }]);
+        Ok(Some(Candidate {
+            hit,
+            origin: Origin::Layer,
+        }))
+    }
+}
+
+/// The remote cache: downloads under the key's build lock, then the gate
+/// ([`crate::remote_cache`]); a configuration error is the session's warning.
+struct RemoteSource(Arc<RemoteSlot>);
+
+impl EntrySource for RemoteSource {
+    fn describe(&self) -> &'static str {
+        "remote cache"
+    }
+
+    fn publishes_locally(&self) -> bool {
+        true
+    }
+
+    fn lookup(&self, ask: &mut Ask<'_>) -> Result<Option<Candidate>> {
+        let (Some(prepared), Ok(Some(remote))) =
+            (ask.prepared, crate::remote_cache::resolve(&self.0))
+        else {
+            return Ok(None);
+        };
+        let Some(guard) = ask.guard.take() else {
+            return Ok(None);
+        };
+        match remote.fetch_locked(ask.store, guard, prepared, ask.warnings)? {
+            // Verified, passed the gate and counted (as a remote hit) by `fetch_locked`.
+            Fetch::Hit(hit) => Ok(Some(Candidate {
+                hit,
+                origin: Origin::Remote,
+            })),
+            Fetch::Build(guard, state) => {
+                ask.guard = Some(guard);
+                ask.remote_state = state;
+                Ok(None)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_local_cache_is_tried_first_then_the_layers_then_the_remote() {
+        let env = abicache_test_support::environment::cpython312("2.9.1");
+        let session = crate::Session::open_lazily(None, env);
+        assert_eq!(
+            session.source_order(),
+            ["local cache", "read-only layers", "remote cache"]
+        );
+        // Only the remote publishes into the local cache, so only it is
+        // asked under the key's build lock (and never on the warm path).
+        let locking: Vec<bool> = super::in_order(Vec::new(), &Default::default())
+            .iter()
+            .map(|s| s.publishes_locally())
+            .collect();
+        assert_eq!(locking, [false, false, true]);
+    }
+}
