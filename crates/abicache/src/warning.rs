@@ -70,6 +70,9 @@ pub enum Warning {
         /// Why.
         reason: String,
     },
+    /// The shared PCH slots directory was refused (another user's, or
+    /// writable by others); the slot was taken in the cache (the store's text).
+    PchSlotsMoved(String),
     /// The compiler rejected a precompiled header; it was removed.
     PchRejected {
         /// Its directory.
@@ -92,6 +95,7 @@ impl fmt::Display for Warning {
             Warning::Counters(text)
             | Warning::ObjectDiscarded(text)
             | Warning::JobsCapped(text)
+            | Warning::PchSlotsMoved(text)
             | Warning::PchRemoved(text)
             | Warning::Layer(text) => f.write_str(text),
             Warning::RemoteDisabled(e) => write!(f, "remote cache disabled: {e}"),
