@@ -28,6 +28,7 @@ use abicache_store::{ObjectCache, ObjectCheck};
 
 use crate::error::BuildError;
 use crate::flags::{compile_command, link_argv, unit_kind, BuildPlan, CompileCommand, UnitKind};
+use crate::launch_dir::LaunchDir;
 use crate::pch::{PCH_HEADER, PCH_REJECTED_MARKER};
 use crate::progress::Progress;
 use crate::quote::shell_join;
@@ -125,6 +126,8 @@ struct Job<'a> {
     name: String,
     object: PathBuf,
     pch: Option<&'a ReadyPch>,
+    /// Where it runs when its launcher sends it to another machine.
+    launch: Option<&'a LaunchDir>,
 }
 
 /// How a compiled unit used its PCH.
@@ -168,7 +171,15 @@ pub fn build(
     fs_err::create_dir_all(out_dir)?;
     let objects_dir = std::path::absolute(objects_dir)?;
     let out_dir = std::path::absolute(out_dir)?;
-    let jobs = plan_jobs(plan, toolchain, &objects_dir, opts)?;
+    // Compiles a launcher sends elsewhere run in a private directory, with
+    // relative paths (see `launch_dir.rs`); removed when the build ends.
+    let launch = match toolchain.launcher.as_deref() {
+        Some(launcher) if crate::toolchain::launcher_distributes(launcher) => Some(
+            crate::launch_dir::LaunchDir::new(&plan.compile_dir(&objects_dir), &objects_dir)?,
+        ),
+        _ => None,
+    };
+    let jobs = plan_jobs(plan, toolchain, &objects_dir, opts, launch.as_ref())?;
     write_compile_commands(&out_dir, &jobs)?;
 
     // Records are staged in the objects directory itself (same filesystem;
@@ -251,6 +262,7 @@ fn plan_jobs<'a>(
     toolchain: &Toolchain,
     objects_dir: &Path,
     opts: &'a BuildOptions,
+    launch: Option<&'a LaunchDir>,
 ) -> Result<Vec<Job<'a>>, BuildError> {
     let mut jobs = Vec::with_capacity(plan.sources.len());
     for (index, unit) in plan.sources.iter().enumerate() {
@@ -262,6 +274,7 @@ fn plan_jobs<'a>(
         command.dir = plan.compile_dir(objects_dir);
         let display = unit.display();
         let pch = opts.pch.iter().find(|p| p.units.contains(&display));
+        let launch = launch.filter(|_| command.launcher.is_some());
         jobs.push(Job {
             index,
             display,
@@ -269,6 +282,7 @@ fn plan_jobs<'a>(
             name,
             object,
             pch,
+            launch,
         });
     }
     Ok(jobs)
@@ -512,8 +526,11 @@ fn compile_one(
     ));
     let mut command = command.clone();
     command.output = temp.clone();
-    let argv = command.argv();
-    let result = crate::run::run(&argv, &command.dir, cancel);
+    let (argv, dir) = match job.launch {
+        Some(launch) => (launch.argv(&command), launch.path().to_path_buf()),
+        None => (command.argv(), command.dir.clone()),
+    };
+    let result = crate::run::run(&argv, &dir, cancel);
     let outcome = match result {
         Ok(out) if out.status.success() => cache
             .publish(&job.name, &temp)
@@ -521,7 +538,7 @@ fn compile_one(
             .map_err(BuildError::from),
         Ok(out) => Err(BuildError::Compile {
             unit: job.display.clone(),
-            dir: command.dir.clone(),
+            dir,
             command: shell_join(&argv),
             output: combined(&out),
             status: out.status,

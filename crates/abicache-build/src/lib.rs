@@ -39,6 +39,7 @@ mod compile;
 mod error;
 pub mod flags;
 mod jobs;
+mod launch_dir;
 pub mod pch;
 mod progress;
 mod quote;
@@ -60,7 +61,7 @@ pub use quote::{shell_join, shell_quote};
 pub use run::{run_captured, Cancel, Captured, RunFailure, RunLimits, SECRET_VARIABLES};
 pub use target::{host_cpu_compiler, isa_requirements, parse_resolved_target, resolve_host_cpu};
 pub use toolchain::{
-    find_cxx, find_nvcc, launcher_compiles_cuda, parse_nvcc_release, which, Nvcc, Tool, Toolchain,
-    ToolchainEnv,
+    find_cxx, find_nvcc, launcher_compiles_cuda, launcher_distributes, parse_nvcc_release, which,
+    Nvcc, Tool, Toolchain, ToolchainEnv,
 };
 pub use unit_objects::{unit_objects, UnitObject};

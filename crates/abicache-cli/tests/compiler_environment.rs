@@ -198,3 +198,122 @@ fn compilers_and_launchers_get_no_signing_key_and_no_cloud_secrets() {
         "both the compiler and the launcher ran"
     );
 }
+
+/// Every object under a cache's object store, by name, with its bytes.
+fn objects(cache: &Cache) -> std::collections::BTreeMap<String, Vec<u8>> {
+    let dir = cache.dir.join("v1/objects");
+    std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "o"))
+        .map(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            (name, std::fs::read(&p).unwrap())
+        })
+        .collect()
+}
+
+/// Finding 8c: distcc was sent `-o <cache>/v1/objects/…` and
+/// `-ffile-prefix-map=<checkout>=.`: absolute paths of this machine. The
+/// launcher here is a script named `distcc` that records its argv and runs
+/// the rest of it (a real process standing in for distcc, which sends that
+/// argv, minus the preprocessor's flags, to its server). Now no argument
+/// names the checkout or the cache, the source, the object and the in-tree
+/// include directory are relative, and the object is byte for byte the one
+/// a local build makes.
+#[test]
+fn a_distributing_launcher_gets_relative_paths_and_makes_the_local_objects() {
+    let work = tempfile::tempdir().unwrap();
+    let ext = work.path().join("checkout/ext");
+    std::fs::create_dir_all(ext.join("src")).unwrap();
+    std::fs::create_dir_all(ext.join("include")).unwrap();
+    std::fs::write(
+        ext.join("include/paths.h"),
+        "#pragma once\ninline const char* paths_header() { return __FILE__; }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        ext.join("src/ops.cpp"),
+        "#include \"paths.h\"\n\
+         extern \"C\" const char* paths_source() { return __FILE__; }\n\
+         extern \"C\" const char* paths_included() { return paths_header(); }\n",
+    )
+    .unwrap();
+    let spec = ext.join("abicache.toml");
+    std::fs::write(
+        &spec,
+        "[[extension]]\nname = \"paths\"\nsources = [\"src/ops.cpp\"]\n\
+         extra_include_paths = [\"include\"]\n",
+    )
+    .unwrap();
+    let bin = work.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let logs = work.path().join("argv");
+    std::fs::create_dir(&logs).unwrap();
+    let distcc = script(
+        &bin,
+        "distcc",
+        &format!(
+            "log={}/argv.$$\nfor a in \"$@\"; do printf '%s\\n' \"$a\" >> \"$log\"; done\nexec \"$@\"\n",
+            logs.display()
+        ),
+    );
+    let python = python();
+    let through = Cache::new();
+    let out = through
+        .cmd(args![
+            "build", &spec, "--python", &python, "--json", "--quiet"
+        ])
+        .env("ABICACHE_COMPILER_LAUNCHER", &distcc)
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let built_there: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let local = Cache::new();
+    let built_here = local.build(&spec, &python, &[]);
+    assert_eq!(built_there["key"], built_here["key"]);
+
+    let argvs: Vec<Vec<String>> = std::fs::read_dir(&logs)
+        .unwrap()
+        .flatten()
+        .map(|e| {
+            std::fs::read_to_string(e.path())
+                .unwrap()
+                .lines()
+                .map(str::to_owned)
+                .collect()
+        })
+        .collect();
+    assert_eq!(argvs.len(), 1, "one unit, one launch: {argvs:?}");
+    let argv = &argvs[0];
+    let local_paths = [
+        work.path().display().to_string(),
+        through.dir.display().to_string(),
+    ];
+    for arg in argv {
+        for local in &local_paths {
+            assert!(
+                !arg.contains(local.as_str()),
+                "`{arg}` names `{local}`, a path of this machine: {argv:#?}"
+            );
+        }
+    }
+    let after = |flag: &str| {
+        let at = argv.iter().position(|a| a == flag).unwrap();
+        Path::new(&argv[at + 1]).to_path_buf()
+    };
+    assert!(after("-c").is_relative(), "{argv:#?}");
+    assert!(after("-o").is_relative(), "{argv:#?}");
+    assert!(
+        argv.iter()
+            .any(|a| a.starts_with("-I") && Path::new(&a[2..]).is_relative()),
+        "the in-tree include directory is relative: {argv:#?}"
+    );
+    let (here, there) = (objects(&local), objects(&through));
+    assert_eq!(here.len(), 1);
+    assert!(
+        here == there,
+        "the object compiled through the launcher differs from the local one"
+    );
+}
