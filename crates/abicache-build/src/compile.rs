@@ -46,7 +46,8 @@ pub struct BuildOptions {
     /// [`BuildReport::jobs_capped`].
     pub jobs: Option<usize>,
     /// The setting that asked for `jobs` (`MAX_JOBS`, `ABICACHE_JOBS`,
-    /// `--jobs`), named in that line; `None` names it `jobs`.
+    /// `jobs`, the `--jobs` option or Python argument), named in that line;
+    /// `None` names it `jobs`.
     pub jobs_setting: Option<&'static str>,
     /// Seconds the previous build of this extension took, shown as an estimate.
     pub previous_seconds: Option<f64>,

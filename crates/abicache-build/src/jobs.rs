@@ -2,14 +2,16 @@
 //! (`MAX_JOBS`, `ABICACHE_JOBS` with a launcher, or the caller's `--jobs`),
 //! capped at a multiple of this machine's cores.
 //!
-//! The cap ([`job_limit`]) is [`JOBS_PER_CORE`] jobs per core (a compile
-//! waits on the disk part of its time), or [`JOBS_PER_CORE_WITH_LAUNCHER`]
-//! when every unit goes through a compiler launcher: a distcc job spends most
-//! of its time on another machine, a ccache or sccache job most of its time
-//! on a cache lookup (local or remote), and only the local part (preprocessing
-//! for distcc, hashing for the caches: an eighth of a compile or less) runs
-//! here, so 8 per core keep the cores busy without queueing on them. A request over
-//! the cap runs at the cap, with one warning line naming the setting, the
+//! The cap ([`job_limit`]) is [`JOBS_PER_CORE`] jobs per core without a
+//! launcher: a compile is CPU-bound (a `torch/extension.h` unit: ~19 s of one
+//! core and ~470 MB here), so a second job per core only covers its disk
+//! waits, and more only add memory. With a compiler launcher for every unit
+//! it is [`JOBS_PER_CORE_WITH_LAUNCHER`]: distcc compiles elsewhere and
+//! ccache or sccache answer from their (possibly remote) cache, and what
+//! stays here is preprocessing (~0.7–1.2 s and ~37 MB for the same unit, a
+//! sixteenth of its compile or less), so 16 per core keep the local cores
+//! busy feeding the farm without queueing on them. A request over the cap
+//! runs at the cap, with one warning line naming the setting, the
 //! value, the cap and the cores. This module is the one place the job count
 //! is decided; a memory bound would be one more term of [`job_limit`].
 
@@ -20,14 +22,14 @@ pub const JOBS_PER_CORE: usize = 2;
 
 /// Parallel compile jobs per local core, at most, when every unit goes
 /// through a compiler launcher (distcc, sccache, ccache).
-pub const JOBS_PER_CORE_WITH_LAUNCHER: usize = 8;
+pub const JOBS_PER_CORE_WITH_LAUNCHER: usize = 16;
 
 /// A number of parallel compile jobs asked for, and the setting that asked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct JobRequest {
     /// The number asked for (at least 1).
     pub jobs: usize,
-    /// Where it came from: `ABICACHE_JOBS`, `MAX_JOBS` or `--jobs`.
+    /// Where it came from: `ABICACHE_JOBS`, `MAX_JOBS` or `jobs` (`--jobs`).
     pub setting: &'static str,
 }
 
@@ -194,11 +196,13 @@ mod tests {
             )
         );
         let farm = job_limit(2, true);
-        assert_eq!(capped_jobs(request(16), farm), (16, None));
+        assert_eq!(capped_jobs(request(32), farm), (32, None));
         let (jobs, warning) = capped_jobs(request(64), farm);
-        assert_eq!(jobs, 16);
-        assert!(warning
-            .unwrap()
-            .contains("capped at 16 (8 per core with a compiler launcher, 2 cores)"),);
+        assert_eq!(jobs, 32);
+        let warning = warning.unwrap();
+        assert!(
+            warning.contains("capped at 32 (16 per core with a compiler launcher, 2 cores)"),
+            "{warning}"
+        );
     }
 }

@@ -682,7 +682,7 @@ impl Session {
         let jobs = match self.options.jobs {
             Some(jobs) => Some(abicache_build::JobRequest {
                 jobs,
-                setting: "--jobs",
+                setting: "jobs",
             }),
             None => abicache_build::jobs_from_env(distributed)?,
         };
