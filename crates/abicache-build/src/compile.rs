@@ -176,7 +176,12 @@ pub fn build(
     // relative paths (see `launch_dir.rs`); removed when the build ends.
     let launch = match toolchain.launcher.as_deref() {
         Some(launcher) if crate::toolchain::launcher_distributes(launcher) => Some(
-            crate::launch_dir::LaunchDir::new(&plan.compile_dir(&objects_dir), &objects_dir)?,
+            LaunchDir::new(&plan.compile_dir(&objects_dir), &objects_dir).map_err(|error| {
+                BuildError::LaunchDir {
+                    launcher: launcher.display().to_string(),
+                    error,
+                }
+            })?,
         ),
         _ => None,
     };

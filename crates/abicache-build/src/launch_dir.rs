@@ -81,8 +81,12 @@ impl LaunchDir {
             root: root.to_path_buf(),
             objects: objects.to_path_buf(),
         };
-        std::os::unix::fs::symlink(root, launch.dir.join("src"))?;
-        std::os::unix::fs::symlink(objects, launch.dir.join("out"))?;
+        for (name, target) in [("src", root), ("out", objects)] {
+            let link = launch.dir.join(name);
+            std::os::unix::fs::symlink(target, &link).map_err(|e| {
+                std::io::Error::new(e.kind(), format!("link `{}`: {e}", link.display()))
+            })?;
+        }
         Ok(launch)
     }
 
