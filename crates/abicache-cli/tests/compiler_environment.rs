@@ -54,6 +54,14 @@ fn many_units(dir: &Path, units: usize) -> PathBuf {
 /// compiler wrapper counts the compiles running when it starts.
 #[test]
 fn max_jobs_over_twice_the_cores_is_capped_with_a_line_naming_it() {
+    if std::process::Command::new("taskset")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        abicache_test_support::skip("`taskset` (util-linux) is not installed; install util-linux");
+        return;
+    }
     let work = tempfile::tempdir().unwrap();
     let spec = many_units(&work.path().join("ext"), 8);
     let running = work.path().join("running");
