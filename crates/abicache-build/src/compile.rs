@@ -28,6 +28,7 @@ use abicache_store::{ObjectCache, ObjectCheck};
 
 use crate::error::BuildError;
 use crate::flags::{compile_command, link_argv, unit_kind, BuildPlan, CompileCommand, UnitKind};
+use crate::launch_dir::LaunchDir;
 use crate::pch::{PCH_HEADER, PCH_REJECTED_MARKER};
 use crate::progress::Progress;
 use crate::quote::shell_join;
@@ -40,8 +41,14 @@ pub const OBJECT_KEY_FORMAT: u32 = 2;
 /// How to run a build.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct BuildOptions {
-    /// Parallel compile jobs; `None` means one per CPU core.
+    /// Parallel compile jobs asked for; `None` means one per CPU core. A
+    /// request over [`crate::job_limit`] runs at the cap, with a line in
+    /// [`BuildReport::jobs_capped`].
     pub jobs: Option<usize>,
+    /// The setting that asked for `jobs` (`MAX_JOBS`, `ABICACHE_JOBS`,
+    /// `jobs`, the `--jobs` option or Python argument), named in that line;
+    /// `None` names it `jobs`.
+    pub jobs_setting: Option<&'static str>,
     /// Seconds the previous build of this extension took, shown as an estimate.
     pub previous_seconds: Option<f64>,
     /// Verified precompiled headers to compile the listed units against.
@@ -66,60 +73,12 @@ impl BuildOptions {
     /// Options with `jobs` read from `MAX_JOBS` (an error when it is set but not a
     /// positive whole number).
     pub fn from_env() -> Result<BuildOptions, BuildError> {
+        let request = crate::jobs::jobs_from_env(false)?;
         Ok(BuildOptions {
-            jobs: jobs_from_env(false)?,
+            jobs: request.map(|r| r.jobs),
+            jobs_setting: request.map(|r| r.setting),
             ..BuildOptions::default()
         })
-    }
-}
-
-/// The parallel compile jobs the environment asks for: with a compiler
-/// launcher (`launcher`: the units may run on other machines, e.g. a distcc
-/// farm) `ABICACHE_JOBS`, else `MAX_JOBS`; without one `MAX_JOBS`. `None`:
-/// neither is set (one job per local core). Neither is capped at the local
-/// cores. A value that is not a positive whole number is an error naming it.
-pub fn jobs_from_env(launcher: bool) -> Result<Option<usize>, BuildError> {
-    jobs_from(launcher, &abicache_env_vars::var)
-}
-
-/// [`jobs_from_env`] with variables read through `var` (for tests).
-pub fn jobs_from(
-    launcher: bool,
-    var: &dyn Fn(&str) -> Option<String>,
-) -> Result<Option<usize>, BuildError> {
-    use abicache_env_vars::{ABICACHE_JOBS, MAX_JOBS};
-    let names: &[&str] = if launcher {
-        &[ABICACHE_JOBS, MAX_JOBS]
-    } else {
-        &[MAX_JOBS]
-    };
-    for name in names {
-        if let Some(value) = var(name).filter(|v| !v.trim().is_empty()) {
-            return parse_jobs(name, &value).map(Some);
-        }
-    }
-    Ok(None)
-}
-
-fn parse_jobs(name: &str, value: &str) -> Result<usize, BuildError> {
-    match value.trim().parse::<usize>() {
-        Ok(n) if n > 0 => Ok(n),
-        _ if name == abicache_env_vars::MAX_JOBS => Err(BuildError::MaxJobs {
-            value: value.to_string(),
-        }),
-        _ => Err(BuildError::Jobs {
-            value: value.to_string(),
-        }),
-    }
-}
-
-/// Parses a `MAX_JOBS` value: a whole number of at least 1 (surrounding spaces allowed).
-pub fn parse_max_jobs(value: &str) -> Result<usize, BuildError> {
-    match value.trim().parse::<usize>() {
-        Ok(n) if n > 0 => Ok(n),
-        _ => Err(BuildError::MaxJobs {
-            value: value.to_string(),
-        }),
     }
 }
 
@@ -145,6 +104,9 @@ pub struct BuildReport {
     /// Things the user should know that did not stop the build (corrupt
     /// cached objects that were discarded and compiled again).
     pub warnings: Vec<String>,
+    /// The line saying the jobs asked for were over [`crate::job_limit`] and
+    /// how many ran instead; `None` when they were not.
+    pub jobs_capped: Option<String>,
 }
 
 /// One entry of `compile_commands.json`.
@@ -165,6 +127,8 @@ struct Job<'a> {
     name: String,
     object: PathBuf,
     pch: Option<&'a ReadyPch>,
+    /// Where it runs when its launcher sends it to another machine.
+    launch: Option<&'a LaunchDir>,
 }
 
 /// How a compiled unit used its PCH.
@@ -208,7 +172,20 @@ pub fn build(
     fs_err::create_dir_all(out_dir)?;
     let objects_dir = std::path::absolute(objects_dir)?;
     let out_dir = std::path::absolute(out_dir)?;
-    let jobs = plan_jobs(plan, toolchain, &objects_dir, opts)?;
+    // Compiles a launcher sends elsewhere run in a private directory, with
+    // relative paths (see `launch_dir.rs`); removed when the build ends.
+    let launch = match toolchain.launcher.as_deref() {
+        Some(launcher) if crate::toolchain::launcher_distributes(launcher) => Some(
+            LaunchDir::new(&plan.compile_dir(&objects_dir), &objects_dir).map_err(|error| {
+                BuildError::LaunchDir {
+                    launcher: launcher.display().to_string(),
+                    error,
+                }
+            })?,
+        ),
+        _ => None,
+    };
+    let jobs = plan_jobs(plan, toolchain, &objects_dir, opts, launch.as_ref())?;
     write_compile_commands(&out_dir, &jobs)?;
 
     // Records are staged in the objects directory itself (same filesystem;
@@ -223,7 +200,16 @@ pub fn build(
         cached: cached.len(),
         estimate: opts.previous_seconds,
     });
-    let mut compiled = compile_all(&cache, &jobs, &to_compile, cached.len(), opts, progress)?;
+    let threads = compile_threads(&to_compile, opts);
+    let mut compiled = compile_all(
+        &cache,
+        &jobs,
+        &to_compile,
+        cached.len(),
+        threads.0,
+        opts,
+        progress,
+    )?;
 
     progress(Progress::Linking);
     let library = out_dir.join(format!("{}.so", plan.name));
@@ -256,7 +242,23 @@ pub fn build(
         seconds,
         toolchain: toolchain.describe(),
         warnings,
+        jobs_capped: threads.1,
     })
+}
+
+/// How many of `to_compile` run at once, and the line saying a request was
+/// capped: `opts.jobs` under [`crate::job_limit`] (the launcher's cap when
+/// every unit to compile goes through a launcher), at most one per unit.
+fn compile_threads(to_compile: &[&Job<'_>], opts: &BuildOptions) -> (usize, Option<String>) {
+    let launcher =
+        !to_compile.is_empty() && to_compile.iter().all(|j| j.command.launcher.is_some());
+    let limit = crate::jobs::job_limit(crate::jobs::local_cores(), launcher);
+    let request = opts.jobs.map(|jobs| crate::jobs::JobRequest {
+        jobs,
+        setting: opts.jobs_setting.unwrap_or("jobs"),
+    });
+    let (jobs, capped) = crate::jobs::capped_jobs(request, limit);
+    (jobs.clamp(1, to_compile.len().max(1)), capped)
 }
 
 /// One job per unit of `plan`, in order: its command writing its object
@@ -266,6 +268,7 @@ fn plan_jobs<'a>(
     toolchain: &Toolchain,
     objects_dir: &Path,
     opts: &'a BuildOptions,
+    launch: Option<&'a LaunchDir>,
 ) -> Result<Vec<Job<'a>>, BuildError> {
     let mut jobs = Vec::with_capacity(plan.sources.len());
     for (index, unit) in plan.sources.iter().enumerate() {
@@ -277,6 +280,7 @@ fn plan_jobs<'a>(
         command.dir = plan.compile_dir(objects_dir);
         let display = unit.display();
         let pch = opts.pch.iter().find(|p| p.units.contains(&display));
+        let launch = launch.filter(|_| command.launcher.is_some());
         jobs.push(Job {
             index,
             display,
@@ -284,6 +288,7 @@ fn plan_jobs<'a>(
             name,
             object,
             pch,
+            launch,
         });
     }
     Ok(jobs)
@@ -299,7 +304,7 @@ struct Compiled {
     pch_rejected: Vec<String>,
 }
 
-/// Compiles `to_compile` on `opts.jobs` threads (default: the core count);
+/// Compiles `to_compile` on `threads` threads ([`compile_threads`]);
 /// on the first failure no new unit starts, running ones are waited for,
 /// and the first error is returned. `progress` is called on this thread.
 fn compile_all(
@@ -307,14 +312,11 @@ fn compile_all(
     jobs: &[Job<'_>],
     to_compile: &[&Job<'_>],
     cached: usize,
+    threads: usize,
     opts: &BuildOptions,
     progress: &dyn Fn(Progress),
 ) -> Result<Compiled, BuildError> {
     let total = jobs.len();
-    let threads = opts
-        .jobs
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-        .clamp(1, to_compile.len().max(1));
     let mut out = Compiled {
         units: vec![false; total],
         pch_used: vec![false; total],
@@ -530,8 +532,11 @@ fn compile_one(
     ));
     let mut command = command.clone();
     command.output = temp.clone();
-    let argv = command.argv();
-    let result = crate::run::run(&argv, &command.dir, cancel);
+    let (argv, dir) = match job.launch {
+        Some(launch) => (launch.argv(&command), launch.path().to_path_buf()),
+        None => (command.argv(), command.dir.clone()),
+    };
+    let result = crate::run::run(&argv, &dir, cancel);
     let outcome = match result {
         Ok(out) if out.status.success() => cache
             .publish(&job.name, &temp)
@@ -539,7 +544,7 @@ fn compile_one(
             .map_err(BuildError::from),
         Ok(out) => Err(BuildError::Compile {
             unit: job.display.clone(),
-            dir: command.dir.clone(),
+            dir,
             command: shell_join(&argv),
             output: combined(&out),
             status: out.status,

@@ -41,6 +41,19 @@ pub enum BuildError {
         launcher: String,
     },
 
+    /// The private directory compiles sent to other machines run in (distcc,
+    /// icecream) could not be made.
+    #[error(
+        "could not make the private directory that `{launcher}` compiles run in: {error}.\n\
+         Set `TMPDIR` to a directory you can write, or unset `ABICACHE_COMPILER_LAUNCHER`."
+    )]
+    LaunchDir {
+        /// The launcher.
+        launcher: String,
+        /// What failed (it names the path).
+        error: std::io::Error,
+    },
+
     /// A tool was found but asking it for its version failed.
     #[error(
         "`{}` did not report its version ({status}).\ncommand: {command}\noutput:\n{output}\n\

@@ -38,6 +38,8 @@
 mod compile;
 mod error;
 pub mod flags;
+mod jobs;
+mod launch_dir;
 pub mod pch;
 mod progress;
 mod quote;
@@ -46,19 +48,20 @@ mod target;
 mod toolchain;
 mod unit_objects;
 
-pub use compile::{
-    build, jobs_from, jobs_from_env, parse_max_jobs, BuildOptions, BuildReport, ReadyPch,
-    OBJECT_KEY_FORMAT,
-};
+pub use compile::{build, BuildOptions, BuildReport, ReadyPch, OBJECT_KEY_FORMAT};
 pub use error::BuildError;
 pub use flags::{BuildPlan, CompileCommand, Unit, UnitKind};
+pub use jobs::{
+    capped_jobs, job_limit, jobs_from, jobs_from_env, local_cores, parse_max_jobs, JobLimit,
+    JobRequest, JOBS_PER_CORE, JOBS_PER_CORE_WITH_LAUNCHER,
+};
 pub use pch::{pch_requests, spawn_background_build, PchRequest, PchSlot};
 pub use progress::{plain_line, progress_json, progress_reporter, Progress, ProgressMode};
 pub use quote::{shell_join, shell_quote};
-pub use run::{run_captured, Cancel, Captured, RunFailure, RunLimits};
+pub use run::{run_captured, Cancel, Captured, RunFailure, RunLimits, SECRET_VARIABLES};
 pub use target::{host_cpu_compiler, isa_requirements, parse_resolved_target, resolve_host_cpu};
 pub use toolchain::{
-    find_cxx, find_nvcc, launcher_compiles_cuda, parse_nvcc_release, which, Nvcc, Tool, Toolchain,
-    ToolchainEnv,
+    find_cxx, find_nvcc, launcher_compiles_cuda, launcher_distributes, parse_nvcc_release, which,
+    Nvcc, Tool, Toolchain, ToolchainEnv,
 };
 pub use unit_objects::{unit_objects, UnitObject};

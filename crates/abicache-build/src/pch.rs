@@ -104,7 +104,7 @@ impl PchRequest {
         fs_err::create_dir_all(out_dir)?;
         fs_err::write(out_dir.join(PCH_HEADER), self.wrapper_text())?;
         let argv = self.argv(out_dir);
-        let out = Command::new(&argv[0])
+        let out = crate::run::without_secrets(&mut Command::new(&argv[0]))
             .args(&argv[1..])
             .current_dir(&self.dir)
             .output()?;
@@ -196,7 +196,7 @@ pub fn spawn_background_build(
         failed = q(&slot.failed_dir),
     );
     let [own, cache, machine] = held;
-    let mut child = Command::new("sh")
+    let mut child = crate::run::without_secrets(&mut Command::new("sh"))
         .args(["-c", &script])
         .stdin(Stdio::from(own))
         .stdout(Stdio::from(cache))

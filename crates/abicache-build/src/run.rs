@@ -13,6 +13,39 @@ use std::time::{Duration, Instant};
 use crate::error::BuildError;
 use crate::quote::shell_join;
 
+/// The environment variables removed from every compiler, launcher and
+/// precompiled-header build abicache starts (compiles, links, `--version`
+/// and target probes): secrets those programs never need, which a launcher
+/// such as distcc, sccache or a `CXX` wrapper could log, keep in a
+/// long-running server or pass on.
+///
+/// - `ABICACHE_SIGNING_KEY`: the key uploads and bundles are signed with.
+/// - `ABICACHE_REMOTE`: the remote's URL, which holds a Redis password
+///   (`redis://:PASSWORD@HOST`).
+/// - `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`,
+///   `AWS_CONTAINER_AUTHORIZATION_TOKEN`: the credentials the `s3://`
+///   backend (OpenDAL's S3 signer) reads from the environment. The S3
+///   backend is the only cloud backend built in (no Azure or GCS), and the
+///   Redis backend reads its password from the URL only. Paths to
+///   credential files (`AWS_SHARED_CREDENTIALS_FILE`, `AWS_PROFILE`) stay:
+///   they are not secrets, and sccache's S3 storage can use them.
+pub const SECRET_VARIABLES: &[&str] = &[
+    abicache_env_vars::ABICACHE_SIGNING_KEY,
+    abicache_env_vars::ABICACHE_REMOTE,
+    abicache_env_vars::AWS_ACCESS_KEY_ID,
+    abicache_env_vars::AWS_SECRET_ACCESS_KEY,
+    "AWS_SESSION_TOKEN",
+    "AWS_CONTAINER_AUTHORIZATION_TOKEN",
+];
+
+/// `command` with [`SECRET_VARIABLES`] removed from its environment.
+pub(crate) fn without_secrets(command: &mut Command) -> &mut Command {
+    for name in SECRET_VARIABLES {
+        command.env_remove(name);
+    }
+    command
+}
+
 /// How long a tool has to exit after `SIGINT` before it gets `SIGKILL`.
 const GRACE: Duration = Duration::from_secs(2);
 /// How often a running tool is checked for exit and for cancellation.
@@ -47,7 +80,8 @@ impl PartialEq for Cancel {
     }
 }
 
-/// Runs `argv` in `dir` and returns its output once it exits; when `cancel`
+/// Runs `argv` in `dir`, without [`SECRET_VARIABLES`] in its environment,
+/// and returns its output once it exits; when `cancel`
 /// is set meanwhile, the tool and its descendants get `SIGINT` (as from a
 /// terminal's Ctrl-C, so compilers remove their temporary files), then
 /// `SIGKILL` after [`GRACE`], and [`BuildError::Cancelled`] is returned
@@ -57,7 +91,9 @@ pub(crate) fn run(argv: &[String], dir: &Path, cancel: &Cancel) -> Result<Output
         return Err(BuildError::Cancelled);
     }
     let mut command = Command::new(&argv[0]);
-    command.args(&argv[1..]).current_dir(dir);
+    without_secrets(&mut command)
+        .args(&argv[1..])
+        .current_dir(dir);
     let limits = RunLimits {
         cancel: Some(cancel),
         ..RunLimits::default()

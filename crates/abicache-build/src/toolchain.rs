@@ -361,7 +361,8 @@ fn run_version(program: &Path, fix: &str) -> Result<String, BuildError> {
     run_probe(program, &["--version".to_owned()], fix)
 }
 
-/// Runs the probe `program args…` with `LC_ALL=C` and no stdin, and returns
+/// Runs the probe `program args…` with `LC_ALL=C`, no stdin and no
+/// [`crate::SECRET_VARIABLES`], and returns
 /// its stdout and stderr; when it cannot start or fails, the error names the
 /// command, its output and `fix` (the variable that picks the program).
 pub(crate) fn run_probe(program: &Path, args: &[String], fix: &str) -> Result<String, BuildError> {
@@ -374,7 +375,7 @@ pub(crate) fn run_probe(program: &Path, args: &[String], fix: &str) -> Result<St
         status,
         fix: format!("`{fix}`"),
     };
-    let out = Command::new(program)
+    let out = crate::run::without_secrets(&mut Command::new(program))
         .args(args)
         .env("LC_ALL", "C")
         .stdin(std::process::Stdio::null())
@@ -407,6 +408,14 @@ pub fn launcher_compiles_cuda(launcher: &Path) -> bool {
     !HOST_ONLY_LAUNCHERS.contains(&name)
 }
 
+/// Whether `launcher` sends compiles to other machines with the command
+/// line it is given (the [`HOST_ONLY_LAUNCHERS`]: distcc, its pump, icecream):
+/// such compiles get relative paths (see `launch_dir.rs`). ccache and
+/// sccache compile here; their remote holds results, not command lines to run.
+pub fn launcher_distributes(launcher: &Path) -> bool {
+    !launcher_compiles_cuda(launcher)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -419,29 +428,6 @@ mod tests {
         for any in ["ccache", "/opt/bin/sccache"] {
             assert!(launcher_compiles_cuda(Path::new(any)), "{any}");
         }
-    }
-
-    #[test]
-    fn abicache_jobs_wins_with_a_launcher_and_may_exceed_the_cores() {
-        use crate::compile::jobs_from;
-        let vars = |pairs: &'static [(&'static str, &'static str)]| {
-            move |name: &str| {
-                pairs
-                    .iter()
-                    .find(|(n, _)| *n == name)
-                    .map(|(_, v)| v.to_string())
-            }
-        };
-        let both = vars(&[("ABICACHE_JOBS", "64"), ("MAX_JOBS", "3")]);
-        assert_eq!(jobs_from(true, &both).unwrap(), Some(64));
-        assert_eq!(jobs_from(false, &both).unwrap(), Some(3));
-        let max_only = vars(&[("MAX_JOBS", "300")]);
-        assert_eq!(jobs_from(true, &max_only).unwrap(), Some(300));
-        assert_eq!(jobs_from(true, &vars(&[])).unwrap(), None);
-        let bad = vars(&[("ABICACHE_JOBS", "0")]);
-        let error = jobs_from(true, &bad).unwrap_err().to_string();
-        assert!(error.contains("`ABICACHE_JOBS=0`"), "{error}");
-        assert_eq!(jobs_from(false, &bad).unwrap(), None);
     }
 
     #[test]

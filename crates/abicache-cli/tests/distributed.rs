@@ -45,7 +45,8 @@ impl Distccd {
                 "127.0.0.1",
                 "--log-stderr",
                 "--log-level",
-                "info",
+                // `debug` logs the argv each job received.
+                "debug",
             ])
             // Any compiler path the client names (no masquerade directory needed).
             .args(["--enable-tcp-insecure", "--jobs", "8"])
@@ -130,7 +131,7 @@ fn a_build_through_distcc_compiles_every_unit_on_the_loopback_distccd_with_local
         return;
     };
     let python = python();
-    let (_work, spec) = muladd_copy();
+    let (work, spec) = muladd_copy();
 
     let local = Cache::new();
     let started = Instant::now();
@@ -174,6 +175,21 @@ fn a_build_through_distcc_compiles_every_unit_on_the_loopback_distccd_with_local
                 .any(|l| l.contains("COMPILE_OK") && l.contains(unit)),
             "distccd did not compile `{unit}`:\n{log}"
         );
+    }
+    // What the server was sent names neither the checkout nor the cache.
+    let received: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("got arguments:"))
+        .collect();
+    assert_eq!(received.len(), 2, "{log}");
+    for line in &received {
+        for local in [work.path(), remote.dir.as_path()] {
+            assert!(
+                !line.contains(&local.display().to_string()),
+                "distccd received `{}`, a path of this machine: {line}",
+                local.display()
+            );
+        }
     }
     let (here, there) = (objects(&local), objects(&remote));
     assert_eq!(here.len(), 2);

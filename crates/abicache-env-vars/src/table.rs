@@ -213,7 +213,7 @@ pub const ENV_VARS: &[EnvVar] = &[
     EnvVar::new(ABICACHE_PCH_MAX_SIZE, "a quarter of `ABICACHE_MAX_SIZE`, else `2G`", ValueFormat::Size)
         .meaning("Bytes of precompiled headers a cache keeps; the least recently used are removed first when a new one is adopted."),
     EnvVar::new(ABICACHE_PCH_JOBS, "`1`", ValueFormat::Count)
-        .meaning("Background precompiled-header compiles at once for this user on this machine (lock files in `$XDG_RUNTIME_DIR/abicache/pch-slots`, else `/tmp/abicache-UID/pch-slots`); one cache never runs more than one."),
+        .meaning("Background precompiled-header compiles at once for this user on this machine (lock files in `$XDG_RUNTIME_DIR/abicache/pch-slots`, else `$TMPDIR/abicache-UID/pch-slots`; in the cache's `v1/locks/pch-slots` when that directory is another user's or writable by others); one cache never runs more than one."),
     EnvVar::new(ABICACHE_INTERCEPT, "unset (off)", ValueFormat::Choice(&["1", "verbose", "0"]))
         .meaning("`1`: in every Python process with abicache installed, `torch.utils.cpp_extension.load` and `load_inline` become abicache's (calls abicache does not support go to torch's); `verbose` (any case) also prints one line per call on stderr; `0`: off. Any other value leaves interception off, with one line on stderr naming the variable and these values. Set by `abicache run` (see [Interception](../interception.md))."),
     EnvVar::new(PYTHONPATH, "unset", ValueFormat::PathList)
@@ -223,9 +223,9 @@ pub const ENV_VARS: &[EnvVar] = &[
     EnvVar::new(ABICACHE_ISA_CHECK, "`1`", ValueFormat::Choice(&["1", "0"]))
         .meaning("`0` turns the instruction-set guard off: a library whose compile flags require extensions this CPU lacks (`-mavx512bf16`, `-march=native` from another machine) is then loaded anyway instead of refused with `abicache.AbiError` (see [How the key is made](../key.md))."),
     EnvVar::new(ABICACHE_JOBS, "`MAX_JOBS`", ValueFormat::Count)
-        .meaning("Parallel compile jobs when `ABICACHE_COMPILER_LAUNCHER` is set; may exceed the local cores (a distcc farm). Without a launcher, and for a CUDA extension whose launcher cannot run nvcc (distcc, icecc), `MAX_JOBS` applies (see [Building](../building.md))."),
+        .meaning("Parallel compile jobs when `ABICACHE_COMPILER_LAUNCHER` is set; may exceed the local cores (a distcc farm), up to 16 per core (more runs at that cap, with a warning). Without a launcher, and for a CUDA extension whose launcher cannot run nvcc (distcc, icecc), `MAX_JOBS` applies (see [Building](../building.md))."),
     EnvVar::new(MAX_JOBS, "number of cores", ValueFormat::Count)
-        .meaning("Translation units compiled in parallel."),
+        .meaning("Translation units compiled in parallel; at most 2 per core (16 per core with a compiler launcher): more runs at that cap, with a warning."),
     EnvVar::new(CXX, "`c++` on `PATH`", ValueFormat::Program)
         .meaning("Host C++ compiler."),
     EnvVar::new(CC, "unset", ValueFormat::Program)

@@ -7,6 +7,7 @@
 //! <root>/v1/pch-demand/<key>.too-large  size of a PCH that alone exceeded the cap
 //! <root>/v1/locks/pch-build.lock      held by the one PCH compile of this cache
 //! <slots dir>/slot-<n>.lock           held by a PCH compile of this user, n < ABICACHE_PCH_JOBS
+//! <root>/v1/locks/pch-slots/slot-<n>.lock  the same, when the slots dir is not private
 //! ```
 //!
 //! A PCH build may start when (checked in this order, the first failing rule is the reason
@@ -90,7 +91,10 @@ impl MachineSlots {
     /// The slots of this user: `$XDG_RUNTIME_DIR/abicache/pch-slots` when that variable is an
     /// absolute path, else `$TMPDIR/abicache-<uid>/pch-slots` (`/tmp` without `TMPDIR`);
     /// `ABICACHE_PCH_JOBS` of them (default [`DEFAULT_PCH_JOBS`]). An unparseable
-    /// `ABICACHE_PCH_JOBS` is an error naming it.
+    /// `ABICACHE_PCH_JOBS` is an error naming it. When that directory or its
+    /// parent is not private (another user created it on a shared `/tmp`),
+    /// [`Store::pch_permit`] takes the slot in the cache's own
+    /// `v1/locks/pch-slots` instead and says so ([`PchPermit::notice`]).
     pub fn from_env() -> Result<MachineSlots> {
         let jobs = parse_jobs(crate::env::var_os(crate::env::ABICACHE_PCH_JOBS).as_deref())?;
         let runtime = std::env::var_os("XDG_RUNTIME_DIR")
@@ -143,6 +147,10 @@ pub struct PchPermit {
     /// Where to build and publish it.
     pub paths: PchPaths,
     locks: [FileLock; 3],
+    /// The line saying the machine slots were taken from this cache instead
+    /// of the shared slots directory, which was refused (see
+    /// [`MachineSlots::from_env`]); `None` when the shared one was used.
+    pub notice: Option<String>,
 }
 
 impl PchPermit {
@@ -216,13 +224,53 @@ impl Store {
         let Some(cache) = FileLock::try_acquire(&self.layout().lock_path("pch-build"))? else {
             return Ok(Err(PchSkip::Busy));
         };
-        let Some(slot) = slots.try_take()? else {
+        let (slot, notice) = match slots.try_take() {
+            Ok(slot) => (slot, None),
+            Err(refused) => self.take_private_slot(slots, &refused)?,
+        };
+        let Some(slot) = slot else {
             return Ok(Err(PchSkip::MachineSlotsFull));
         };
         Ok(Ok(PchPermit {
             paths,
             locks: [own, cache, slot],
+            notice,
         }))
+    }
+
+    /// A slot of `slots.jobs` in `<root>/v1/locks/pch-slots` (this cache,
+    /// already checked private), when the shared slots directory was refused
+    /// (`refused`): on a shared `/tmp` another user can create
+    /// `abicache-<uid>` first. Returns the slot and the line saying so.
+    fn take_private_slot(
+        &self,
+        slots: &MachineSlots,
+        refused: &StoreError,
+    ) -> Result<(Option<FileLock>, Option<String>)> {
+        let private = MachineSlots {
+            dir: self.layout().locks_dir().join("pch-slots"),
+            jobs: slots.jobs,
+        };
+        let why = match refused {
+            StoreError::ForeignOwner { path, owner, .. } => {
+                format!("`{}` belongs to uid {owner}", path.display())
+            }
+            StoreError::InsecureMode { path, mode } => {
+                format!(
+                    "`{}` has mode {mode:04o}, writable by others",
+                    path.display()
+                )
+            }
+            other => other.to_string(),
+        };
+        let notice = format!(
+            "the PCH slots directory `{}` cannot be used ({why}); using `{}` instead, so \
+             `ABICACHE_PCH_JOBS` bounds this cache's PCH compiles apart from other caches'. \
+             Set `XDG_RUNTIME_DIR` (or `TMPDIR`) to a directory only you can write",
+            slots.dir.display(),
+            private.dir.display()
+        );
+        Ok((private.try_take()?, Some(notice)))
     }
 
     /// The size recorded when a PCH of `key` was removed for being larger than the cap.

@@ -130,6 +130,7 @@ pub fn start_missing(
     warnings: &mut Vec<Warning>,
 ) -> Vec<(String, PchStart)> {
     let mut outcomes = Vec::new();
+    let mut notices = Vec::new();
     for request in missing {
         if !request.units.iter().any(|u| compiled.contains(u)) {
             continue;
@@ -140,7 +141,8 @@ pub fn start_missing(
             .map_err(|e| e.to_string())
             .and_then(|permit| match permit {
                 Err(skip) => Ok(PchStart::Skipped(skip)),
-                Ok(permit) => {
+                Ok(mut permit) => {
+                    notices.extend(permit.notice.take().map(Warning::PchSlotsMoved));
                     let slot = PchSlot {
                         lock: permit.paths.lock.clone(),
                         temp_dir: permit.paths.temp_dir.clone(),
@@ -167,6 +169,7 @@ pub fn start_missing(
                 reason: e,
             }),
         }
+        warnings.append(&mut notices);
     }
     outcomes
 }

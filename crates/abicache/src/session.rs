@@ -680,11 +680,15 @@ impl Session {
             .as_deref()
             .is_some_and(|l| !requires_cuda || abicache_build::launcher_compiles_cuda(l));
         let jobs = match self.options.jobs {
-            Some(jobs) => Some(jobs),
+            Some(jobs) => Some(abicache_build::JobRequest {
+                jobs,
+                setting: "jobs",
+            }),
             None => abicache_build::jobs_from_env(distributed)?,
         };
         let options = BuildOptions {
-            jobs,
+            jobs: jobs.map(|r| r.jobs),
+            jobs_setting: jobs.map(|r| r.setting),
             previous_seconds,
             pch: pch_plan.ready,
             cancel: self.cancel.clone(),
@@ -704,6 +708,7 @@ impl Session {
             &options,
             progress,
         )?;
+        warnings.extend(report.jobs_capped.clone().map(Warning::JobsCapped));
         crate::pch::drop_rejected(self.opened(), &report.pch_rejected, warnings);
         self.count(&vec![Event::PchHit; report.pch_units.len()], warnings);
         let audit = match audit_against_key(&report.library, &prepared.keyed, &prepared.scan)? {

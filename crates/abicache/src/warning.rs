@@ -50,6 +50,9 @@ pub enum Warning {
         /// What failed.
         error: Arc<RemoteError>,
     },
+    /// The parallel compile jobs asked for were over the cap of this
+    /// machine (the build's text: the setting, value, cap and cores).
+    JobsCapped(String),
     /// The build discarded a cached object (the store's text) and compiled it.
     ObjectDiscarded(String),
     /// A precompiled header was removed (the store's text).
@@ -63,6 +66,9 @@ pub enum Warning {
         /// Why.
         reason: String,
     },
+    /// The shared PCH slots directory was refused (another user's, or
+    /// writable by others); the slot was taken in the cache (the store's text).
+    PchSlotsMoved(String),
     /// The compiler rejected a precompiled header; it was removed.
     PchRejected {
         /// Its directory.
@@ -84,6 +90,8 @@ impl fmt::Display for Warning {
             Warning::Corrupt(w) => write!(f, "{w}"),
             Warning::Counters(text)
             | Warning::ObjectDiscarded(text)
+            | Warning::JobsCapped(text)
+            | Warning::PchSlotsMoved(text)
             | Warning::PchRemoved(text)
             | Warning::Layer(text) => f.write_str(text),
             Warning::RemoteDisabled(e) => write!(f, "remote cache disabled: {e}"),
