@@ -1,5 +1,6 @@
-//! Regressions of the scanner, each named after what broke. Kept in their own
-//! test binary because they change the process's current directory.
+//! Regressions of the scanner, each named after what broke. One changes the
+//! process's current directory, in a process of its own
+//! (`abicache_test_support::alone_in_process`).
 
 use std::path::PathBuf;
 
@@ -10,6 +11,11 @@ use abicache_scan::{scan, ScanConfig};
 /// missing; `./m.cpp` found it.
 #[test]
 fn bare_source_name_resolves_includes_next_to_it() {
+    if !abicache_test_support::alone_in_process(
+        "regression::bare_source_name_resolves_includes_next_to_it",
+    ) {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("m.cpp"), "#include \"a.h\"\n").unwrap();
     std::fs::write(dir.path().join("a.h"), "int a();\n").unwrap();
