@@ -5,7 +5,7 @@
 //!
 //! The mount tests need root (they are skipped, loudly, without it).
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -60,7 +60,7 @@ fn child() {
 fn child_command(role: &str, root: &Path) -> Command {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args([
-        "child",
+        "hardening::child",
         "--exact",
         "--ignored",
         "--nocapture",

@@ -1,5 +1,4 @@
 //! Helpers shared by the integration tests: real stores in real temp dirs.
-#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

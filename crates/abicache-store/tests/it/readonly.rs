@@ -2,7 +2,7 @@
 //! in the layer is written; a corrupt, foreign, or writable-by-others entry
 //! is skipped with a warning and left as it is.
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 

@@ -2,7 +2,7 @@
 //! entry; any damaged, unlisted or missing byte refuses the whole bundle
 //! and leaves the target store untouched.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 

@@ -2,7 +2,7 @@
 //! corrupt or stale, failed builds remembered, and evicted by gc. Real files; the `.gch`
 //! bytes are arbitrary here (the build crate's tests compile real ones).
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::Duration;

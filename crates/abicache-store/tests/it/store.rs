@@ -1,7 +1,7 @@
 //! The store in one process: publish, verified lookup, corruption, layout
 //! permissions, gc, remove and stats. Real files only.
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::time::Duration;

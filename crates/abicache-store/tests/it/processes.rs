@@ -2,7 +2,7 @@
 //! itself running only the ignored `child` test, whose role is given in
 //! `ABICACHE_TEST_ROLE`; it reports on stdout lines starting with `RESULT `.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -117,7 +117,7 @@ fn spawn_child(role: &str, root: &Path, key: &str) -> Child {
 fn child_command(role: &str, root: &Path, key: &str) -> Command {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args([
-        "child",
+        "processes::child",
         "--exact",
         "--ignored",
         "--nocapture",
