@@ -1,6 +1,6 @@
 //! Audits of shared libraries compiled by the system `cc`/`c++` in a tempdir.
 
-mod support;
+use crate::support;
 
 use abicache_audit::{audit_bytes, audit_file, demangle, render_human, AuditReport, Group};
 use support::*;

@@ -1,6 +1,6 @@
 //! Files that are not (whole) ELF shared libraries: clear errors, never a panic.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 

@@ -1,5 +1,4 @@
 //! Compiles tiny shared libraries with the system compilers for the tests.
-#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
