@@ -570,6 +570,11 @@ fn toolchain_errors_name_what_was_searched_and_the_fix() {
 
 #[test]
 fn max_jobs_rejects_what_is_not_a_positive_number() {
+    if !abicache_test_support::alone_in_process(
+        "build::max_jobs_rejects_what_is_not_a_positive_number",
+    ) {
+        return;
+    }
     assert_eq!(parse_max_jobs("8").unwrap(), 8);
     assert_eq!(parse_max_jobs(" 3 ").unwrap(), 3);
     let errors: Vec<String> = ["0", "-2", "four", "2.5", ""]
@@ -578,7 +583,7 @@ fn max_jobs_rejects_what_is_not_a_positive_number() {
         .collect();
     insta::assert_snapshot!("max_jobs_errors", errors.join("\n---\n"));
 
-    // Only this test touches `MAX_JOBS` (nextest runs each test in its own process).
+    // Only this test touches `MAX_JOBS`, alone in its process (above).
     std::env::set_var("MAX_JOBS", "3");
     assert_eq!(BuildOptions::from_env().unwrap().jobs, Some(3));
     std::env::set_var("MAX_JOBS", "lots");
