@@ -42,6 +42,12 @@ fn probe_reads_torch_without_importing_it() {
 /// on the resolved executable handed one venv's torch to another.
 #[test]
 fn probe_cache_keeps_venvs_sharing_a_base_interpreter_apart() {
+    // It changes the current directory: alone in its process.
+    if !abicache_test_support::alone_in_process(
+        "probe::probe_cache_keeps_venvs_sharing_a_base_interpreter_apart",
+    ) {
+        return;
+    }
     let cache = tempfile::tempdir().unwrap();
     let dirs = tempfile::tempdir().unwrap();
     let (a, b) = (dirs.path().join("a"), dirs.path().join("b"));
