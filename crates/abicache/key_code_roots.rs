@@ -1,7 +1,7 @@
 // The one list of what the key-code fingerprint covers: `build.rs` hashes
 // it into `ABICACHE_KEY_CODE_FINGERPRINT`, and the library re-exports it
 // (`abicache::key_code::KEY_CODE_ROOTS`) for the test that recomputes it
-// (`tests/key_code_fingerprint.rs`). Both `include!` this file.
+// (`tests/it/key_code_fingerprint.rs`). Both `include!` this file.
 
 /// The sources of the code that turns a scan into a key, relative to the
 /// `abicache` crate's directory: a directory (every `.rs` file below it) or

@@ -123,7 +123,7 @@ pub(crate) fn lex_reusing(bytes: &[u8], scratch: &mut LexScratch) -> FileFacts {
 
 /// [`lex`] through the scalar reference loop: every byte classified one at a time, as the
 /// lexer did before it skipped ordinary code a block of bytes at a time. Kept for the
-/// differential tests (`tests/lexer_differential.rs`), which assert both give identical
+/// differential tests (`tests/it/lexer_differential.rs`), which assert both give identical
 /// facts; not for production use.
 #[doc(hidden)]
 pub fn lex_scalar(bytes: &[u8]) -> FileFacts {

@@ -18,6 +18,9 @@
 //!   [`make_read_only`]: a tree's state, to show nothing wrote to it.
 //! - [`venv_python`], [`repo_root`]: the project's venvs and repository.
 //! - `environment::cpython312` (feature `key`): a hand-built environment.
+//! - [`alone_in_process`]: a test that changes process-wide state (the
+//!   current directory, a variable) runs in a process of its own, under
+//!   `cargo test` too.
 //!
 //! ```
 //! let mut redis = abicache_test_support::Server::redis();
@@ -32,11 +35,13 @@
 #[cfg(feature = "key")]
 pub mod environment;
 mod files;
+mod process;
 mod server;
 mod skip;
 mod venv;
 
 pub use files::{assert_generated_file, copy_dir, make_read_only, tree, write, PathState};
+pub use process::alone_in_process;
 pub use server::{free_port, Server, S3_BUCKET};
 pub use skip::{
     skip, skip_for_hardware, skip_for_privilege, HARDWARE, NO_SKIPS_VAR, PRIVILEGE, SKIP_LOG_VAR,

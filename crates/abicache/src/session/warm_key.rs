@@ -7,7 +7,7 @@
 //! current directory when a path is relative, and the code that computes
 //! keys ([`crate::key_code::KEY_CODE_ROOTS`]); the scan's
 //! dependencies cover the files. A memo is therefore answered only when a
-//! full scan would give the same key (tested in `tests/warm_key.rs`).
+//! full scan would give the same key (tested in `tests/it/warm_key.rs`).
 
 use std::path::Path;
 

@@ -1,0 +1,131 @@
+//! The stable-ABI example (one binary for torch 2.15 and 2.12) and the CUDA
+//! example (pip nvcc, no GPU needed to build or load).
+
+use crate::common;
+
+use std::path::Path;
+
+use common::*;
+
+const CALL_SCALE_SHIFT: &str = r#"
+import sys, torch
+torch.ops.load_library(sys.argv[1])
+print(torch.__version__.split("+")[0], torch.ops.stable_scale.scale_shift(torch.arange(4.0), 2.0, 1.0).tolist())
+"#;
+
+#[test]
+fn stable_example_built_on_torch_2_15_is_a_hit_and_runs_on_torch_2_12() {
+    let cache = Cache::new();
+    let spec = repo_path("examples/stable_scale/abicache.toml");
+    let built = cache.build(&spec, &python(), &[]);
+    assert_eq!(built["hit"], false, "{built}");
+    assert_eq!(strings(&built["compiled"]), ["scale.cpp"]);
+    let library = Path::new(built["path"].as_str().unwrap());
+    assert_eq!(
+        python_run(&python(), CALL_SCALE_SHIFT, library),
+        "2.15.0 [1.0, 3.0, 5.0, 7.0]"
+    );
+
+    // The same entry serves torch 2.12: the key carries `stable-2.10`, not the torch version.
+    let compat = cache.build(&spec, &python_compat(), &[]);
+    assert_eq!(compat["hit"], true, "{compat}");
+    assert_eq!(compat["path"], built["path"]);
+    assert_eq!(strings(&compat["compiled"]), Vec::<String>::new());
+    assert_eq!(
+        python_run(&python_compat(), CALL_SCALE_SHIFT, library),
+        "2.12.1 [1.0, 3.0, 5.0, 7.0]"
+    );
+    let stats = cache.stats();
+    assert_eq!(
+        (u64_of(&stats, "builds"), u64_of(&stats, "hits")),
+        (1, 1),
+        "{stats}"
+    );
+
+    // Issue 5 (c): only the stable C shim, libstdc++ and libc: no libtorch C++, no CPython, no CUDA.
+    let audit = cache.json(args!["audit", library, "--json"]);
+    let imports = &audit["imports"];
+    for empty in ["cpython", "libtorch_python", "libtorch_cxx", "cuda"] {
+        assert_eq!(
+            strings(&imports[empty]),
+            Vec::<String>::new(),
+            "`{empty}` imports in {audit}"
+        );
+    }
+    let shim = strings(&imports["torch_stable_c"]);
+    assert!(
+        shim.iter().any(|s| s.starts_with("aoti_torch_")),
+        "{shim:?}"
+    );
+    assert!(!strings(&imports["libstdcxx"]).is_empty(), "{audit}");
+    assert!(
+        strings(&imports["other"])
+            .iter()
+            .any(|s| s == "memset" || s == "strlen" || s == "__cxa_finalize"),
+        "{audit}"
+    );
+    let entry = &cache.ls()[0];
+    assert_eq!(entry["torch_abi"], "stable-2.10");
+    assert_eq!(entry["audit"], audit);
+    let human = cache.run(args!["audit", library]);
+    assert_success(&human);
+    assert!(
+        stdout(&human).contains("libtorch: stable C ABI only"),
+        "{}",
+        stdout(&human)
+    );
+}
+
+#[test]
+fn cuda_example_compiles_with_the_pip_nvcc_links_and_loads_without_a_gpu() {
+    let cache = Cache::new();
+    let spec = repo_path("examples/cuda_axpy/abicache.toml");
+    let built = cache.build(&spec, &python(), &[]);
+    assert_eq!(built["hit"], false, "{built}");
+    let mut compiled = strings(&built["compiled"]);
+    compiled.sort();
+    assert_eq!(compiled, ["axpy_kernel.cu", "ops.cpp"]);
+
+    // A CUDA key names the full torch build, its CUDA, the archs and nvcc.
+    let key = cache.json(args!["key", spec, "--python", python(), "--json"]);
+    assert_eq!(key["key"], built["key"]);
+    let payload = strings(&key["payload"]);
+    let field = |name: &str| {
+        payload
+            .iter()
+            .find_map(|l| l.strip_prefix(name))
+            .map(str::to_owned)
+    };
+    assert!(
+        field("torch=").is_some_and(|v| v.starts_with("2.15.0+cu")),
+        "{payload:?}"
+    );
+    assert!(field("torch_cuda=").is_some(), "{payload:?}");
+    assert!(field("nvcc=").is_some(), "{payload:?}");
+    assert!(
+        payload.iter().any(|l| l.contains("sm_90")),
+        "cuda_archs 9.0 gives sm_90 code: {payload:?}"
+    );
+
+    let library = Path::new(built["path"].as_str().unwrap());
+    let audit = cache.json(args!["audit", library, "--json"]);
+    assert!(!strings(&audit["imports"]["cuda"]).is_empty(), "{audit}");
+    assert_eq!(
+        strings(&audit["imports"]["cpython"]),
+        Vec::<String>::new(),
+        "{audit}"
+    );
+
+    // Loading needs no GPU: the op is registered. Calling it would need a CUDA
+    // device, which the test machines do not have, so the test stops here.
+    let registered = python_run(
+        &python(),
+        "import sys, torch\ntorch.ops.load_library(sys.argv[1])\nprint(torch.ops.cuda_axpy.axpy.default._schema)",
+        library,
+    );
+    assert_eq!(
+        registered,
+        "cuda_axpy::axpy(float alpha, Tensor x, Tensor y) -> Tensor"
+    );
+    assert_eq!(cache.build(&spec, &python(), &[])["hit"], true);
+}
