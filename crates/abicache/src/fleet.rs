@@ -209,10 +209,18 @@ pub fn prebuild(
     if extensions.is_empty() {
         return Err(Error::NoFleetExtension);
     }
+    // The settings of this run, resolved and checked once before any work.
+    let settings = std::sync::Arc::new(abicache_settings::Settings::resolve(
+        &abicache_settings::Flags {
+            cache_dir: Some(store.root().to_owned()),
+            remote: None,
+        },
+    )?);
     let sessions: Vec<Session> = environments
         .iter()
         .map(|e| {
             Session::new(store.clone(), e.env.clone())
+                .with_settings(std::sync::Arc::clone(&settings))
                 .with_site_packages(e.site_packages.clone())
                 .with_options(options)
         })

@@ -1,5 +1,6 @@
 //! Read-only cache layers as the session uses them: `ABICACHE_READONLY_DIRS`
-//! (else `readonly_dirs` in the config file), then the roots the caller adds
+//! (else `readonly_dirs` in the config file, as the settings resolved
+//! them), then the roots the caller adds
 //! (the Python package adds installed cache wheels'), each consulted after
 //! the local cache and never written.
 //!
@@ -18,33 +19,32 @@ use abicache_audit::audit_file;
 use abicache_fs::FileStamp;
 use abicache_key::Payload;
 use abicache_remote::Keys;
+use abicache_settings::RemoteSettings;
 use abicache_store::{Hit, ReadOnlyLayer};
 
 use crate::bundle::{check_signature, claims, no_scan};
 
-/// The layers of this process's environment and config file, then
-/// `extra` (duplicates after the first dropped); a config file that cannot
-/// be read is returned as the warning to show, with the other layers.
-pub fn resolve(extra: &[PathBuf]) -> (Vec<ReadOnlyLayer>, Option<String>) {
-    let (mut roots, warning) = match abicache_remote::readonly_dirs() {
-        Ok(roots) => (roots, None),
-        Err(e) => (
-            Vec::new(),
-            Some(format!("read-only cache layers disabled: {e}")),
-        ),
-    };
+/// The layers the settings name (`configured`), then `extra` (duplicates
+/// after the first dropped).
+pub fn resolve(configured: &[PathBuf], extra: &[PathBuf]) -> Vec<ReadOnlyLayer> {
+    let mut roots = configured.to_vec();
     roots.extend(extra.iter().cloned());
     let mut seen = HashSet::new();
     roots.retain(|r| seen.insert(r.clone()));
-    (roots.into_iter().map(ReadOnlyLayer::new).collect(), warning)
+    roots.into_iter().map(ReadOnlyLayer::new).collect()
 }
 
 /// The first layer that serves `key`, in order, with the warnings about
-/// entries skipped on the way (each shown once per process).
-pub fn lookup(layers: &[ReadOnlyLayer], key: &str) -> (Option<Hit>, Vec<String>) {
+/// entries skipped on the way (each shown once per process); a layer's
+/// signature is checked against the trusted keys `keys` names.
+pub fn lookup(
+    layers: &[ReadOnlyLayer],
+    key: &str,
+    keys: &RemoteSettings,
+) -> (Option<Hit>, Vec<String>) {
     let mut warnings = Vec::new();
     for layer in layers {
-        if let Some(reason) = signature_refusal(layer) {
+        if let Some(reason) = signature_refusal(layer, keys) {
             let text = format!(
                 "read-only cache layer `{}` skipped: {reason}",
                 layer.root().display()
@@ -87,14 +87,14 @@ fn warn_once(text: String, warnings: &mut Vec<String>) {
 /// layer: a signature present must be valid; with trusted keys set, a
 /// layer that has an index must be signed by one of them. `None`: fine
 /// (or no index).
-fn signature_refusal(layer: &ReadOnlyLayer) -> Option<String> {
+fn signature_refusal(layer: &ReadOnlyLayer, keys: &RemoteSettings) -> Option<String> {
     static CHECKED: OnceLock<Mutex<HashMap<PathBuf, Option<String>>>> = OnceLock::new();
     let memo = CHECKED.get_or_init(Default::default);
     if let Some(known) = memo.lock().ok()?.get(layer.root()) {
         return known.clone();
     }
     let refusal = layer.index_bytes().and_then(|(index, signature)| {
-        let trusted = match Keys::resolve() {
+        let trusted = match Keys::from_settings(keys) {
             Ok(keys) => keys.trusted,
             Err(e) => return Some(e.to_string()),
         };

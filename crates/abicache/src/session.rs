@@ -21,6 +21,7 @@ use crate::remote::{Fetch, RemoteCache, RemoteState};
 use crate::remote_objects::SharedObjects;
 use crate::warning::Warning;
 use abicache_remote::RemoteError;
+use abicache_settings::Settings;
 
 mod warm_key;
 pub mod warm_load;
@@ -50,8 +51,11 @@ pub struct Session {
     /// The cache, opened on first use (see [`Session::store`]), so a spec
     /// refused by [`Session::check`] creates nothing on disk.
     store: OnceLock<Store>,
-    /// Where the cache is opened: this root, else `ABICACHE_DIR`'s default.
+    /// Where the cache is opened: this root, else the settings' root.
     cache_dir: Option<PathBuf>,
+    /// The settings resolved before the session was made (default: every
+    /// documented default); the session reads no setting itself.
+    settings: Arc<Settings>,
     env: Environment,
     site_packages: Vec<PathBuf>,
     toolchain_env: ToolchainEnv,
@@ -69,9 +73,8 @@ pub struct Session {
     /// Read-only layer roots added by the caller (installed cache wheels),
     /// consulted after `ABICACHE_READONLY_DIRS`'.
     extra_layers: Vec<PathBuf>,
-    /// The read-only layers, resolved on first use (a config file that
-    /// cannot be read is the warning kept beside them).
-    layers: OnceLock<(Vec<abicache_store::ReadOnlyLayer>, Option<String>)>,
+    /// The read-only layers (the settings', then `extra_layers`), made on first use.
+    layers: OnceLock<Vec<abicache_store::ReadOnlyLayer>>,
 }
 
 /// A spec resolved against the session's environment: its scan and key.
@@ -188,22 +191,41 @@ impl Outcome {
 impl Session {
     /// A session for `env` over an already opened `store`. `site_packages`
     /// are searched for NVIDIA's nvcc wheels; by default the parent of
-    /// `env.torch_dir`.
+    /// `env.torch_dir`. Its settings are the defaults until
+    /// [`Session::with_settings`] gives resolved ones.
     pub fn new(store: Store, env: Environment) -> Self {
         let session = Self::lazy(None, env);
-        let _ = session
-            .store
-            .set(store.with_trusted_signers(crate::remote::trusted_signers()));
+        let signers = crate::remote::trusted_signers(&session.settings.remote);
+        let _ = session.store.set(store.with_trusted_signers(signers));
         session
     }
 
     /// A session for `env` over the cache at `cache_dir` (`None`: the root
-    /// given by the environment), which is opened (and created) only when a
-    /// build or lookup first needs it: a spec refused by [`Session::check`]
-    /// (a stable target above the running torch, an invalid spec) leaves
-    /// nothing on disk.
+    /// of the settings given by [`Session::with_settings`]), which is
+    /// opened (and created) only when a build or lookup first needs it: a
+    /// spec refused by [`Session::check`] (a stable target above the
+    /// running torch, an invalid spec) leaves nothing on disk.
     pub fn open_lazily(cache_dir: Option<PathBuf>, env: Environment) -> Self {
         Self::lazy(cache_dir, env)
+    }
+
+    /// Uses `settings` (resolved and checked up front by
+    /// [`abicache_settings::Settings::resolve`]) for the cache, precompiled
+    /// headers, the remote cache and the read-only layers. Give it before
+    /// [`Session::with_remote`] and before the session is used.
+    pub fn with_settings(mut self, settings: Arc<Settings>) -> Self {
+        if let Some(store) = self.store.take() {
+            let signers = crate::remote::trusted_signers(&settings.remote);
+            let _ = self.store.set(store.with_trusted_signers(signers));
+        }
+        self.settings = settings;
+        self.layers = OnceLock::new();
+        self
+    }
+
+    /// The settings this session uses.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
     }
 
     fn lazy(cache_dir: Option<PathBuf>, env: Environment) -> Self {
@@ -216,6 +238,7 @@ impl Session {
         Session {
             store: OnceLock::new(),
             cache_dir,
+            settings: Arc::default(),
             env,
             site_packages,
             toolchain_env: ToolchainEnv::from_process(),
@@ -243,16 +266,14 @@ impl Session {
     /// layer hit in the local cache; `None` when no layer serves it.
     /// Warnings about skipped layer entries go to `warnings`.
     fn layer_hit(&self, key: &str, warnings: &mut Vec<Warning>) -> Option<Hit> {
-        let (layers, problem) = self
-            .layers
-            .get_or_init(|| crate::layers::resolve(&self.extra_layers));
+        let layers = self.layers.get_or_init(|| {
+            crate::layers::resolve(&self.settings.layers.readonly_dirs, &self.extra_layers)
+        });
         if layers.is_empty() {
-            warnings.extend(problem.clone().map(Warning::Layer));
             return None;
         }
-        let (hit, found) = crate::layers::lookup(layers, key);
+        let (hit, found) = crate::layers::lookup(layers, key, &self.settings.remote);
         warnings.extend(found.into_iter().map(Warning::Layer));
-        warnings.extend(problem.clone().map(Warning::Layer));
         let hit = hit?;
         self.count(
             &[Event::LayerHit {
@@ -285,18 +306,18 @@ impl Session {
     }
 
     /// Uses `remote` as the remote cache (`None`: none, whatever the
-    /// environment says) instead of resolving `ABICACHE_REMOTE` at the first build.
+    /// settings say) instead of opening the settings' remote at the first build.
     pub fn with_remote(self, remote: Option<RemoteCache>) -> Self {
         let _ = self.remote.set(Ok(remote));
         self
     }
 
-    /// The remote cache, resolved from the environment on first use; a
-    /// configuration error is returned for the caller's warning.
+    /// The remote cache the settings name, opened on first use; a key that
+    /// cannot be read is returned for the caller's warning.
     fn remote(&self) -> std::result::Result<Option<&RemoteCache>, Arc<RemoteError>> {
         match self
             .remote
-            .get_or_init(|| RemoteCache::from_env(None).map_err(Arc::new))
+            .get_or_init(|| RemoteCache::from_settings(&self.settings.remote).map_err(Arc::new))
         {
             Ok(remote) => Ok(remote.as_ref()),
             Err(e) => Err(Arc::clone(e)),
@@ -314,13 +335,20 @@ impl Session {
         if let Some(store) = self.store.get() {
             return Ok(store);
         }
-        let store = match &self.cache_dir {
-            Some(dir) => Store::open(dir)?,
-            None => Store::open_default()?,
-        }
-        .with_trusted_signers(crate::remote::trusted_signers());
+        let root = self
+            .cache_root()
+            .ok_or(abicache_store::StoreError::NoCacheDir)?;
+        let store = Store::open_with(root, &self.settings.store)?
+            .with_trusted_signers(crate::remote::trusted_signers(&self.settings.remote));
         // Another thread may have won the race: both opened the same root.
         Ok(self.store.get_or_init(|| store))
+    }
+
+    /// Where the cache is: the session's root, else the settings'.
+    fn cache_root(&self) -> Option<&Path> {
+        self.cache_dir
+            .as_deref()
+            .or(self.settings.store.root.as_deref())
     }
 
     /// The cache once [`Session::build`] has opened it.
@@ -652,14 +680,14 @@ impl Session {
         warnings: &mut Vec<Warning>,
     ) -> Result<(Hit, abicache_build::BuildReport, Option<SharedObjects<'r>>)> {
         let requires_cuda = spec.requires_cuda();
-        let pch_mode = PchMode::from_env()?;
+        let pch_mode = self.settings.build.pch;
         let toolchain =
             Toolchain::discover(&self.toolchain_env, &self.site_packages, requires_cuda)?;
         self.check_host_cpu_here(spec, &prepared.env)?;
         let plan = self.plan(spec, prepared, root)?;
         let (pch_plan, pch_slots) = match pch_mode {
             PchMode::Auto => {
-                let slots = abicache_store::MachineSlots::from_env()?;
+                let slots = abicache_store::MachineSlots::for_settings(&self.settings.store)?;
                 let requests =
                     abicache_build::pch_requests(&plan, &toolchain, &default_umbrellas());
                 let plan = crate::pch::resolve(self.opened(), requests, warnings);
@@ -690,7 +718,7 @@ impl Session {
             cancel: self.cancel.clone(),
         };
         let shared = crate::remote_objects::before_build(
-            remote,
+            remote.filter(|_| self.settings.remote.objects),
             self.opened(),
             &plan,
             &toolchain,
@@ -865,15 +893,9 @@ impl Session {
     fn host_cpu_dir(&self) -> Option<PathBuf> {
         let version_dir = match self.store.get() {
             Some(store) => store.layout().version_dir().to_path_buf(),
-            None => {
-                let root = match &self.cache_dir {
-                    Some(dir) => dir.clone(),
-                    None => abicache_store::root_from_env().ok()?,
-                };
-                abicache_store::Layout::new(root)
-                    .version_dir()
-                    .to_path_buf()
-            }
+            None => abicache_store::Layout::new(self.cache_root()?)
+                .version_dir()
+                .to_path_buf(),
         };
         version_dir.is_dir().then(|| version_dir.join(HOST_CPU_DIR))
     }
