@@ -57,7 +57,7 @@ pub use remote::{
     TRUSTED_KEYS_FROM_FILE,
 };
 pub use store::{
-    parse_pch_jobs, parse_seconds, resolve_root, StoreSettings, DEFAULT_GC_GRACE,
+    parse_pch_jobs, parse_seconds, resolve_root, root_from_env, StoreSettings, DEFAULT_GC_GRACE,
     DEFAULT_LOCK_TIMEOUT, DEFAULT_PCH_JOBS,
 };
 

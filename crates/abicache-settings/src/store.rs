@@ -150,6 +150,18 @@ pub fn resolve_root(
     set(home).map(|home| home.join(".cache").join("abicache"))
 }
 
+/// [`resolve_root`] of this process's `ABICACHE_DIR`, `XDG_CACHE_HOME` and
+/// `HOME` (only those: `abicache config` and the Python package's
+/// `default_cache_dir` show the root whatever the other settings hold).
+pub fn root_from_env() -> Option<PathBuf> {
+    let get = |name| crate::set(&crate::process_var, name);
+    resolve_root(
+        get(ABICACHE_DIR).as_deref(),
+        get(XDG_CACHE_HOME).as_deref(),
+        get(HOME).as_deref(),
+    )
+}
+
 /// A non-negative number of seconds (`600`, `0.5`) given in `name`; `None`
 /// or empty gives `default`. Anything else is an error naming `name`.
 pub fn parse_seconds(

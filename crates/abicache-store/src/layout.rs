@@ -17,8 +17,6 @@ use std::ffi::OsStr;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
-use abicache_settings::StoreSettings;
-
 use crate::error::{Result, StoreError};
 
 /// The version of the on-disk layout; it names the `v1` directory and is the
@@ -59,16 +57,15 @@ pub fn resolve_root(
         .ok_or(StoreError::NoCacheDir)
 }
 
-/// [`resolve_root`] with the values of this process's environment, as
-/// `abicache_settings::StoreSettings::from_env` resolves them.
+/// [`resolve_root`] with the values of this process's environment
+/// (`abicache_settings::root_from_env`: only the three variables of the
+/// root are read, so a bad value of another setting does not hide it).
 ///
 /// Restated in Python at `python/abicache/__init__.py:_cache_root`, tied by
 /// `tests/python/test_warm_reader.py::test_the_cache_root_is_rusts` (which
 /// compares it with this function through `abicache._native.default_cache_dir`).
 pub fn root_from_env() -> Result<PathBuf> {
-    StoreSettings::from_env()?
-        .root
-        .ok_or(StoreError::NoCacheDir)
+    abicache_settings::root_from_env().ok_or(StoreError::NoCacheDir)
 }
 
 /// Checks that `key` can name a directory and a lock file: 1 to 128
