@@ -60,6 +60,11 @@ fn a_bad_variable_fails_before_any_scan_naming_the_variable() {
             "2",
             "`ABICACHE_REMOTE_OBJECTS=2` is not understood",
         ),
+        (
+            "ABICACHE_ISA_CHECK",
+            "maybe",
+            "`ABICACHE_ISA_CHECK=maybe` is not `1` or `0`",
+        ),
     ];
     for (name, value, message) in refused {
         let cache = Cache::new();

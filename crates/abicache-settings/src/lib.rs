@@ -49,7 +49,7 @@ mod store;
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-pub use build::{BuildSettings, PchMode};
+pub use build::{parse_isa_check, BuildSettings, PchMode};
 pub use config_file::{config_file_settings, config_path};
 pub use error::{Result, SettingsError};
 pub use remote::{
@@ -141,6 +141,9 @@ impl Settings {
         let store = StoreSettings::from_vars(var, flags.cache_dir.clone())?;
         let build = BuildSettings {
             pch: PchMode::parse(text(abicache_env_vars::ABICACHE_PCH).as_deref())?,
+            isa_check: build::parse_isa_check(
+                text(abicache_env_vars::ABICACHE_ISA_CHECK).as_deref(),
+            )?,
         };
         let remote = RemoteSettings::resolve(
             flags.remote.as_deref(),

@@ -195,6 +195,12 @@ fn a_bad_variable_is_refused_naming_it_and_what_to_set() {
         refusal("ABICACHE_REMOTE_TIMEOUT", "-1"),
         "invalid ABICACHE_REMOTE_TIMEOUT `-1`: expected a positive number of seconds"
     );
+    assert_eq!(
+        refusal("ABICACHE_ISA_CHECK", "maybe"),
+        "`ABICACHE_ISA_CHECK=maybe` is not `1` or `0`; unset it (the guard is on by default) \
+         or set it to `0` to load libraries without comparing their instruction sets with this \
+         CPU's"
+    );
     for (name, value) in [
         ("ABICACHE_MAX_SIZE", "lots"),
         ("ABICACHE_PCH_MAX_SIZE", "lots"),
