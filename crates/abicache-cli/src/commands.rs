@@ -1,9 +1,11 @@
 //! One function per subcommand: call the façade, print the result.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use abicache::build::{progress_reporter, ProgressMode};
 use abicache::key::{Environment, ExtensionSpec, SpecFile};
+use abicache::settings::Settings;
 use abicache::store::{parse_size, Layout, Store};
 use abicache::{Error, Session, SessionOptions};
 use abicache_fleet::probe_interpreter;
@@ -17,43 +19,40 @@ use crate::interpreter;
 use crate::output::{emit, print_json, print_json_or};
 use crate::render;
 
-/// Runs the parsed command line.
-pub fn run(cli: Cli) -> Result<()> {
-    let cache_dir = cli.cache_dir;
-    let remote = cli.remote;
+/// Runs the parsed command line with the `settings` resolved from the
+/// environment, the config file and its flags (`--cache-dir`, `--remote`).
+pub fn run(cli: Cli, settings: Arc<Settings>) -> Result<()> {
     let verbose = cli.verbose;
+    let s = settings;
     match cli.command {
-        Command::Scan(args) => scan(cache_dir, args),
-        Command::Key(args) => key(cache_dir, verbose, args),
-        Command::Build(args) => build(cache_dir, remote.as_deref(), verbose, args),
-        Command::Ls(args) => ls(cache_dir, args),
-        Command::Explain(args) => explain(cache_dir, verbose, args),
-        Command::Gc(args) => gc(cache_dir, args),
-        Command::Rm(args) => rm(cache_dir, args),
-        Command::Stats(args) => stats(cache_dir, args),
+        Command::Scan(args) => scan(&s, args),
+        Command::Key(args) => key(&s, verbose, args),
+        Command::Build(args) => build(&s, verbose, args),
+        Command::Ls(args) => ls(&s, args),
+        Command::Explain(args) => explain(&s, verbose, args),
+        Command::Gc(args) => gc(&s, args),
+        Command::Rm(args) => rm(&s, args),
+        Command::Stats(args) => stats(&s, args),
         Command::Audit(args) => audit(args),
-        Command::Push(args) => {
-            crate::remote_cmds::push(open_store(cache_dir)?, remote.as_deref(), args)
-        }
-        Command::Pull(args) => {
-            crate::remote_cmds::pull(open_store(cache_dir)?, remote.as_deref(), args)
-        }
+        Command::Push(args) => crate::remote_cmds::push(open_store(&s)?, &s, args),
+        Command::Pull(args) => crate::remote_cmds::pull(open_store(&s)?, &s, args),
         Command::Keygen(args) => crate::remote_cmds::keygen(args),
-        Command::Config(args) => crate::config_cmd::config(cache_dir, remote.as_deref(), args),
-        Command::Prebuild(args) => crate::fleet_cmds::prebuild(open_store(cache_dir)?, args),
-        Command::Export(args) => crate::fleet_cmds::export(open_store(cache_dir)?, args),
-        Command::Import(args) => crate::fleet_cmds::import(open_store(cache_dir)?, args),
-        // `main_with_package` runs it (it needs the package directory).
-        Command::Run(_) => unreachable!("`abicache run` is dispatched by main_with_package"),
+        Command::Prebuild(args) => crate::fleet_cmds::prebuild(open_store(&s)?, args),
+        Command::Export(args) => crate::fleet_cmds::export(open_store(&s)?, &s, args),
+        Command::Import(args) => crate::fleet_cmds::import(open_store(&s)?, &s, args),
+        // `main_with_package` runs them (`run` needs the package directory;
+        // `config` resolves no settings).
+        Command::Run(_) | Command::Config(_) => {
+            unreachable!("`abicache run` and `config` are dispatched by main_with_package")
+        }
     }
 }
 
-pub(crate) fn open_store(cache_dir: Option<PathBuf>) -> Result<Store, Error> {
-    Ok(match cache_dir {
-        Some(dir) => Store::open(dir)?,
-        None => Store::open_default()?,
-    }
-    .with_trusted_signers(abicache::trusted_signers()))
+/// The cache the settings name, serving pulled entries only when signed by
+/// one of their trusted keys.
+pub(crate) fn open_store(settings: &Settings) -> Result<Store, Error> {
+    Ok(Store::open_configured(&settings.store)?
+        .with_trusted_signers(abicache::trusted_signers(&settings.remote)))
 }
 
 /// What a spec argument resolves to: the spec file, the extension's name, a
@@ -72,7 +71,7 @@ struct SpecSession {
 /// cache is opened by the session when first needed, after its checks
 /// ([`Session::validate_spec`]).
 fn session_for(
-    cache_dir: Option<PathBuf>,
+    settings: &Arc<Settings>,
     spec: &SpecArgs,
     options: SessionOptions,
     verbose: bool,
@@ -84,7 +83,7 @@ fn session_for(
         .name
         .clone();
     let (session, interpreter) = environment_session(
-        cache_dir,
+        settings,
         spec.env.env.as_deref(),
         spec.env.python.as_deref(),
     )?;
@@ -102,31 +101,32 @@ fn session_for(
 /// A session for the environment file `env_file`, else for the interpreter
 /// `python` (neither: the default interpreter), and the interpreter chosen.
 fn environment_session(
-    cache_dir: Option<PathBuf>,
+    settings: &Arc<Settings>,
     env_file: Option<&Path>,
     python: Option<&Path>,
 ) -> Result<(Session, Option<interpreter::Chosen>)> {
     if let Some(path) = env_file {
-        return Ok((
-            Session::open_lazily(cache_dir, Environment::load(path).map_err(Error::from)?),
-            None,
-        ));
+        let env = Environment::load(path).map_err(Error::from)?;
+        let session = Session::open_lazily(None, env).with_settings(Arc::clone(settings));
+        return Ok((session, None));
     }
     let chosen = interpreter::choose(python)?;
-    let probe_cache = probe_cache_dir(cache_dir.as_deref())?;
+    let probe_cache = probe_cache_dir(settings)?;
     let probed = probe_interpreter(&chosen.path, probe_cache.as_deref())?;
-    let session = Session::open_lazily(cache_dir, probed.environment)
+    let session = Session::open_lazily(None, probed.environment)
+        .with_settings(Arc::clone(settings))
         .with_site_packages(probed.site_packages);
     Ok((session, Some(chosen)))
 }
 
 /// Where interpreter probes are remembered: inside the cache, and only once
 /// the cache exists (probing never creates it; see [`Session::validate_spec`]).
-fn probe_cache_dir(cache_dir: Option<&Path>) -> Result<Option<PathBuf>, Error> {
-    let root = match cache_dir {
-        Some(dir) => dir.to_path_buf(),
-        None => abicache::store::root_from_env()?,
-    };
+fn probe_cache_dir(settings: &Settings) -> Result<Option<PathBuf>, Error> {
+    let root = settings
+        .store
+        .root
+        .clone()
+        .ok_or(abicache::store::StoreError::NoCacheDir)?;
     let version_dir = Layout::new(root).version_dir().to_path_buf();
     Ok(version_dir
         .is_dir()
@@ -137,7 +137,7 @@ fn probe_cache_dir(cache_dir: Option<&Path>) -> Result<Option<PathBuf>, Error> {
 /// given, configured by the rule keying uses ([`ExtensionSpec::scan_config`]);
 /// with `--python` or `--env` in that environment, as `abicache key` scans.
 /// Opens no cache.
-fn scan(cache_dir: Option<PathBuf>, args: ScanArgs) -> Result<()> {
+fn scan(settings: &Arc<Settings>, args: ScanArgs) -> Result<()> {
     let root = match args.root {
         Some(root) => root,
         None => std::env::current_dir()
@@ -149,7 +149,7 @@ fn scan(cache_dir: Option<PathBuf>, args: ScanArgs) -> Result<()> {
         .with_extra_cflags(defines);
     let (env_file, python) = (args.env.env.as_deref(), args.env.python.as_deref());
     let config = if env_file.is_some() || python.is_some() {
-        let (session, _) = environment_session(cache_dir, env_file, python)?;
+        let (session, _) = environment_session(settings, env_file, python)?;
         session.scan_config(&sources, &root)?
     } else {
         sources.scan_config(None, &root)
@@ -160,13 +160,13 @@ fn scan(cache_dir: Option<PathBuf>, args: ScanArgs) -> Result<()> {
     })
 }
 
-fn key(cache_dir: Option<PathBuf>, verbose: bool, args: KeyArgs) -> Result<()> {
+fn key(settings: &Arc<Settings>, verbose: bool, args: KeyArgs) -> Result<()> {
     let SpecSession {
         file,
         name,
         session,
         ..
-    } = session_for(cache_dir, &args.spec, SessionOptions::default(), verbose)?;
+    } = session_for(settings, &args.spec, SessionOptions::default(), verbose)?;
     let spec = file.extension(Some(&name)).map_err(Error::from)?;
     let json = args.spec.json;
     if !args.scan {
@@ -191,12 +191,7 @@ fn key(cache_dir: Option<PathBuf>, verbose: bool, args: KeyArgs) -> Result<()> {
     )
 }
 
-fn build(
-    cache_dir: Option<PathBuf>,
-    remote: Option<&str>,
-    verbose: bool,
-    args: BuildArgs,
-) -> Result<()> {
+fn build(settings: &Arc<Settings>, verbose: bool, args: BuildArgs) -> Result<()> {
     let options = SessionOptions {
         rebuild: args.rebuild,
         jobs: args.jobs,
@@ -206,8 +201,11 @@ fn build(
         name,
         session,
         ..
-    } = session_for(cache_dir, &args.spec, options, verbose)?;
-    let session = session.with_remote(crate::remote_cmds::remote_for_build(remote, args.no_upload));
+    } = session_for(settings, &args.spec, options, verbose)?;
+    let session = session.with_remote(crate::remote_cmds::remote_for_build(
+        settings,
+        args.no_upload,
+    ));
     let spec = file.extension(Some(&name)).map_err(Error::from)?;
     let mode = if args.quiet {
         ProgressMode::Quiet
@@ -224,13 +222,13 @@ fn build(
     })
 }
 
-fn explain(cache_dir: Option<PathBuf>, verbose: bool, args: SpecArgs) -> Result<()> {
+fn explain(settings: &Arc<Settings>, verbose: bool, args: SpecArgs) -> Result<()> {
     let SpecSession {
         file,
         name,
         session,
         interpreter,
-    } = session_for(cache_dir, &args, SessionOptions::default(), verbose)?;
+    } = session_for(settings, &args, SessionOptions::default(), verbose)?;
     let spec = file.extension(Some(&name)).map_err(Error::from)?;
     let prepared = session.prepare(spec, &file.root)?;
     let explanation = abicache::explain(&session, &prepared)?;
@@ -246,8 +244,8 @@ fn explain(cache_dir: Option<PathBuf>, verbose: bool, args: SpecArgs) -> Result<
     emit(&text)
 }
 
-fn ls(cache_dir: Option<PathBuf>, args: JsonArgs) -> Result<()> {
-    let store = open_store(cache_dir)?;
+fn ls(settings: &Settings, args: JsonArgs) -> Result<()> {
+    let store = open_store(settings)?;
     let entries = store.list().map_err(Error::from)?;
     let json: Vec<_> = entries.iter().map(render::entry_json).collect();
     print_json_or(args.json, &json, || render::entries_human(&entries))
@@ -261,9 +259,9 @@ struct GcOutput<'a> {
     key_memos_removed: usize,
 }
 
-fn gc(cache_dir: Option<PathBuf>, args: GcArgs) -> Result<()> {
+fn gc(settings: &Settings, args: GcArgs) -> Result<()> {
     let max = parse_size(&args.max_size).map_err(Error::from)?;
-    let store = open_store(cache_dir)?;
+    let store = open_store(settings)?;
     let report = store.gc(max).map_err(Error::from)?;
     // Key memos that can no longer answer (the façade's, not the store's).
     let memos = abicache::key_memos(&store).remove_stale(store.gc_grace());
@@ -281,8 +279,8 @@ fn gc(cache_dir: Option<PathBuf>, args: GcArgs) -> Result<()> {
     })
 }
 
-fn rm(cache_dir: Option<PathBuf>, args: RmArgs) -> Result<()> {
-    let store = open_store(cache_dir)?;
+fn rm(settings: &Settings, args: RmArgs) -> Result<()> {
+    let store = open_store(settings)?;
     let removed = store.remove(&args.target).map_err(Error::from)?;
     if args.json {
         return print_json(&serde_json::json!({ "removed": removed }));
@@ -301,8 +299,8 @@ fn rm(cache_dir: Option<PathBuf>, args: RmArgs) -> Result<()> {
     Ok(())
 }
 
-fn stats(cache_dir: Option<PathBuf>, args: StatsArgs) -> Result<()> {
-    let store = open_store(cache_dir)?;
+fn stats(settings: &Settings, args: StatsArgs) -> Result<()> {
+    let store = open_store(settings)?;
     if args.zero {
         store.zero_counters().map_err(Error::from)?;
     }

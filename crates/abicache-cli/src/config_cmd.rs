@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 
 use abicache::env_vars::{self, EnvVar, ENV_VARS};
-use abicache::remote::{config_file_settings, config_path};
+use abicache::settings::{config_file_settings, config_path};
 use abicache::Error;
 use anyhow::Result;
 use serde::Serialize;
@@ -29,7 +29,7 @@ struct Setting {
 }
 
 /// Runs `abicache config`.
-pub fn config(cache_dir: Option<PathBuf>, remote: Option<&str>, args: JsonArgs) -> Result<()> {
+pub fn config(cache_dir: Option<PathBuf>, remote: Option<&str>, args: &JsonArgs) -> Result<()> {
     let config_file = config_path();
     let from_file = match &config_file {
         Some(path) => config_file_settings(path)?,

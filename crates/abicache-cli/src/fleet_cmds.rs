@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use abicache::build::{progress_reporter, ProgressMode};
 use abicache::remote::Keys;
+use abicache::settings::Settings;
 use abicache::store::Store;
 use abicache::SessionOptions;
 use abicache_fleet::bundle::{self, ImportReport};
@@ -174,8 +175,8 @@ fn matrix_flag_hint(error: &MatrixError) -> Option<String> {
 }
 
 /// `abicache export -o BUNDLE [NAME|KEY]...`.
-pub fn export(store: Store, args: ExportArgs) -> Result<()> {
-    let keys = Keys::resolve()?;
+pub fn export(store: Store, settings: &Settings, args: ExportArgs) -> Result<()> {
+    let keys = Keys::from_settings(&settings.remote)?;
     let entries = bundle::select_entries(&store, &args.targets)?;
     if let Some(dist) = &args.wheel {
         let dist: abicache_fleet::wheel::Dist = dist.parse()?;
@@ -240,8 +241,8 @@ pub fn export(store: Store, args: ExportArgs) -> Result<()> {
 }
 
 /// `abicache import [BUNDLE|-]`.
-pub fn import(store: Store, args: ImportArgs) -> Result<()> {
-    let keys = Keys::resolve()?;
+pub fn import(store: Store, settings: &Settings, args: ImportArgs) -> Result<()> {
+    let keys = Keys::from_settings(&settings.remote)?;
     let report = if args.bundle.as_os_str() == "-" {
         if std::io::stdin().is_terminal() {
             bail!("no bundle on stdin; pass `abicache import BUNDLE` or pipe one in");

@@ -60,13 +60,37 @@ where
             return if err.use_stderr() { 2 } else { 0 };
         }
     };
+    // `abicache config` shows each setting and where it came from, a value
+    // the other commands refuse included: it resolves nothing.
+    if let args::Command::Config(args) = &cli.command {
+        return exit_code(config_cmd::config(
+            cli.cache_dir.clone(),
+            cli.remote.as_deref(),
+            args,
+        ));
+    }
+    // Every other command: the settings, resolved and checked once, before
+    // any work (a value that cannot be used is refused here, naming it).
+    let flags = abicache::settings::Flags {
+        cache_dir: cli.cache_dir.clone(),
+        remote: cli.remote.clone(),
+    };
+    let settings = match abicache::settings::Settings::resolve(&flags) {
+        Ok(settings) => std::sync::Arc::new(settings),
+        Err(e) => return exit_code(Err(abicache::Error::from(e).into())),
+    };
     let cli = match cli.command {
         args::Command::Run(run) => {
             return run_cmd::run(run, cli.cache_dir, cli.verbose, package_dir);
         }
         command => args::Cli { command, ..cli },
     };
-    match commands::run(cli) {
+    exit_code(commands::run(cli, settings))
+}
+
+/// The exit code of a command's result; an error is printed on stderr first.
+fn exit_code(result: anyhow::Result<()>) -> u8 {
+    match result {
         Ok(()) => 0,
         Err(err) if err.downcast_ref::<Exit>().is_some() => {
             err.downcast_ref::<Exit>().map_or(2, |exit| exit.0)

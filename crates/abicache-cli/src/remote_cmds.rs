@@ -5,6 +5,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 
 use abicache::remote::{KeyPair, Upload};
+use abicache::settings::Settings;
 use abicache::store::{validate_key, Store};
 use abicache::{Pulled, RemoteCache};
 use anyhow::{bail, Context, Result};
@@ -58,10 +59,12 @@ struct Transfer {
     bytes: u64,
 }
 
-/// The remote cache for `build`: `--remote`, else the environment and config
-/// file. A configuration error is a warning and no remote, never a failed build.
-pub fn remote_for_build(url: Option<&str>, no_upload: bool) -> Option<RemoteCache> {
-    match RemoteCache::from_env(url) {
+/// The remote cache for `build` that the settings name (`--remote`, else the
+/// environment, else the config file; each value was checked when they were
+/// resolved). A key that cannot be read is a warning and no remote, never a
+/// failed build.
+pub fn remote_for_build(settings: &Settings, no_upload: bool) -> Option<RemoteCache> {
+    match RemoteCache::from_settings(&settings.remote) {
         Ok(remote) => remote.map(|r| if no_upload { r.without_upload() } else { r }),
         Err(e) => {
             eprintln!("warning: remote cache disabled: {e}");
@@ -70,8 +73,8 @@ pub fn remote_for_build(url: Option<&str>, no_upload: bool) -> Option<RemoteCach
     }
 }
 
-fn required_remote(url: Option<&str>) -> Result<RemoteCache> {
-    match RemoteCache::from_env(url)? {
+fn required_remote(settings: &Settings) -> Result<RemoteCache> {
+    match RemoteCache::from_settings(&settings.remote)? {
         Some(remote) => Ok(remote),
         None => bail!(
             "no remote cache is configured; set `ABICACHE_REMOTE` (e.g. `s3://bucket/prefix`), pass `--remote URL`, \
@@ -81,8 +84,8 @@ fn required_remote(url: Option<&str>) -> Result<RemoteCache> {
 }
 
 /// `abicache push [NAME|KEY]...`.
-pub fn push(store: Store, url: Option<&str>, args: PushArgs) -> Result<()> {
-    let remote = required_remote(url)?;
+pub fn push(store: Store, settings: &Settings, args: PushArgs) -> Result<()> {
+    let remote = required_remote(settings)?;
     let entries = store.list().map_err(abicache::Error::from)?;
     let chosen: Vec<_> = if args.targets.is_empty() {
         entries.iter().collect()
@@ -117,8 +120,8 @@ pub fn push(store: Store, url: Option<&str>, args: PushArgs) -> Result<()> {
 }
 
 /// `abicache pull NAME|KEY...`.
-pub fn pull(store: Store, url: Option<&str>, args: PullArgs) -> Result<()> {
-    let remote = required_remote(url)?;
+pub fn pull(store: Store, settings: &Settings, args: PullArgs) -> Result<()> {
+    let remote = required_remote(settings)?;
     let mut keys = Vec::new();
     for target in &args.targets {
         if validate_key(target).is_ok() && target.bytes().all(|b| b.is_ascii_hexdigit()) {

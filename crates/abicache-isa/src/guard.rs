@@ -44,13 +44,14 @@ pub enum IsaError {
 /// `python/abicache/__init__.py:_check_warm_record` (`0` waives it; any
 /// other value but unset is left to the native path), tied by
 /// `tests/python/test_warm_reader.py::test_an_isa_requirement_is_waived_only_by_isa_check_0`.
+///
+/// The rule is `abicache_settings::parse_isa_check`, which also refuses a
+/// bad value when settings are resolved, before any work.
 pub fn guard_enabled() -> Result<bool, IsaError> {
-    match abicache_env_vars::var(ABICACHE_ISA_CHECK) {
-        None => Ok(true),
-        Some(v) if v.trim() == "1" => Ok(true),
-        Some(v) if v.trim() == "0" => Ok(false),
-        Some(value) => Err(IsaError::InvalidSetting { value }),
-    }
+    let value = abicache_env_vars::var(ABICACHE_ISA_CHECK);
+    abicache_settings::parse_isa_check(value.as_deref()).map_err(|_| IsaError::InvalidSetting {
+        value: value.unwrap_or_default(),
+    })
 }
 
 /// The requirements `cpu` does not meet, in order.

@@ -20,9 +20,11 @@ mod inline;
 mod rules;
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use abicache::build::{progress_json, progress_reporter, Cancel, Progress, ProgressMode};
 use abicache::key::{Environment, ExtensionSpec, StableTarget};
+use abicache::settings::{Flags, Settings};
 use abicache::store::Store;
 use abicache::{Session, SessionOptions};
 use pyo3::exceptions::PyValueError;
@@ -80,7 +82,7 @@ fn prepare<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     let (spec, env) = (spec_from_json(spec)?, env_from_json(env)?);
     let answer = py.detach(|| {
-        let session = session(env, cache_dir, false);
+        let session = session(env, cache_dir, false)?;
         let prepared = session.prepare(&spec, &root)?;
         Ok(prepared_json(&spec, &prepared))
     });
@@ -100,7 +102,7 @@ fn key(
     cache_dir: Option<PathBuf>,
 ) -> PyResult<String> {
     let (spec, env) = (spec_from_json(spec)?, env_from_json(env)?);
-    let key = py.detach(|| session(env, cache_dir, false).key(&spec, &root));
+    let key = py.detach(|| session(env, cache_dir, false)?.key(&spec, &root));
     key.map_err(|e| to_py(py, e))
 }
 
@@ -138,7 +140,7 @@ fn build<'py>(
     let (spec, env) = (spec_from_json(spec)?, env_from_json(env)?);
     let cancel = Cancel::new();
     let build = || {
-        let mut session = session(env, cache_dir, rebuild)
+        let mut session = session(env, cache_dir, rebuild)?
             .with_cancel(cancel.clone())
             .with_layers(layers);
         if !site_packages.is_empty() {
@@ -240,7 +242,7 @@ fn explain<'py>(
 ) -> PyResult<(String, Bound<'py, PyAny>)> {
     let (spec, env) = (spec_from_json(spec)?, env_from_json(env)?);
     let explanation = py.detach(|| {
-        let session = session(env, cache_dir, false);
+        let session = session(env, cache_dir, false)?;
         let prepared = session.prepare(&spec, &root)?;
         abicache::explain(&session, &prepared)
     });
@@ -251,22 +253,41 @@ fn explain<'py>(
     ))
 }
 
-pub(crate) fn open_store(cache_dir: Option<PathBuf>) -> abicache::Result<Store> {
-    Ok(match cache_dir {
-        Some(dir) => Store::open(dir)?,
-        None => Store::open_default()?,
-    }
-    .with_trusted_signers(abicache::trusted_signers()))
+/// The settings of one native call: this process's environment and config
+/// file as they are now (Python may change them between calls), with
+/// `cache_dir` as `--cache-dir`; every value checked before any work.
+fn settings(cache_dir: Option<PathBuf>) -> abicache::Result<Arc<Settings>> {
+    let flags = Flags {
+        cache_dir,
+        remote: None,
+    };
+    Ok(Arc::new(Settings::resolve(&flags)?))
 }
 
-/// A session for `env` over the cache at `cache_dir`; the cache is opened
-/// by the session when first needed, after [`Session::validate_spec`] passed (so a
-/// refused spec creates and reads nothing in the cache).
-fn session(env: Environment, cache_dir: Option<PathBuf>, rebuild: bool) -> Session {
-    Session::open_lazily(cache_dir, env).with_options(SessionOptions {
-        rebuild,
-        jobs: None,
-    })
+/// The cache at `cache_dir` (`None`: the settings' root), with the settings
+/// resolved for this call.
+pub(crate) fn open_store(cache_dir: Option<PathBuf>) -> abicache::Result<Store> {
+    let settings = settings(cache_dir)?;
+    Ok(Store::open_configured(&settings.store)?
+        .with_trusted_signers(abicache::trusted_signers(&settings.remote)))
+}
+
+/// A session for `env` over the cache at `cache_dir`, with the settings
+/// resolved once for this call (a value that cannot be used is refused
+/// here, before any scan); the cache is opened by the session when first
+/// needed, after [`Session::validate_spec`] passed (so a refused spec creates and
+/// reads nothing in the cache).
+fn session(
+    env: Environment,
+    cache_dir: Option<PathBuf>,
+    rebuild: bool,
+) -> abicache::Result<Session> {
+    Ok(Session::open_lazily(None, env)
+        .with_settings(settings(cache_dir)?)
+        .with_options(SessionOptions {
+            rebuild,
+            jobs: None,
+        }))
 }
 
 fn prepared_json(spec: &ExtensionSpec, prepared: &abicache::Prepared) -> serde_json::Value {

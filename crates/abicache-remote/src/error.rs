@@ -1,6 +1,5 @@
 //! The one error type of the crate.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 /// Result with [`RemoteError`].
@@ -23,25 +22,9 @@ pub enum RemoteError {
         reason: String,
     },
 
-    /// The config file exists but cannot be read or parsed.
-    #[error("cannot use the abicache config file `{p}`: {reason}; fix it, or set `ABICACHE_CONFIG` to another file", p = .path.display())]
-    Config {
-        /// The config file.
-        path: PathBuf,
-        /// What went wrong.
-        reason: String,
-    },
-
-    /// A setting has a value that cannot be used.
-    #[error("invalid {name} `{value}`: {reason}")]
-    InvalidSetting {
-        /// The variable or config key, e.g. `ABICACHE_REMOTE_MODE`.
-        name: &'static str,
-        /// The value given.
-        value: String,
-        /// What is accepted.
-        reason: String,
-    },
+    /// A setting of the environment or the config file cannot be used.
+    #[error(transparent)]
+    Settings(#[from] abicache_settings::SettingsError),
 
     /// A public or secret key cannot be parsed.
     #[error("invalid ed25519 {what} in {origin}: {reason}; keys are 64 hex digits, as `abicache keygen` prints them")]

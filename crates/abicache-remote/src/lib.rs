@@ -19,8 +19,10 @@
 //!   (default 4 GiB) are read, and memory does not grow with the library.
 //! - **Bounded waits**: every remote operation gives up after
 //!   `ABICACHE_REMOTE_TIMEOUT` seconds with [`RemoteError::Timeout`].
-//! - **Configuration in one place** ([`RemoteConfig::resolve`]): `--remote`,
-//!   then `ABICACHE_REMOTE`, then `remote` in the config file.
+//! - **Configuration from the resolved settings**
+//!   ([`RemoteConfig::from_settings`]): `abicache-settings` reads `--remote`,
+//!   then `ABICACHE_REMOTE`, then `remote` in the config file, once; this
+//!   crate reads only the key files they name.
 //!
 //! - **Compiled objects too** ([`objects`], [`Remote::fetch_object`],
 //!   [`Remote::upload_object`]): one blob per object under `v1/objects/`,
@@ -63,10 +65,7 @@ mod verify;
 /// What [`verify_entry`] compares a downloaded library against its manifest with.
 pub use abicache_fs::Digest;
 pub use client::{Fetched, Remote, Upload, ENTRY_DIR};
-pub use config::{
-    config_file_settings, config_path, readonly_dirs, readonly_dirs_with, Keys, Mode, RemoteConfig,
-    DEFAULT_MAX_SIZE,
-};
+pub use config::{Keys, Mode, RemoteConfig, DEFAULT_MAX_SIZE, DEFAULT_TIMEOUT};
 pub use error::{RemoteError, Result};
 pub use object_transfer::FetchedObject;
 pub use sign::{signature_message, KeyPair, PublicKey, SecretKey, Signature};

@@ -1,10 +1,6 @@
-//! The environment variables this crate reads (names, defaults and the
-//! empty-value rule live in `abicache-env-vars`).
-
-use std::ffi::OsStr;
-use std::time::Duration;
-
-use crate::error::{Result, StoreError};
+//! The environment variables that set the store's settings (names,
+//! defaults and the empty-value rule live in `abicache-env-vars`; they are
+//! read and checked once by `abicache-settings`, never by this crate).
 
 pub use abicache_env_vars::{
     ABICACHE_DIR, ABICACHE_GC_GRACE, ABICACHE_LOCK_TIMEOUT, ABICACHE_MAX_SIZE, ABICACHE_PCH_JOBS,
@@ -22,26 +18,3 @@ pub const ALL: &[&str] = &[
     ABICACHE_PCH_MAX_SIZE,
     ABICACHE_PCH_JOBS,
 ];
-
-/// Reads a variable with the table's empty-value rule (empty means unset).
-pub(crate) fn var_os(name: &str) -> Option<std::ffi::OsString> {
-    abicache_env_vars::var_os(name)
-}
-
-/// Parses a non-negative number of seconds (`600`, `0.5`) given in `var`;
-/// `None` or empty gives `default`.
-pub(crate) fn parse_seconds(
-    var: &'static str,
-    value: Option<&OsStr>,
-    default: Duration,
-) -> Result<Duration> {
-    let Some(value) = value.filter(|v| !v.is_empty()) else {
-        return Ok(default);
-    };
-    let text = value.to_string_lossy();
-    abicache_env_vars::parse_seconds(&text).ok_or_else(|| StoreError::BadEnv {
-        var,
-        value: text.into_owned(),
-        expected: "a non-negative number of seconds",
-    })
-}

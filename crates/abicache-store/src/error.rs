@@ -118,16 +118,10 @@ pub enum StoreError {
         holder: String,
     },
 
-    /// An environment variable has a value that cannot be used.
-    #[error("`{var}` is set to `{value}`, which is not {expected}; fix or unset `{var}`")]
-    BadEnv {
-        /// The variable.
-        var: &'static str,
-        /// Its value, lossily decoded.
-        value: String,
-        /// What it should be.
-        expected: &'static str,
-    },
+    /// A setting of the store has a value that cannot be used (checked by
+    /// `abicache-settings`, which names the variable and what to set).
+    #[error(transparent)]
+    Settings(#[from] abicache_settings::SettingsError),
 
     /// A size like `10G` could not be parsed.
     #[error(

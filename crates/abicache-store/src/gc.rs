@@ -20,17 +20,17 @@ pub const STALE_TEMP_AGE: Duration = Duration::from_secs(3600);
 /// How long after its last use an entry or object is never evicted, when
 /// `ABICACHE_GC_GRACE` is not set: long enough for a caller to load the
 /// path a hit returned, or for a build to link the objects it counted.
-pub const DEFAULT_GC_GRACE: Duration = Duration::from_secs(60);
+pub use abicache_settings::DEFAULT_GC_GRACE;
 
 /// Parses a gc grace in seconds (`60`, `0.5`); `None` or empty gives
-/// [`DEFAULT_GC_GRACE`]; `0` spares nothing for its recency.
+/// [`DEFAULT_GC_GRACE`]; `0` spares nothing for its recency. The rule of
+/// `abicache_settings::StoreSettings::gc_grace`.
 pub fn parse_gc_grace(value: Option<&OsStr>) -> Result<Duration> {
-    env::parse_seconds(env::ABICACHE_GC_GRACE, value, DEFAULT_GC_GRACE)
-}
-
-/// [`parse_gc_grace`] of this process's `ABICACHE_GC_GRACE`.
-pub(crate) fn gc_grace_from_env() -> Result<Duration> {
-    parse_gc_grace(env::var_os(env::ABICACHE_GC_GRACE).as_deref())
+    Ok(abicache_settings::parse_seconds(
+        env::ABICACHE_GC_GRACE,
+        value,
+        DEFAULT_GC_GRACE,
+    )?)
 }
 
 /// One evicted entry.

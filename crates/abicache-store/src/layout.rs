@@ -17,7 +17,6 @@ use std::ffi::OsStr;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
-use crate::env;
 use crate::error::{Result, StoreError};
 
 /// The version of the on-disk layout; it names the `v1` directory and is the
@@ -46,35 +45,27 @@ pub const STAMP_FILE: &str = "verified.json";
 /// warm path reads no native module), tied by
 /// `tests/python/test_warm_reader.py::test_the_cache_root_is_rusts` through
 /// `abicache._native.default_cache_dir`.
+///
+/// The rule lives in `abicache_settings::resolve_root`; this names the
+/// store's error when no root applies.
 pub fn resolve_root(
     abicache_dir: Option<&OsStr>,
     xdg_cache_home: Option<&OsStr>,
     home: Option<&OsStr>,
 ) -> Result<PathBuf> {
-    let set = |v: Option<&OsStr>| v.filter(|v| !v.is_empty()).map(PathBuf::from);
-    if let Some(dir) = set(abicache_dir) {
-        return Ok(dir);
-    }
-    if let Some(xdg) = set(xdg_cache_home).filter(|p| p.is_absolute()) {
-        return Ok(xdg.join("abicache"));
-    }
-    if let Some(home) = set(home) {
-        return Ok(home.join(".cache").join("abicache"));
-    }
-    Err(StoreError::NoCacheDir)
+    abicache_settings::resolve_root(abicache_dir, xdg_cache_home, home)
+        .ok_or(StoreError::NoCacheDir)
 }
 
-/// [`resolve_root`] with the values of this process's environment.
+/// [`resolve_root`] with the values of this process's environment
+/// (`abicache_settings::root_from_env`: only the three variables of the
+/// root are read, so a bad value of another setting does not hide it).
 ///
 /// Restated in Python at `python/abicache/__init__.py:_cache_root`, tied by
 /// `tests/python/test_warm_reader.py::test_the_cache_root_is_rusts` (which
 /// compares it with this function through `abicache._native.default_cache_dir`).
 pub fn root_from_env() -> Result<PathBuf> {
-    resolve_root(
-        env::var_os(env::ABICACHE_DIR).as_deref(),
-        env::var_os(env::XDG_CACHE_HOME).as_deref(),
-        env::var_os(env::HOME).as_deref(),
-    )
+    abicache_settings::root_from_env().ok_or(StoreError::NoCacheDir)
 }
 
 /// Checks that `key` can name a directory and a lock file: 1 to 128

@@ -100,9 +100,7 @@ pub use layout::{
     LAYOUT_VERSION, MANIFEST_FILE, MATRIX_RUN_LOCK, STAMP_FILE,
 };
 pub use library_name::{LibraryName, MAX_LIBRARY_NAME_LEN};
-pub use lock::{
-    describe_holder, lock_timeout_from_env, parse_lock_timeout, FileLock, DEFAULT_LOCK_TIMEOUT,
-};
+pub use lock::{describe_holder, parse_lock_timeout, FileLock, DEFAULT_LOCK_TIMEOUT};
 pub use manifest::{Manifest, MAX_MANIFEST_SIZE};
 pub use objects::{ObjectCache, ObjectCheck, OBJECT_RECORD_SUFFIX};
 pub use pch::{PchLookup, PchPaths, PCH_FAILED_RETRY};
@@ -115,7 +113,7 @@ pub use publish::{BuildGuard, Published};
 pub use readonly::{
     LayerLookup, LayerWarning, ReadOnlyLayer, LAYER_INDEX_FILE, LAYER_SIGNATURE_FILE,
 };
-pub use size::{max_size_from_env, parse_size, pch_max_size_from_env};
+pub use size::parse_size;
 pub use sources::{sources_dir_for, GeneratedFile, SOURCES_DIR};
 pub use stats::{Counters, Event, Stats};
 pub use store::{key_matches, Claim, EntryInfo, Hit, Lookup, Store};

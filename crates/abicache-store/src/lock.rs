@@ -19,17 +19,17 @@ use crate::error::{Result, StoreError};
 use crate::manifest::unix_now;
 
 /// The bounded wait used when `ABICACHE_LOCK_TIMEOUT` is not set.
-pub const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(600);
+pub use abicache_settings::DEFAULT_LOCK_TIMEOUT;
 
 /// Parses a lock time-out in seconds (e.g. `600`, `0.5`); `None` or empty
-/// gives [`DEFAULT_LOCK_TIMEOUT`]. `0` means "try once, never wait".
+/// gives [`DEFAULT_LOCK_TIMEOUT`]. `0` means "try once, never wait". The
+/// rule of `abicache_settings::StoreSettings::lock_timeout`.
 pub fn parse_lock_timeout(value: Option<&OsStr>) -> Result<Duration> {
-    env::parse_seconds(env::ABICACHE_LOCK_TIMEOUT, value, DEFAULT_LOCK_TIMEOUT)
-}
-
-/// [`parse_lock_timeout`] of this process's `ABICACHE_LOCK_TIMEOUT`.
-pub fn lock_timeout_from_env() -> Result<Duration> {
-    parse_lock_timeout(env::var_os(env::ABICACHE_LOCK_TIMEOUT).as_deref())
+    Ok(abicache_settings::parse_seconds(
+        env::ABICACHE_LOCK_TIMEOUT,
+        value,
+        DEFAULT_LOCK_TIMEOUT,
+    )?)
 }
 
 /// An exclusive lock on a file, held until dropped (or until the process

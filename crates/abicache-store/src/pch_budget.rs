@@ -31,6 +31,7 @@ use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
+use abicache_settings::StoreSettings;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, StoreError};
@@ -44,7 +45,7 @@ use crate::store::Store;
 pub const DEFAULT_PCH_MAX_SIZE: u64 = 2 << 30;
 
 /// The default of `ABICACHE_PCH_JOBS`: one PCH compile at a time per user and machine.
-pub const DEFAULT_PCH_JOBS: u32 = 1;
+pub use abicache_settings::DEFAULT_PCH_JOBS;
 
 /// How many builds must have needed a PCH before it is built.
 pub const PCH_NEEDS_BEFORE_BUILD: u32 = 2;
@@ -89,18 +90,15 @@ pub struct MachineSlots {
 
 impl MachineSlots {
     /// The slots of this user: `$XDG_RUNTIME_DIR/abicache/pch-slots` when that variable is an
-    /// absolute path, else `$TMPDIR/abicache-<uid>/pch-slots` (`/tmp` without `TMPDIR`);
-    /// `ABICACHE_PCH_JOBS` of them (default [`DEFAULT_PCH_JOBS`]). An unparseable
-    /// `ABICACHE_PCH_JOBS` is an error naming it. When that directory or its
-    /// parent is not private (another user created it on a shared `/tmp`),
-    /// [`Store::pch_permit`] takes the slot in the cache's own
-    /// `v1/locks/pch-slots` instead and says so ([`PchPermit::notice`]).
-    pub fn from_env() -> Result<MachineSlots> {
-        let jobs = parse_jobs(crate::env::var_os(crate::env::ABICACHE_PCH_JOBS).as_deref())?;
-        let runtime = std::env::var_os("XDG_RUNTIME_DIR")
-            .map(PathBuf::from)
-            .filter(|p| p.is_absolute());
-        let dir = match runtime {
+    /// absolute path (`settings.runtime_dir`), else `$TMPDIR/abicache-<uid>/pch-slots`
+    /// (`/tmp` without `TMPDIR`); `ABICACHE_PCH_JOBS` of them (`settings.pch_jobs`).
+    /// When that directory or its parent is not private (another user
+    /// created it on a shared `/tmp`), [`Store::pch_permit`] takes the slot
+    /// in the cache's own `v1/locks/pch-slots` instead and says so
+    /// ([`PchPermit::notice`]).
+    pub fn for_settings(settings: &StoreSettings) -> Result<MachineSlots> {
+        let jobs = settings.pch_jobs;
+        let dir = match settings.runtime_dir.clone() {
             Some(run) => run.join("abicache").join("pch-slots"),
             None => std::env::temp_dir()
                 .join(format!("abicache-{}", crate::layout::current_uid()?))
@@ -124,20 +122,10 @@ impl MachineSlots {
     }
 }
 
-/// Parses `ABICACHE_PCH_JOBS`: a whole number ≥ 1; unset or empty gives [`DEFAULT_PCH_JOBS`].
+/// Parses `ABICACHE_PCH_JOBS`: a whole number ≥ 1; unset or empty gives
+/// [`DEFAULT_PCH_JOBS`]. The rule of `abicache_settings::StoreSettings::pch_jobs`.
 pub fn parse_jobs(value: Option<&std::ffi::OsStr>) -> Result<u32> {
-    let Some(value) = value.filter(|v| !v.is_empty()) else {
-        return Ok(DEFAULT_PCH_JOBS);
-    };
-    let text = value.to_string_lossy();
-    match text.trim().parse::<u32>() {
-        Ok(n) if n >= 1 => Ok(n),
-        _ => Err(StoreError::BadEnv {
-            var: crate::env::ABICACHE_PCH_JOBS,
-            value: text.into_owned(),
-            expected: "a whole number of at least 1",
-        }),
-    }
+    Ok(abicache_settings::parse_pch_jobs(value)?)
 }
 
 /// Permission to build one PCH: its paths and the three locks the builder must hold

@@ -4,20 +4,18 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use abicache_fs::{verify_file, Expected, Follow};
+use abicache_settings::StoreSettings;
 
 use crate::entry_stamp;
 use crate::error::{Result, StoreError};
-use crate::gc::gc_grace_from_env;
 use crate::last_used;
 use crate::layout::{
-    current_uid, insecurity, root_from_env, trusted_owner, validate_key, Layout, LAYOUT_VERSION,
-    MANIFEST_FILE,
+    current_uid, insecurity, trusted_owner, validate_key, Layout, LAYOUT_VERSION, MANIFEST_FILE,
 };
-use crate::lock::{lock_timeout_from_env, FileLock};
+use crate::lock::FileLock;
 use crate::manifest::Manifest;
 use crate::objects::ObjectCache;
 use crate::publish::BuildGuard;
-use crate::size::max_size_from_env;
 use crate::warning::{Corruption, StoreWarning};
 
 /// A handle on one cache root. Cheap to clone; all state is on disk, so any
@@ -121,29 +119,47 @@ pub(crate) enum Verified {
 }
 
 impl Store {
-    /// Opens (creating if needed) the cache at `root`: creates the layout
-    /// owner-only, refuses an insecure root (see [`Layout::create`]), reads
-    /// `ABICACHE_LOCK_TIMEOUT` and `ABICACHE_MAX_SIZE` (an unparseable value
-    /// is an error), `ABICACHE_GC_GRACE`, and removes temporary directories
-    /// left by dead processes.
-    pub fn open(root: impl Into<PathBuf>) -> Result<Store> {
+    /// Opens (creating if needed) the cache at `root` with `settings` (the
+    /// lock time-out, size bounds and gc grace; its `root` is not used):
+    /// creates the layout owner-only, refuses an insecure root (see
+    /// [`Layout::create`]), and removes temporary directories left by dead
+    /// processes. Reads no variable.
+    pub fn open_with(root: impl Into<PathBuf>, settings: &StoreSettings) -> Result<Store> {
         let layout = Layout::new(root);
         layout.create()?;
         let store = Store {
             layout,
-            lock_timeout: lock_timeout_from_env()?,
-            max_size: max_size_from_env()?,
-            pch_max_size: crate::size::pch_max_size_from_env()?,
-            gc_grace: gc_grace_from_env()?,
+            lock_timeout: settings.lock_timeout,
+            max_size: settings.max_size,
+            pch_max_size: settings.pch_max_size,
+            gc_grace: settings.gc_grace,
             trusted_signers: std::sync::Arc::from(Vec::new()),
         };
         store.clean_stale_temp_dirs();
         Ok(store)
     }
 
-    /// [`Store::open`] at the root given by the environment ([`crate::root_from_env`]).
+    /// [`Store::open_with`] at the root `settings` resolved; an error
+    /// naming the variables when none applies ([`StoreError::NoCacheDir`]).
+    pub fn open_configured(settings: &StoreSettings) -> Result<Store> {
+        let root = settings.root.clone().ok_or(StoreError::NoCacheDir)?;
+        Self::open_with(root, settings)
+    }
+
+    /// [`Store::open_with`] the store settings of this process's
+    /// environment (`abicache_settings::StoreSettings::from_env`, which
+    /// names a variable that cannot be used): for tools and tests that
+    /// resolve nothing else. abicache's entry points resolve all settings
+    /// once and call [`Store::open_with`].
+    pub fn open(root: impl Into<PathBuf>) -> Result<Store> {
+        Self::open_with(root, &StoreSettings::from_env()?)
+    }
+
+    /// [`Store::open_configured`] with the store settings of this process's
+    /// environment (its root: `ABICACHE_DIR`, else `$XDG_CACHE_HOME/abicache`,
+    /// else `~/.cache/abicache`).
     pub fn open_default() -> Result<Store> {
-        Self::open(root_from_env()?)
+        Self::open_configured(&StoreSettings::from_env()?)
     }
 
     /// Serves a pulled entry (one with a [`crate::Provenance`]) only when one

@@ -26,6 +26,10 @@ pub enum Error {
     /// A library could not be inspected.
     #[error(transparent)]
     Audit(#[from] AuditError),
+    /// A setting (variable or config-file key) has a value that cannot be
+    /// used: refused before any work, naming it (bad input, exit 2).
+    #[error(transparent)]
+    Settings(#[from] abicache_settings::SettingsError),
     /// The built library imports what its key says it must not.
     #[error("{message}")]
     AuditRefused {

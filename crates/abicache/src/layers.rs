@@ -1,5 +1,6 @@
 //! Read-only cache layers as the session uses them: `ABICACHE_READONLY_DIRS`
-//! (else `readonly_dirs` in the config file), then the roots the caller adds
+//! (else `readonly_dirs` in the config file, as the settings resolved
+//! them), then the roots the caller adds
 //! (the Python package adds installed cache wheels'), each consulted after
 //! the local cache and never written.
 //!
@@ -18,6 +19,7 @@ use std::sync::{Mutex, OnceLock};
 
 use abicache_fs::FileStamp;
 use abicache_remote::{Keys, PublicKey};
+use abicache_settings::RemoteSettings;
 use abicache_store::{Hit, ReadOnlyLayer};
 
 use crate::gate::{self, Refusal, Refused, Source};
@@ -32,22 +34,14 @@ pub struct Layer {
     pub source: Source,
 }
 
-/// The layers of this process's environment and config file, then the
-/// cache wheels `wheels` (duplicates after the first dropped); a config
-/// file that cannot be read is returned as the warning to show, with the
-/// other layers.
-pub fn resolve(wheels: &[PathBuf]) -> (Vec<Layer>, Option<String>) {
-    let (roots, warning) = match abicache_remote::readonly_dirs() {
-        Ok(roots) => (roots, None),
-        Err(e) => (
-            Vec::new(),
-            Some(format!("read-only cache layers disabled: {e}")),
-        ),
-    };
+/// The layers the settings name (`configured`: `ABICACHE_READONLY_DIRS`,
+/// else the config file's), then the cache wheels `wheels` (duplicates
+/// after the first dropped).
+pub fn resolve(configured: &[PathBuf], wheels: &[PathBuf]) -> Vec<Layer> {
     let mut seen = HashSet::new();
-    let layers = roots
-        .into_iter()
-        .map(|root| (root.clone(), Source::Layer(root)))
+    configured
+        .iter()
+        .map(|root| (root.clone(), Source::Layer(root.clone())))
         .chain(
             wheels
                 .iter()
@@ -58,15 +52,15 @@ pub fn resolve(wheels: &[PathBuf]) -> (Vec<Layer>, Option<String>) {
             store: ReadOnlyLayer::new(root),
             source,
         })
-        .collect();
-    (layers, warning)
+        .collect()
 }
 
 /// The first layer that serves `key`, in order, with the warnings about
-/// entries skipped on the way (each shown once per process).
-pub fn lookup(layers: &[Layer], key: &str) -> (Option<Hit>, Vec<Warning>) {
+/// entries skipped on the way (each shown once per process); signatures
+/// and provenance are checked against the trusted keys `keys` names.
+pub fn lookup(layers: &[Layer], key: &str, keys: &RemoteSettings) -> (Option<Hit>, Vec<Warning>) {
     let mut warnings = Vec::new();
-    let trusted = match trusted_keys() {
+    let trusted = match trusted_keys(keys) {
         Ok(trusted) => trusted,
         Err(refusal) => {
             for layer in layers {
@@ -77,7 +71,7 @@ pub fn lookup(layers: &[Layer], key: &str) -> (Option<Hit>, Vec<Warning>) {
         }
     };
     for layer in layers {
-        if let Some(refused) = signature_refusal(layer, trusted) {
+        if let Some(refused) = signature_refusal(layer, &trusted) {
             warn_once(Warning::Refused(refused), &mut warnings);
             continue;
         }
@@ -86,7 +80,7 @@ pub fn lookup(layers: &[Layer], key: &str) -> (Option<Hit>, Vec<Warning>) {
             warn_once(Warning::Layer(warning.to_string()), &mut warnings);
         }
         let Some(hit) = found.hit else { continue };
-        let refusal = gate::check_provenance(&hit.dir, trusted).err();
+        let refusal = gate::check_provenance(&hit.dir, &trusted).err();
         match refusal.or_else(|| audit_refusal(&hit)) {
             None => return (Some(hit), warnings),
             Some(refusal) => warn_once(
@@ -110,18 +104,14 @@ fn warn_once(warning: Warning, warnings: &mut Vec<Warning>) {
     }
 }
 
-/// The trusted keys (`ABICACHE_TRUSTED_KEYS`, the config file's), read once
-/// per process; when they cannot be read, every layer is refused.
-fn trusted_keys() -> Result<&'static [PublicKey], Refusal> {
-    static TRUSTED: OnceLock<Result<Vec<PublicKey>, Refusal>> = OnceLock::new();
-    let keys = TRUSTED.get_or_init(|| {
-        Keys::resolve()
-            .map(|keys| keys.trusted)
-            .map_err(|e| Refusal::TrustedKeysUnreadable {
-                reason: e.to_string(),
-            })
-    });
-    keys.as_deref().map_err(Clone::clone)
+/// The trusted keys the settings name (`ABICACHE_TRUSTED_KEYS`, else the
+/// config file's); when they cannot be read, every layer is refused.
+fn trusted_keys(keys: &RemoteSettings) -> Result<Vec<PublicKey>, Refusal> {
+    Keys::from_settings(keys)
+        .map(|keys| keys.trusted)
+        .map_err(|e| Refusal::TrustedKeysUnreadable {
+            reason: e.to_string(),
+        })
 }
 
 /// Why the layer's index signature is refused, once per process per

@@ -68,4 +68,5 @@ pub use abicache_isa as isa;
 pub use abicache_key as key;
 pub use abicache_remote as remote;
 pub use abicache_scan as scan;
+pub use abicache_settings as settings;
 pub use abicache_store as store;

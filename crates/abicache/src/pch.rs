@@ -25,36 +25,10 @@ use std::sync::Arc;
 use abicache_build::{pch, PchRequest, PchSlot, ReadyPch};
 use abicache_store::{Event, MachineSlots, PchLookup, PchSkip, Store};
 
-use crate::env_vars::ABICACHE_PCH;
-use crate::error::{Error, Result};
 use crate::warning::Warning;
 
-/// Whether PCHs are used and built.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PchMode {
-    /// Use ready PCHs, build missing ones in the background (the default).
-    Auto,
-    /// Neither use nor build PCHs.
-    Off,
-}
-
-impl PchMode {
-    /// Reads `ABICACHE_PCH`: unset, empty, `auto` or `1` → [`PchMode::Auto`]; `0` →
-    /// [`PchMode::Off`]; anything else is an error naming the variable.
-    pub fn from_env() -> Result<PchMode> {
-        let value = crate::env_vars::var(ABICACHE_PCH).unwrap_or_default();
-        match value.trim() {
-            "" | "auto" | "1" => Ok(PchMode::Auto),
-            "0" => Ok(PchMode::Off),
-            other => Err(Error::InvalidVariable {
-                name: ABICACHE_PCH,
-                value: other.to_owned(),
-                problem: "is not understood: use `0` to turn precompiled headers off, \
-                          or `auto` (the default)",
-            }),
-        }
-    }
-}
+/// Whether PCHs are used and built (`ABICACHE_PCH`), as the settings resolved it.
+pub use abicache_settings::PchMode;
 
 /// The PCHs of one build: those ready to use and those to start after it.
 #[derive(Debug, Default)]

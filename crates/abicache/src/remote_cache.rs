@@ -7,7 +7,8 @@
 
 use std::sync::{Arc, OnceLock};
 
-use abicache_remote::{Fetched, Remote, RemoteConfig, RemoteError, Upload};
+use abicache_remote::{Fetched, Keys, Remote, RemoteConfig, RemoteError, Upload};
+use abicache_settings::RemoteSettings;
 use abicache_store::{BuildGuard, Claim, EntryInfo, Event, Hit, Provenance, Store};
 
 use crate::gate::{self, Refusal, Refused, Signed, Source};
@@ -71,11 +72,12 @@ impl RemoteCache {
         }
     }
 
-    /// The remote configured by `override_url` (`--remote`), else
-    /// `ABICACHE_REMOTE`, else the config file (see [`RemoteConfig::resolve`]);
-    /// `None` when none is configured.
-    pub fn from_env(override_url: Option<&str>) -> Result<Option<RemoteCache>, RemoteError> {
-        match RemoteConfig::resolve(override_url)? {
+    /// The remote the resolved settings name (`--remote`, else
+    /// `ABICACHE_REMOTE`, else the config file: see
+    /// [`abicache_settings::RemoteSettings::url`]), its keys read; `None`
+    /// when none is configured.
+    pub fn from_settings(settings: &RemoteSettings) -> Result<Option<RemoteCache>, RemoteError> {
+        match RemoteConfig::from_settings(settings)? {
             Some(config) => Ok(Some(RemoteCache::new(Remote::open(config)?))),
             None => Ok(None),
         }
@@ -284,25 +286,29 @@ impl RemoteCache {
     }
 }
 
-/// A session's remote cache, resolved from the environment on first use
+/// A session's remote cache, opened from the settings on first use
 /// (shared by its remote source, its object cache and its uploads).
 pub(crate) type RemoteSlot = OnceLock<Result<Option<RemoteCache>, Arc<RemoteError>>>;
 
-/// The remote cache of `slot`, resolved from the environment (`ABICACHE_REMOTE`,
-/// the config file) on first use; a configuration error for the caller's warning.
-pub(crate) fn resolve(slot: &RemoteSlot) -> Result<Option<&RemoteCache>, Arc<RemoteError>> {
-    match slot.get_or_init(|| RemoteCache::from_env(None).map_err(Arc::new)) {
+/// The remote cache of `slot`, opened from `settings` (`--remote`, else
+/// `ABICACHE_REMOTE`, else the config file) on first use; a key that cannot
+/// be read is returned for the caller's warning.
+pub(crate) fn resolve<'s>(
+    slot: &'s RemoteSlot,
+    settings: &RemoteSettings,
+) -> Result<Option<&'s RemoteCache>, Arc<RemoteError>> {
+    match slot.get_or_init(|| RemoteCache::from_settings(settings).map_err(Arc::new)) {
         Ok(remote) => Ok(remote.as_ref()),
         Err(e) => Err(Arc::clone(e)),
     }
 }
 
-/// The public keys of `ABICACHE_TRUSTED_KEYS` (and the config file), as a
-/// store compares them with a pulled entry's signer
+/// The public keys of `ABICACHE_TRUSTED_KEYS` (else the config file) that
+/// the settings name, as a store compares them with a pulled entry's signer
 /// ([`Store::with_trusted_signers`]); when they cannot be read, one that
 /// matches no signer (a pulled entry is then never served).
-pub fn trusted_signers() -> Vec<String> {
-    match abicache_remote::Keys::resolve() {
+pub fn trusted_signers(settings: &RemoteSettings) -> Vec<String> {
+    match Keys::from_settings(settings) {
         Ok(keys) => keys.trusted.iter().map(ToString::to_string).collect(),
         Err(_) => vec!["<unreadable ABICACHE_TRUSTED_KEYS>".to_owned()],
     }

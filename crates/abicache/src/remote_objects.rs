@@ -19,25 +19,9 @@ use abicache_build::{BuildPlan, Toolchain, UnitObject};
 use abicache_remote::{RemoteError, Upload};
 use abicache_store::{Event, ObjectCache, ObjectCheck, Store};
 
-use crate::env_vars::ABICACHE_REMOTE_OBJECTS;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::remote_cache::RemoteCache;
 use crate::warning::Warning;
-
-/// Whether objects go through the remote cache (`ABICACHE_REMOTE_OBJECTS`).
-pub(crate) fn enabled() -> Result<bool> {
-    let value = crate::env_vars::var(ABICACHE_REMOTE_OBJECTS).unwrap_or_default();
-    match value.trim() {
-        "" | "1" => Ok(true),
-        "0" => Ok(false),
-        other => Err(Error::InvalidVariable {
-            name: ABICACHE_REMOTE_OBJECTS,
-            value: other.to_owned(),
-            problem: "is not understood: use `0` to keep compiled objects out of the remote \
-                      cache, or `1` (the default)",
-        }),
-    }
-}
 
 /// One build's object traffic: what was pulled before it, for the push after.
 pub(crate) struct SharedObjects<'a> {
@@ -59,9 +43,6 @@ pub(crate) fn before_build<'a>(
     let Some(remote) = remote else {
         return Ok(None);
     };
-    if !enabled()? {
-        return Ok(None);
-    }
     let units = abicache_build::unit_objects(plan, toolchain)?;
     let pulled = pull_missing(remote, store, &units, warnings);
     Ok(Some(SharedObjects {

@@ -23,6 +23,7 @@ use crate::remote_cache::{RemoteCache, RemoteSlot, RemoteState};
 use crate::remote_objects::SharedObjects;
 use crate::warning::Warning;
 use abicache_remote::RemoteError;
+use abicache_settings::Settings;
 use sources::{Ask, Candidate, EntrySource, Origin};
 
 mod sources;
@@ -54,8 +55,11 @@ pub struct Session {
     /// The cache, opened on first use (see [`Session::store`]), so a spec
     /// refused by [`Session::validate_spec`] creates nothing on disk.
     store: OnceLock<Store>,
-    /// Where the cache is opened: this root, else `ABICACHE_DIR`'s default.
+    /// Where the cache is opened: this root, else the settings' root.
     cache_dir: Option<PathBuf>,
+    /// The settings resolved before the session was made (default: every
+    /// documented default); the session reads no setting itself.
+    settings: Arc<Settings>,
     env: Environment,
     site_packages: Vec<PathBuf>,
     toolchain_env: ToolchainEnv,
@@ -74,6 +78,9 @@ pub struct Session {
     /// read-only layers and cache wheels, the remote cache
     /// ([`sources::in_order`]). Each resolves what it needs on its first lookup.
     sources: Vec<Box<dyn EntrySource>>,
+    /// The cache wheels given by [`Session::with_layers`], kept to rebuild
+    /// the sources when [`Session::with_settings`] replaces the settings.
+    wheels: Vec<PathBuf>,
 }
 
 /// The answer of [`Session::build`].
@@ -188,22 +195,41 @@ impl Outcome {
 impl Session {
     /// A session for `env` over an already opened `store`. `site_packages`
     /// are searched for NVIDIA's nvcc wheels; by default the parent of
-    /// `env.torch_dir`.
+    /// `env.torch_dir`. Its settings are the defaults until
+    /// [`Session::with_settings`] gives resolved ones.
     pub fn new(store: Store, env: Environment) -> Self {
         let session = Self::lazy(None, env);
-        let _ = session
-            .store
-            .set(store.with_trusted_signers(crate::remote_cache::trusted_signers()));
+        let signers = crate::remote_cache::trusted_signers(&session.settings.remote);
+        let _ = session.store.set(store.with_trusted_signers(signers));
         session
     }
 
     /// A session for `env` over the cache at `cache_dir` (`None`: the root
-    /// given by the environment), which is opened (and created) only when a
-    /// build or lookup first needs it: a spec refused by [`Session::validate_spec`]
-    /// (a stable target above the running torch, an invalid spec) leaves
-    /// nothing on disk.
+    /// of the settings given by [`Session::with_settings`]), which is
+    /// opened (and created) only when a build or lookup first needs it: a
+    /// spec refused by [`Session::validate_spec`] (a stable target above the
+    /// running torch, an invalid spec) leaves nothing on disk.
     pub fn open_lazily(cache_dir: Option<PathBuf>, env: Environment) -> Self {
         Self::lazy(cache_dir, env)
+    }
+
+    /// Uses `settings` (resolved and checked up front by
+    /// [`abicache_settings::Settings::resolve`]) for the cache, precompiled
+    /// headers, the remote cache and the read-only layers. Give it before
+    /// [`Session::with_remote`] and before the session is used.
+    pub fn with_settings(mut self, settings: Arc<Settings>) -> Self {
+        if let Some(store) = self.store.take() {
+            let signers = crate::remote_cache::trusted_signers(&settings.remote);
+            let _ = self.store.set(store.with_trusted_signers(signers));
+        }
+        self.sources = sources::in_order(&settings, self.wheels.clone(), &self.remote);
+        self.settings = settings;
+        self
+    }
+
+    /// The settings this session uses.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
     }
 
     fn lazy(cache_dir: Option<PathBuf>, env: Environment) -> Self {
@@ -214,11 +240,14 @@ impl Session {
             .map(Path::to_path_buf)
             .collect();
         let remote = Arc::new(RemoteSlot::new());
+        let settings = Arc::<Settings>::default();
         Session {
-            sources: sources::in_order(Vec::new(), &remote),
+            sources: sources::in_order(&settings, Vec::new(), &remote),
+            wheels: Vec::new(),
             remote,
             store: OnceLock::new(),
             cache_dir,
+            settings,
             env,
             site_packages,
             toolchain_env: ToolchainEnv::from_process(),
@@ -234,7 +263,8 @@ impl Session {
     /// cache wheels), consulted in order after the local cache and after
     /// `ABICACHE_READONLY_DIRS` (see [`crate::layers`]).
     pub fn with_layers(mut self, roots: Vec<PathBuf>) -> Self {
-        self.sources = sources::in_order(roots, &self.remote);
+        self.sources = sources::in_order(&self.settings, roots.clone(), &self.remote);
+        self.wheels = roots;
         self
     }
 
@@ -267,16 +297,16 @@ impl Session {
     }
 
     /// Uses `remote` as the remote cache (`None`: none, whatever the
-    /// environment says) instead of resolving `ABICACHE_REMOTE` at the first build.
+    /// settings say) instead of opening the settings' remote at the first build.
     pub fn with_remote(self, remote: Option<RemoteCache>) -> Self {
         let _ = self.remote.set(Ok(remote));
         self
     }
 
-    /// The remote cache, resolved from the environment on first use; a
-    /// configuration error is returned for the caller's warning.
+    /// The remote cache the settings name, opened on first use; a key that
+    /// cannot be read is returned for the caller's warning.
     fn remote(&self) -> std::result::Result<Option<&RemoteCache>, Arc<RemoteError>> {
-        crate::remote_cache::resolve(&self.remote)
+        crate::remote_cache::resolve(&self.remote, &self.settings.remote)
     }
 
     /// Where the stat cache of scanned files lives (`<cache>/v1/scan-facts.bin`);
@@ -290,13 +320,20 @@ impl Session {
         if let Some(store) = self.store.get() {
             return Ok(store);
         }
-        let store = match &self.cache_dir {
-            Some(dir) => Store::open(dir)?,
-            None => Store::open_default()?,
-        }
-        .with_trusted_signers(crate::remote_cache::trusted_signers());
+        let root = self
+            .cache_root()
+            .ok_or(abicache_store::StoreError::NoCacheDir)?;
+        let store = Store::open_with(root, &self.settings.store)?
+            .with_trusted_signers(crate::remote_cache::trusted_signers(&self.settings.remote));
         // Another thread may have won the race: both opened the same root.
         Ok(self.store.get_or_init(|| store))
+    }
+
+    /// Where the cache is: the session's root, else the settings'.
+    fn cache_root(&self) -> Option<&Path> {
+        self.cache_dir
+            .as_deref()
+            .or(self.settings.store.root.as_deref())
     }
 
     /// The cache once [`Session::build`] has opened it.
@@ -652,14 +689,14 @@ impl Session {
         warnings: &mut Vec<Warning>,
     ) -> Result<(Hit, abicache_build::BuildReport, Option<SharedObjects<'r>>)> {
         let requires_cuda = spec.requires_cuda();
-        let pch_mode = PchMode::from_env()?;
+        let pch_mode = self.settings.build.pch;
         let toolchain =
             Toolchain::discover(&self.toolchain_env, &self.site_packages, requires_cuda)?;
         self.check_host_cpu_here(spec, &prepared.env)?;
         let plan = self.plan(spec, prepared, root)?;
         let (pch_plan, pch_slots) = match pch_mode {
             PchMode::Auto => {
-                let slots = abicache_store::MachineSlots::from_env()?;
+                let slots = abicache_store::MachineSlots::for_settings(&self.settings.store)?;
                 let requests =
                     abicache_build::pch_requests(&plan, &toolchain, &default_umbrellas());
                 let plan = crate::pch::resolve(self.opened(), requests, warnings);
@@ -694,7 +731,7 @@ impl Session {
             cancel: self.cancel.clone(),
         };
         let shared = crate::remote_objects::before_build(
-            remote,
+            remote.filter(|_| self.settings.remote.objects),
             self.opened(),
             &plan,
             &toolchain,
@@ -870,15 +907,9 @@ impl Session {
     fn host_cpu_dir(&self) -> Option<PathBuf> {
         let version_dir = match self.store.get() {
             Some(store) => store.layout().version_dir().to_path_buf(),
-            None => {
-                let root = match &self.cache_dir {
-                    Some(dir) => dir.clone(),
-                    None => abicache_store::root_from_env().ok()?,
-                };
-                abicache_store::Layout::new(root)
-                    .version_dir()
-                    .to_path_buf()
-            }
+            None => abicache_store::Layout::new(self.cache_root()?)
+                .version_dir()
+                .to_path_buf(),
         };
         version_dir.is_dir().then(|| version_dir.join(HOST_CPU_DIR))
     }

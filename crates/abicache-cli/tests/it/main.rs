@@ -25,6 +25,7 @@ mod remote;
 mod remote_objects;
 mod run;
 mod scan_key;
+mod settings_up_front;
 mod stable_and_cuda;
 mod stable_floor;
 mod store_safety;

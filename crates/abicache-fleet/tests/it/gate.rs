@@ -52,7 +52,7 @@ fn layer_refusals(root: &Path, source: Source, key: &str) -> Vec<String> {
         store: ReadOnlyLayer::new(root),
         source,
     };
-    let (hit, warnings) = layers::lookup(&[layer], key);
+    let (hit, warnings) = layers::lookup(&[layer], key, &Default::default());
     assert!(hit.is_none(), "a refused entry was served");
     warnings
         .into_iter()

@@ -8,6 +8,7 @@
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
+use abicache_settings::Settings;
 use abicache_store::{BuildGuard, Event, Hit, Store, StoreWarning};
 
 use crate::error::Result;
@@ -17,19 +18,25 @@ use crate::remote_cache::{Fetch, RemoteSlot, RemoteState};
 use crate::warning::Warning;
 
 /// The sources of a session, in the order they are tried: the local cache,
-/// the read-only layers (`ABICACHE_READONLY_DIRS`, then the cache wheels
-/// `wheels`), the remote cache (`remote`, resolved on first use).
+/// the read-only layers (the settings' `ABICACHE_READONLY_DIRS`, then the
+/// cache wheels `wheels`), the remote cache (`remote`, opened from the
+/// settings on first use).
 pub(crate) fn in_order(
+    settings: &Arc<Settings>,
     wheels: Vec<PathBuf>,
     remote: &Arc<RemoteSlot>,
 ) -> Vec<Box<dyn EntrySource>> {
     vec![
         Box::new(LocalCache),
         Box::new(Layers {
+            settings: Arc::clone(settings),
             wheels,
             resolved: OnceLock::new(),
         }),
-        Box::new(RemoteSource(Arc::clone(remote))),
+        Box::new(RemoteSource {
+            settings: Arc::clone(settings),
+            slot: Arc::clone(remote),
+        }),
     ]
 }
 
@@ -131,9 +138,10 @@ impl EntrySource for LocalCache {
 /// lookup (so a local hit reads no configuration); each entry served has
 /// passed the store's layer checks and the gate ([`crate::layers`]).
 struct Layers {
+    settings: Arc<Settings>,
     wheels: Vec<PathBuf>,
-    /// The layers, with the warning of a config file that cannot be read.
-    resolved: OnceLock<(Vec<Layer>, Option<String>)>,
+    /// The layers, made on the first lookup.
+    resolved: OnceLock<Vec<Layer>>,
 }
 
 impl EntrySource for Layers {
@@ -142,17 +150,14 @@ impl EntrySource for Layers {
     }
 
     fn lookup(&self, ask: &mut Ask<'_>) -> Result<Option<Candidate>> {
-        let (layers, problem) = self
-            .resolved
-            .get_or_init(|| crate::layers::resolve(&self.wheels));
-        let problem = problem.clone().map(Warning::Layer);
+        let layers = self.resolved.get_or_init(|| {
+            crate::layers::resolve(&self.settings.layers.readonly_dirs, &self.wheels)
+        });
         if layers.is_empty() {
-            ask.warnings.extend(problem);
             return Ok(None);
         }
-        let (hit, found) = crate::layers::lookup(layers, ask.key);
+        let (hit, found) = crate::layers::lookup(layers, ask.key, &self.settings.remote);
         ask.warnings.extend(found);
-        ask.warnings.extend(problem);
         let Some(hit) = hit else { return Ok(None) };
         ask.count(&[Event::LayerHit {
             compile_seconds: hit.manifest.compile_seconds,
@@ -165,8 +170,11 @@ impl EntrySource for Layers {
 }
 
 /// The remote cache: downloads under the key's build lock, then the gate
-/// ([`crate::remote_cache`]); a configuration error is the session's warning.
-struct RemoteSource(Arc<RemoteSlot>);
+/// ([`crate::remote_cache`]); a key that cannot be read is the session's warning.
+struct RemoteSource {
+    settings: Arc<Settings>,
+    slot: Arc<RemoteSlot>,
+}
 
 impl EntrySource for RemoteSource {
     fn describe(&self) -> &'static str {
@@ -178,9 +186,10 @@ impl EntrySource for RemoteSource {
     }
 
     fn lookup(&self, ask: &mut Ask<'_>) -> Result<Option<Candidate>> {
-        let (Some(prepared), Ok(Some(remote))) =
-            (ask.prepared, crate::remote_cache::resolve(&self.0))
-        else {
+        let (Some(prepared), Ok(Some(remote))) = (
+            ask.prepared,
+            crate::remote_cache::resolve(&self.slot, &self.settings.remote),
+        ) else {
             return Ok(None);
         };
         let Some(guard) = ask.guard.take() else {
@@ -213,10 +222,11 @@ mod tests {
         );
         // Only the remote publishes into the local cache, so only it is
         // asked under the key's build lock (and never on the warm path).
-        let locking: Vec<bool> = super::in_order(Vec::new(), &Default::default())
-            .iter()
-            .map(|s| s.publishes_locally())
-            .collect();
+        let locking: Vec<bool> =
+            super::in_order(&Default::default(), Vec::new(), &Default::default())
+                .iter()
+                .map(|s| s.publishes_locally())
+                .collect();
         assert_eq!(locking, [false, false, true]);
     }
 }

@@ -381,7 +381,7 @@ impl Record {
         ] {
             self.environ.push((name, raw_var(name).ok()?));
         }
-        if let Some(config) = abicache_remote::config_path() {
+        if let Some(config) = abicache_settings::config_path() {
             match std::fs::metadata(&config) {
                 Ok(meta) => {
                     let stamp = FileStamp::trusted(&meta, SystemTime::now())?;

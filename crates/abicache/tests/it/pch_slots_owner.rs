@@ -105,7 +105,8 @@ fn a_slots_directory_another_user_created_in_tmp_moves_the_slot_into_the_cache()
     std::env::set_var("TMPDIR", &tmp);
     std::env::remove_var("XDG_RUNTIME_DIR");
     std::env::remove_var("ABICACHE_PCH_JOBS");
-    let slots = MachineSlots::from_env().unwrap();
+    let slots = MachineSlots::for_settings(&abicache::settings::StoreSettings::from_env().unwrap())
+        .unwrap();
     assert_eq!(slots.dir, squatted.join("pch-slots"));
 
     let store = Store::open(t.path().join("cache"))
