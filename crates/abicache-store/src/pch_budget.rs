@@ -137,7 +137,7 @@ pub struct PchPermit {
     locks: [FileLock; 3],
     /// The line saying the machine slots were taken from this cache instead
     /// of the shared slots directory, which was refused (see
-    /// [`MachineSlots::from_env`]); `None` when the shared one was used.
+    /// [`MachineSlots::for_settings`]); `None` when the shared one was used.
     pub notice: Option<String>,
 }
 
