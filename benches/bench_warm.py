@@ -70,13 +70,13 @@ import abicache
 lap()
 ext = abicache.TorchOpsExtension("muladd_example", {sources!r}, required_ops=["muladd"], cache_dir={cache!r})
 lap()
-X = abicache
-name = X._warm_record_name(ext._spec, ext._root, ext.cache_dir)
+from abicache import _warm_record as X
+name = X.record_name(ext._spec, ext._root, ext.cache_dir)
 lap()
-record = X._check_warm_record(name, ext.cache_dir)
+record = X.check_record(name, ext.cache_dir)
 assert record is not None, "no warm record"
 lap()
-assert X._count_warm_hit(record)
+assert X.count_hit(record)
 lap()
 torch.ops.load_library(record["library"])
 lap()

@@ -3,7 +3,7 @@ warm-load record did not answer (a miss, a build, a changed dependency), the
 key, its payload and explanation, and the rarer parts of a load (importing
 a Python module, a missing op's error).
 
-Kept out of ``__init__.py``: a warm load runs that module and, when its
+Kept out of ``_extension.py``: a warm load runs that module and, when its
 record answers, never imports this one (each function a module defines
 costs every ``import abicache`` ~5 µs).
 """
@@ -17,10 +17,12 @@ import sys
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
-from . import _env, _layers, _native, _trusted_owner
+from . import _env, _layers, _native
+from ._extension import _loaded, _loaded_names
+from ._warm_record import trusted_owner
 
 if TYPE_CHECKING:
-    from . import TorchOpsExtension
+    from ._extension import TorchOpsExtension
 
 
 def root(ext: TorchOpsExtension) -> str:
@@ -63,8 +65,6 @@ def load(ext: TorchOpsExtension, warm_name: str) -> Tuple[str, Optional[ModuleTy
     does. Asks the native module to write the warm-load record
     ``warm_name`` for the next process. A library removed between the
     lookup and the load is a miss: looked up (or rebuilt) again."""
-    from . import _loaded, _loaded_names
-
     rebuild = _native.rebuild_requested()
     spec, env, root_dir, cache_dir = native_args(ext)
     if ext.name in _loaded_names:
@@ -115,7 +115,7 @@ def open_checked(path: str, stamp: Optional[List[int]], layer: bool = False) -> 
     lookup verified (``stamp``: ``[dev, ino, size, mtime_ns, ctime_ns]``), a
     regular file of this user's (or, when ``layer``, as the native outcome
     says of a read-only layer's library, e.g. an installed cache wheel's,
-    root's: ``abicache._trusted_owner``) that no one else can write, with one
+    root's: ``abicache._warm_record.trusted_owner``) that no one else can write, with one
     link; else ``None`` (the descriptor closed)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -125,7 +125,7 @@ def open_checked(path: str, stamp: Optional[List[int]], layer: bool = False) -> 
     if (
         (stamp is not None and list(stamp) != [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns])
         or not stat.S_ISREG(st.st_mode)
-        or not _trusted_owner(st.st_uid, os.geteuid(), layer)
+        or not trusted_owner(st.st_uid, os.geteuid(), layer)
         or st.st_mode & 0o022
         or st.st_nlink != 1
     ):
