@@ -19,7 +19,7 @@ verification, `torch.ops.load_library`, `required_ops` check) or calls
 stops when the op is registered. The figure is the time beyond
 `import torch`, median; the ratio is abicache over the floor (target ≤ 2×).
 
-A warm load is answered by the warm-load record (`python/abicache/__init__.py`):
+A warm load is answered by the warm-load record (`python/abicache/_warm_record.py`):
 no native call, so `abicache._native` is never imported; each library's row
 says which path answered (`record` or `native`), checked in a separate,
 untimed process first.
