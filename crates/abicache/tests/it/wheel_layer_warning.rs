@@ -24,7 +24,10 @@ fn a_skipped_wheel_entry_names_the_wheels_fix_not_the_layer_variable() {
     layer_with_a_bad_manifest(&wheel);
     let configured = tempfile::tempdir().unwrap();
     layer_with_a_bad_manifest(configured.path());
-    let found = layers::resolve(&[configured.path().to_path_buf()], &[wheel.clone()]);
+    let found = layers::resolve(
+        &[configured.path().to_path_buf()],
+        std::slice::from_ref(&wheel),
+    );
     let (hit, warnings) = layers::lookup(&found, KEY, &RemoteSettings::default());
     assert!(hit.is_none());
     let texts: Vec<String> = warnings.iter().map(ToString::to_string).collect();
