@@ -37,7 +37,8 @@ pub struct PrebuildRequest {
 }
 
 /// The one prebuild pipeline: refuses a request without any environment,
-/// parses the matrix (before anything is probed or created), loads the
+/// parses the matrix and checks the directory for kept environments
+/// (before anything is probed or created), loads the
 /// specs, selects the extensions, probes the interpreters, reads the
 /// environment files, creates the matrix's missing environments (removed
 /// again before this returns unless `matrix_options.keep_envs` is set),
@@ -57,6 +58,12 @@ pub fn prebuild(
         .as_deref()
         .map(str::parse::<Matrix>)
         .transpose()?;
+    // `--keep-envs` names a directory whose environments are run: checked
+    // before anything (an interpreter probe included) runs, even when
+    // `--python` serves every cell and nothing would be created there.
+    if let (Some(_), Some(dir)) = (&matrix, &request.matrix_options.keep_envs) {
+        crate::matrix::private_keep_dir(dir)?;
+    }
     let files = request
         .specs
         .iter()
