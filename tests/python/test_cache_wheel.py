@@ -150,3 +150,55 @@ def test_a_tampered_cache_wheel_is_refused_with_one_warning_and_uninstalled_the_
     gone = load_both(python, tmp_path / "gone", path_with_compiler)
     assert gone["builds"] == 2 and gone["layer_hits"] == 0, gone
     assert layer_warnings(gone["stderr"]) == [], gone["stderr"]
+
+
+LOAD_CPU = r"""
+import json, sys, torch, abicache
+from abicache import _layers
+cache = sys.argv[1]
+spec = json.loads(sys.argv[2])
+path = abicache.TorchOpsExtension(**spec, cache_dir=cache).load()
+stats = abicache.stats(cache)
+print("RESULT " + json.dumps({"path": path, "builds": stats["builds"], "layer_hits": stats["layer_hits"],
+                              "layers": _layers.wheel_layers()}))
+"""
+
+FOUND = "from abicache import _layers; print('FOUND ' + repr(_layers.wheel_layers()))"
+
+
+def test_a_cache_wheel_unpacked_in_the_current_directory_is_never_a_layer(cache_wheel: Path, tmp_path: Path) -> None:
+    """#46 finding 1 as an attacker does it: a project directory holding two
+    plain directories (the wheel's ``.dist-info`` with its ``abicache.caches``
+    entry point, and its ``cache/``). Run from there with ``python -c``,
+    ``python -m`` and a script on stdin (``''`` first on ``sys.path``), the
+    cache is not a layer: the extension is built. No trusted keys are set, so
+    only discovery keeps it out (with them, its unsigned index would also be
+    refused: ``with_trusted_keys_a_wheel_whose_index_was_deleted_serves_nothing``)."""
+    import zipfile
+
+    project = tmp_path / "project"
+    with zipfile.ZipFile(cache_wheel) as wheel:
+        wheel.extractall(project)
+    planted = project / PACKAGE / "cache"
+    assert planted.is_dir() and any(project.glob("*.dist-info/entry_points.txt"))
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "ABICACHE_READONLY_DIRS")}
+    env.pop("ABICACHE_TRUSTED_KEYS", None)
+    (project / "found_layers.py").write_text(FOUND + "\n")
+    for argv, stdin in (
+        ([sys.executable, "-c", FOUND], None),
+        ([sys.executable, "-m", "found_layers"], None),
+        ([sys.executable, "-"], FOUND),
+    ):
+        proc = subprocess.run(argv, input=stdin, capture_output=True, text=True, cwd=project, env=env, timeout=120)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        found = next(l for l in proc.stdout.splitlines() if l.startswith("FOUND "))
+        assert str(planted) not in found and str(project) not in found, (argv, found)
+
+    proc = subprocess.run(
+        [sys.executable, "-c", LOAD_CPU, str(tmp_path / "cache"), json.dumps(example_spec("cpu"))],
+        capture_output=True, text=True, cwd=project, env=env, timeout=900,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    loaded = json.loads(next(l for l in proc.stdout.splitlines() if l.startswith("RESULT "))[len("RESULT "):])
+    assert loaded["layer_hits"] == 0 and loaded["builds"] == 1, loaded
+    assert not loaded["path"].startswith(str(project)), loaded
