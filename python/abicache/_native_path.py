@@ -64,7 +64,9 @@ def load(ext: TorchOpsExtension, warm_name: str) -> Tuple[str, Optional[ModuleTy
     ``ABICACHE_REBUILD=1``); then registered as ``ext._register_checked``
     does. Asks the native module to write the warm-load record
     ``warm_name`` for the next process. A library removed between the
-    lookup and the load is a miss: looked up (or rebuilt) again."""
+    lookup and the load is a miss: looked up (or rebuilt) again; a layer's
+    library that fails the load's checks is skipped with a warning and the
+    extension built locally (no source is asked again in this load)."""
     rebuild = _native.rebuild_requested()
     spec, env, root_dir, cache_dir = native_args(ext)
     if ext.name in _loaded_names:
@@ -72,6 +74,7 @@ def load(ext: TorchOpsExtension, warm_name: str) -> Tuple[str, Optional[ModuleTy
         if key in _loaded:
             ext._loaded_key = key
             return _loaded[key]
+    layers = _layers.wheel_layers()
     for attempt in range(_LOAD_ATTEMPTS):
         outcome = _native.build(
             spec,
@@ -83,7 +86,7 @@ def load(ext: TorchOpsExtension, warm_name: str) -> Tuple[str, Optional[ModuleTy
             progress=ext.progress,
             warm_record=warm_name,
             warm_files=[_native.__file__],
-            layers=_layers.wheel_layers(),
+            layers=layers,
         )
         key, path = outcome["key"], outcome["path"]
         ext._loaded_key = key
@@ -95,7 +98,19 @@ def load(ext: TorchOpsExtension, warm_name: str) -> Tuple[str, Optional[ModuleTy
         if ext.verbose:
             how = "hit" if outcome["hit"] else "built"
             print(f"abicache: {how} `{ext.name}` key {key} in {outcome['seconds']:.3f}s: {path}", file=sys.stderr)
-        fd = open_checked(path, outcome.get("library_stamp"), outcome.get("layer", False))
+        layer = outcome.get("layer", False)
+        fd = open_checked(path, outcome.get("library_stamp"), layer)
+        if fd is None and layer:
+            # A layer's library changed since the native checks (its layer is
+            # not ours to repair): built locally, as Rust skips a bad layer entry.
+            print(
+                f"abicache: warning: read-only cache layer library `{path}` changed after it was "
+                f"verified; `{ext.name}` is built locally instead",
+                file=sys.stderr,
+            )
+            # A rebuild asks no source, configured layers included.
+            layers, rebuild = [], True
+            continue
         if fd is None:
             # The library is gone or not the file the lookup verified (gc
             # evicted the entry, or a rebuild replaced it, since): a miss,
@@ -116,7 +131,9 @@ def open_checked(path: str, stamp: Optional[List[int]], layer: bool = False) -> 
     regular file of this user's (or, when ``layer``, as the native outcome
     says of a read-only layer's library, e.g. an installed cache wheel's,
     root's: ``abicache._warm_record.trusted_owner``) that no one else can write, with one
-    link; else ``None`` (the descriptor closed)."""
+    link (a layer's library may have several: ``uv pip install`` hard-links an
+    installed cache wheel's files from its cache, and Rust's layer check
+    accepts them too); else ``None`` (the descriptor closed)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
@@ -127,7 +144,7 @@ def open_checked(path: str, stamp: Optional[List[int]], layer: bool = False) -> 
         or not stat.S_ISREG(st.st_mode)
         or not trusted_owner(st.st_uid, os.geteuid(), layer)
         or st.st_mode & 0o022
-        or st.st_nlink != 1
+        or (st.st_nlink != 1 and not layer)
     ):
         os.close(fd)
         return None

@@ -202,3 +202,43 @@ def test_a_cache_wheel_unpacked_in_the_current_directory_is_never_a_layer(cache_
     loaded = json.loads(next(l for l in proc.stdout.splitlines() if l.startswith("RESULT "))[len("RESULT "):])
     assert loaded["layer_hits"] == 0 and loaded["builds"] == 1, loaded
     assert not loaded["path"].startswith(str(project)), loaded
+
+
+def uv_program() -> str:
+    """The project's `uv` (``scripts/test.sh`` hands it over as
+    ``ABICACHE_TEST_UV``; else ``scripts/setup-uv.sh`` makes or finds it)."""
+    from _util import REPO
+
+    given = os.environ.get("ABICACHE_TEST_UV")
+    if given:
+        return given
+    return subprocess.run(
+        [str(REPO / "scripts" / "setup-uv.sh")], capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+def test_a_cache_wheel_uv_installed_with_hard_links_is_served_by_rust_and_python_alike(
+    cache_wheel: Path, tmp_path: Path
+) -> None:
+    """#46 finding 4: ``uv pip install`` hard-links an installed wheel's files
+    from its cache, so the layer's libraries have several links. Rust's layer
+    check accepted them and Python's load refused them ("removed or replaced
+    3 times", nothing built); both now accept a file with several links owned
+    by root or this user, and serve it with no compile and no compiler."""
+    base = Path(sys.executable)
+    python = fresh_venv(base, tmp_path / "fresh")
+    pip(base, python, "install", "--no-deps", "--no-index", "--ignore-installed", str(abicache_wheel()))
+    uv_cache = tmp_path / "uv-cache"  # on the venv's filesystem, so uv can hard-link
+    out = subprocess.run(
+        [uv_program(), "pip", "install", "--python", str(python), "--link-mode", "hardlink",
+         "--cache-dir", str(uv_cache), "--no-deps", "--offline", str(cache_wheel)],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    layer = Path(site_packages(python), PACKAGE, "cache")
+    libraries = [p for p in layer.rglob("*.so")]
+    assert libraries and all(p.stat().st_nlink >= 2 for p in libraries), [(p, p.stat().st_nlink) for p in libraries]
+    loaded = load_both(python, tmp_path / "cache", str(python.parent))
+    assert loaded["builds"] == 0 and loaded["layer_hits"] == 2, loaded
+    assert all(p.startswith(str(layer)) for p in loaded["paths"]), loaded
+    assert layer_warnings(loaded["stderr"]) == [], loaded["stderr"]
