@@ -409,7 +409,7 @@ pub fn launcher_compiles_cuda(launcher: &Path) -> bool {
 }
 
 /// Whether `launcher` sends compiles to other machines with the command
-/// line it is given (the [`HOST_ONLY_LAUNCHERS`]: distcc, its pump, icecream):
+/// line it is given (the `HOST_ONLY_LAUNCHERS`: distcc, its pump, icecream):
 /// such compiles get relative paths (see `launch_dir.rs`). ccache and
 /// sccache compile here; their remote holds results, not command lines to run.
 pub fn launcher_distributes(launcher: &Path) -> bool {
