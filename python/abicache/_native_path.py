@@ -75,7 +75,8 @@ def load(ext: TorchOpsExtension, warm_name: str) -> Tuple[str, Optional[ModuleTy
             ext._loaded_key = key
             return _loaded[key]
     layers = _layers.wheel_layers()
-    for attempt in range(_LOAD_ATTEMPTS):
+    misses = 0  # libraries removed or replaced between the lookup and the load
+    while True:
         outcome = _native.build(
             spec,
             env,
@@ -92,7 +93,7 @@ def load(ext: TorchOpsExtension, warm_name: str) -> Tuple[str, Optional[ModuleTy
         ext._loaded_key = key
         if key in _loaded:  # a rebuild of a library this process already holds
             return _loaded[key]
-        if attempt == 0:
+        if misses == 0:
             for warning in outcome.get("warnings", []):
                 print(f"abicache: warning: {warning}", file=sys.stderr)
         if ext.verbose:
@@ -108,21 +109,22 @@ def load(ext: TorchOpsExtension, warm_name: str) -> Tuple[str, Optional[ModuleTy
                 f"verified; `{ext.name}` is built locally instead",
                 file=sys.stderr,
             )
-            # A rebuild asks no source, configured layers included.
+            # A rebuild asks no source, configured layers included, so this
+            # happens once per load and is not counted as a miss.
             layers, rebuild = [], True
             continue
         if fd is None:
             # The library is gone or not the file the lookup verified (gc
             # evicted the entry, or a rebuild replaced it, since): a miss,
             # looked up again.
-            if attempt + 1 == _LOAD_ATTEMPTS:
+            misses += 1
+            if misses == _LOAD_ATTEMPTS:
                 raise _native.Error(
                     f"the library `{path}` of `{ext.name}` was removed or replaced after it was verified, "
                     f"{_LOAD_ATTEMPTS} times in a row; is a `gc` with `ABICACHE_GC_GRACE=0` running in a loop?"
                 )
             continue
         return ext._register_checked(key, path, fd)
-    raise AssertionError("unreachable")
 
 
 def open_checked(path: str, stamp: Optional[List[int]], layer: bool = False) -> Optional[int]:
