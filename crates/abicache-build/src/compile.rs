@@ -17,16 +17,15 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Output;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::Instant;
 
 use serde::Serialize;
 
-use abicache_store::{ObjectCache, ObjectCheck};
+use abicache_store::{ObjectCache, ObjectCheck, PeakRecords};
 
-use crate::error::BuildError;
+use crate::error::{BuildError, KilledCompile};
 use crate::flags::{compile_command, link_argv, unit_kind, BuildPlan, CompileCommand, UnitKind};
 use crate::launch_dir::LaunchDir;
 use crate::pch::{PCH_HEADER, PCH_REJECTED_MARKER};
@@ -56,6 +55,9 @@ pub struct BuildOptions {
     /// Set it to stop the build: running compilers are stopped, the build
     /// returns [`BuildError::Cancelled`].
     pub cancel: Cancel,
+    /// The memory to plan the job count for; `None` reads it now
+    /// ([`crate::memory::usable_memory`]). Only used when `jobs` is `None`.
+    pub usable_memory: Option<crate::memory::UsableMemory>,
 }
 
 /// A published precompiled header and the units that may use it.
@@ -129,6 +131,10 @@ struct Job<'a> {
     pch: Option<&'a ReadyPch>,
     /// Where it runs when its launcher sends it to another machine.
     launch: Option<&'a LaunchDir>,
+    /// Its record in the peak-memory records ([`abicache_store::peak_key`]).
+    peak_key: String,
+    /// Which compiler runs it (sets the peak assumed before it is measured).
+    kind: UnitKind,
 }
 
 /// How a compiled unit used its PCH.
@@ -194,22 +200,32 @@ pub fn build(
     let mut warnings = Vec::new();
     // Checking an object also marks it used, so gc spares it while we link.
     let (cached, to_compile) = check_objects(&cache, jobs.iter(), &mut warnings);
+    let peaks = PeakRecords::new(&objects_dir);
+    let threads = compile_threads(&to_compile, opts, &peaks);
     progress(Progress::Started {
         name: plan.name.clone(),
         total: jobs.len(),
         cached: cached.len(),
         estimate: opts.previous_seconds,
+        memory_bound: threads.2.clone(),
     });
-    let threads = compile_threads(&to_compile, opts);
-    let mut compiled = compile_all(
-        &cache,
-        &jobs,
-        &to_compile,
-        cached.len(),
-        threads.0,
-        opts,
-        progress,
-    )?;
+    let compile = |to_compile: &[&Job<'_>], cached: usize, threads: usize| {
+        compile_all(&cache, &jobs, to_compile, cached, threads, opts, progress)
+    };
+    let mut compiled = match compile(&to_compile, cached.len(), threads.0) {
+        Err(error) if threads.0 > 1 && killed_by_memory(&error) => {
+            // Retried once with one job: the units published meanwhile are
+            // cached now, the rest compile alone.
+            warnings.push(format!(
+                "{}; compiling the rest one at a time",
+                memory_kill_summary(&error, threads.0)
+            ));
+            let (cached, left) = check_objects(&cache, jobs.iter(), &mut warnings);
+            compile(&left, cached.len(), 1)
+                .map_err(|error| out_of_memory(error, 1, Some(threads.0)))?
+        }
+        result => result.map_err(|error| out_of_memory(error, threads.0, None))?,
+    };
 
     progress(Progress::Linking);
     let library = out_dir.join(format!("{}.so", plan.name));
@@ -246,10 +262,16 @@ pub fn build(
     })
 }
 
-/// How many of `to_compile` run at once, and the line saying a request was
-/// capped: `opts.jobs` under [`crate::job_limit`] (the launcher's cap when
-/// every unit to compile goes through a launcher), at most one per unit.
-fn compile_threads(to_compile: &[&Job<'_>], opts: &BuildOptions) -> (usize, Option<String>) {
+/// How many of `to_compile` run at once, the line saying a request was
+/// capped, and the line saying memory set the count: `opts.jobs` under
+/// [`crate::job_limit`] (the launcher's cap when every unit to compile goes
+/// through a launcher); when nobody asked, one per core or as many as fit
+/// in memory ([`crate::memory`]), whichever is fewer; at most one per unit.
+fn compile_threads(
+    to_compile: &[&Job<'_>],
+    opts: &BuildOptions,
+    peaks: &PeakRecords,
+) -> (usize, Option<String>, Option<String>) {
     let launcher =
         !to_compile.is_empty() && to_compile.iter().all(|j| j.command.launcher.is_some());
     let limit = crate::jobs::job_limit(crate::jobs::local_cores(), launcher);
@@ -257,8 +279,58 @@ fn compile_threads(to_compile: &[&Job<'_>], opts: &BuildOptions) -> (usize, Opti
         jobs,
         setting: opts.jobs_setting.unwrap_or("jobs"),
     });
+    let units = to_compile.len().max(1);
     let (jobs, capped) = crate::jobs::capped_jobs(request, limit);
-    (jobs.clamp(1, to_compile.len().max(1)), capped)
+    let jobs = jobs.clamp(1, units);
+    if request.is_some() || jobs == 1 {
+        return (jobs, capped, None);
+    }
+    let usable = opts
+        .usable_memory
+        .clone()
+        .or_else(crate::memory::usable_memory);
+    let Some(usable) = usable else {
+        return (jobs, capped, None);
+    };
+    let Some((per_job, compiler, measured)) = to_compile
+        .iter()
+        .map(|job| match peaks.get(&job.peak_key) {
+            Some(bytes) => (bytes, job.kind, true),
+            None => (default_peak(job.kind), job.kind, false),
+        })
+        .max_by_key(|(bytes, ..)| *bytes)
+    else {
+        return (jobs, capped, None);
+    };
+    let fit = crate::memory::jobs_that_fit(usable.bytes, per_job);
+    if fit >= jobs {
+        return (jobs, capped, None);
+    }
+    let compiler = match compiler {
+        UnitKind::Cuda => "nvcc",
+        UnitKind::Host => "c++",
+    };
+    let line = format!(
+        "{fit} job{} (memory: {} free by {}, ~{} per {compiler} unit{})",
+        if fit == 1 { "" } else { "s" },
+        crate::memory::gib(usable.bytes),
+        usable.source,
+        crate::memory::gib(per_job),
+        if measured {
+            ", measured"
+        } else {
+            ", not measured yet"
+        },
+    );
+    (fit, capped, Some(line))
+}
+
+/// The peak memory assumed for a unit of `kind` that was never measured.
+fn default_peak(kind: UnitKind) -> u64 {
+    match kind {
+        UnitKind::Cuda => crate::memory::DEFAULT_PEAK_NVCC,
+        UnitKind::Host => crate::memory::DEFAULT_PEAK_CXX,
+    }
 }
 
 /// One job per unit of `plan`, in order: its command writing its object
@@ -281,6 +353,8 @@ fn plan_jobs<'a>(
         let display = unit.display();
         let pch = opts.pch.iter().find(|p| p.units.contains(&display));
         let launch = launch.filter(|_| command.launcher.is_some());
+        let peak_key = abicache_store::peak_key(&command.key_argv());
+        let kind = unit_kind(&unit.source);
         jobs.push(Job {
             index,
             display,
@@ -289,6 +363,8 @@ fn plan_jobs<'a>(
             object,
             pch,
             launch,
+            peak_key,
+            kind,
         });
     }
     Ok(jobs)
@@ -391,6 +467,68 @@ fn compile_all(
         Some(e) => Err(e),
         None => Ok(out),
     }
+}
+
+/// True when `error` is a compile the kernel killed: the compiler got
+/// `SIGKILL`, or its driver says a child did (`g++`: "Killed signal
+/// terminated program cc1plus"; `nvcc`: "'cicc' died due to signal 9").
+/// Nothing else sends a compiler `SIGKILL` during a build but the
+/// out-of-memory killer (a cancelled build gets `SIGINT` first and ends as
+/// [`BuildError::Cancelled`]).
+fn killed_by_memory(error: &BuildError) -> bool {
+    use std::os::unix::process::ExitStatusExt;
+    let BuildError::Compile { output, status, .. } = error else {
+        return false;
+    };
+    status.signal() == Some(libc::SIGKILL)
+        || output.contains("Killed signal terminated program")
+        || output.contains("died due to signal 9")
+}
+
+/// What happened, for the warning before the retry.
+fn memory_kill_summary(error: &BuildError, jobs: usize) -> String {
+    let unit = match error {
+        BuildError::Compile { unit, .. } => unit.as_str(),
+        _ => "a unit",
+    };
+    format!(
+        "compiling `{unit}` was killed, most likely by the out-of-memory killer, while {jobs} \
+         compiles ran at once"
+    )
+}
+
+/// `error` as [`BuildError::OutOfMemory`] when the kernel killed the compile
+/// ([`killed_by_memory`]) while `jobs` compiles ran (`retried_after`: the
+/// compiles running the first time, when this was the retry); other errors
+/// unchanged.
+fn out_of_memory(error: BuildError, jobs: usize, retried_after: Option<usize>) -> BuildError {
+    if !killed_by_memory(&error) {
+        return error;
+    }
+    let BuildError::Compile {
+        unit,
+        dir,
+        command,
+        output,
+        status,
+    } = error
+    else {
+        return error;
+    };
+    let usable = crate::memory::usable_memory().map_or_else(
+        || "unknown".to_string(),
+        |m| format!("{} by {}", crate::memory::gib(m.bytes), m.source),
+    );
+    BuildError::OutOfMemory(Box::new(KilledCompile {
+        unit,
+        dir,
+        command,
+        output,
+        status,
+        jobs,
+        retried_after,
+        usable,
+    }))
 }
 
 /// Links the objects of `jobs` into one library.
@@ -537,6 +675,10 @@ fn compile_one(
         None => (command.argv(), command.dir.clone()),
     };
     let result = crate::run::run(&argv, &dir, cancel);
+    if let Ok(Some(peak)) = result.as_ref().map(|out| out.peak_rss) {
+        // Failed compiles too: one killed for memory had at least this peak.
+        PeakRecords::new(cache.dir()).record(&job.peak_key, peak);
+    }
     let outcome = match result {
         Ok(out) if out.status.success() => cache
             .publish(&job.name, &temp)
@@ -546,7 +688,7 @@ fn compile_one(
             unit: job.display.clone(),
             dir,
             command: shell_join(&argv),
-            output: combined(&out),
+            output: out.combined(),
             status: out.status,
         }),
         Err(e) => Err(e),
@@ -575,20 +717,12 @@ fn link(
         return Err(BuildError::Link {
             library: library.display().to_string(),
             command: shell_join(&argv),
-            output: combined(&out),
+            output: out.combined(),
             status: out.status,
         });
     }
     fs_err::rename(&temp, library)?;
     Ok(())
-}
-
-fn combined(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
 }
 
 fn write_compile_commands(out_dir: &Path, jobs: &[Job]) -> Result<(), BuildError> {

@@ -149,6 +149,11 @@ pub enum BuildError {
         status: ExitStatus,
     },
 
+    /// The kernel killed a compile (most likely out of memory), and it was
+    /// killed again when retried alone (or was already alone).
+    #[error("{0}")]
+    OutOfMemory(Box<KilledCompile>),
+
     /// The link step failed.
     #[error(
         "failed to link `{library}` ({status})\n\ncommand:\n  {command}\n\nlinker output:\n{}",
@@ -187,4 +192,54 @@ fn indent(text: &str) -> String {
         .map(|l| format!("  {l}"))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// A compile the kernel killed, most likely out of memory
+/// ([`BuildError::OutOfMemory`]).
+#[derive(Debug)]
+pub struct KilledCompile {
+    /// The source's display path.
+    pub unit: String,
+    /// The directory the compiler ran in.
+    pub dir: PathBuf,
+    /// The exact command, shell-quoted.
+    pub command: String,
+    /// The compiler's stdout followed by its stderr.
+    pub output: String,
+    /// How the compiler ended.
+    pub status: ExitStatus,
+    /// Compiles running when it was killed the last time.
+    pub jobs: usize,
+    /// The compiles running the first time, when it was then retried alone.
+    pub retried_after: Option<usize>,
+    /// The usable memory after it was killed, and what bounded it.
+    pub usable: String,
+}
+
+impl std::fmt::Display for KilledCompile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let plural = if self.jobs == 1 { "" } else { "s" };
+        write!(
+            f,
+            "compiling `{}` was killed ({}), most likely by the out-of-memory killer, with {} \
+             compile{plural} running",
+            self.unit, self.status, self.jobs
+        )?;
+        if let Some(first) = self.retried_after {
+            write!(
+                f,
+                " (after it was killed with {first} running and retried alone)"
+            )?;
+        }
+        write!(
+            f,
+            "; {} of memory is usable now. Free memory, raise the memory limit (the cgroup's \
+             `memory.max`, the job's memory request), or compile this unit with less \
+             optimisation\n\ncommand (run in `{}`):\n  {}\n\ncompiler output:\n{}",
+            self.usable,
+            self.dir.display(),
+            self.command,
+            indent(&self.output)
+        )
+    }
 }

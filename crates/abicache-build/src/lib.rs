@@ -40,6 +40,7 @@ mod error;
 pub mod flags;
 mod jobs;
 mod launch_dir;
+pub mod memory;
 pub mod pch;
 mod progress;
 mod quote;
@@ -49,7 +50,7 @@ mod toolchain;
 mod unit_objects;
 
 pub use compile::{build, BuildOptions, BuildReport, ReadyPch, OBJECT_KEY_FORMAT};
-pub use error::BuildError;
+pub use error::{BuildError, KilledCompile};
 pub use flags::{BuildPlan, CompileCommand, Unit, UnitKind};
 pub use jobs::{
     capped_jobs, job_limit, jobs_from, jobs_from_env, local_cores, parse_max_jobs, JobLimit,

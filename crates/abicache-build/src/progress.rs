@@ -28,6 +28,10 @@ pub enum Progress {
         cached: usize,
         /// How long the previous build of this extension took, if known.
         estimate: Option<f64>,
+        /// Set when memory, not the cores, set how many compiles run at
+        /// once: `2 jobs (memory: 7.1 GiB free by MemAvailable, ~3.2 GiB
+        /// per nvcc unit, measured)` (see `abicache_build::memory`).
+        memory_bound: Option<String>,
     },
     /// A unit finished compiling; `done` counts cached units too.
     UnitDone {
@@ -82,6 +86,7 @@ pub fn plain_line(event: &Progress) -> String {
             total,
             cached,
             estimate,
+            memory_bound,
         } => {
             let mut line = format!(
                 "building `{name}`: {total} unit{}",
@@ -92,6 +97,9 @@ pub fn plain_line(event: &Progress) -> String {
             }
             if let Some(est) = estimate {
                 line.push_str(&format!(" (last build took {est:.1}s)"));
+            }
+            if let Some(bound) = memory_bound {
+                line.push_str(&format!("; {bound}"));
             }
             line
         }
@@ -175,7 +183,13 @@ fn render_bar(bar: &RefCell<Option<ProgressBar>>, event: Progress) {
             total: len,
             cached: pos,
             estimate,
-        } => *slot = Some(start_bar(&name, len, pos, estimate)),
+            memory_bound,
+        } => {
+            if let Some(bound) = memory_bound {
+                eprintln!("building {name}: {bound}");
+            }
+            *slot = Some(start_bar(&name, len, pos, estimate));
+        }
         Progress::UnitDone { done, source, .. } => {
             if let Some(pb) = slot.as_ref() {
                 pb.set_position(done as u64);

@@ -5,7 +5,7 @@
 
 use std::io::Read;
 use std::path::Path;
-use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
@@ -86,7 +86,7 @@ impl PartialEq for Cancel {
 /// terminal's Ctrl-C, so compilers remove their temporary files), then
 /// `SIGKILL` after [`GRACE`], and [`BuildError::Cancelled`] is returned
 /// once the tool has exited.
-pub(crate) fn run(argv: &[String], dir: &Path, cancel: &Cancel) -> Result<Output, BuildError> {
+pub(crate) fn run(argv: &[String], dir: &Path, cancel: &Cancel) -> Result<Captured, BuildError> {
     if cancel.is_cancelled() {
         return Err(BuildError::Cancelled);
     }
@@ -99,11 +99,7 @@ pub(crate) fn run(argv: &[String], dir: &Path, cancel: &Cancel) -> Result<Output
         ..RunLimits::default()
     };
     match run_captured(&mut command, limits) {
-        Ok(out) => Ok(Output {
-            status: out.status,
-            stdout: out.stdout,
-            stderr: out.stderr,
-        }),
+        Ok(out) => Ok(out),
         Err(RunFailure::Spawn(error)) => Err(BuildError::Spawn {
             program: argv[0].clone(),
             command: shell_join(argv),
@@ -126,6 +122,22 @@ pub struct Captured {
     pub stdout: Vec<u8>,
     /// Its standard error.
     pub stderr: Vec<u8>,
+    /// The peak resident memory of the program and of every descendant it
+    /// waited for (the largest of them, from `wait4`'s `ru_maxrss`), in
+    /// bytes: a compiler driver's peak covers the `cc1plus`, `cicc` or
+    /// `ptxas` it ran. `None` where the system does not say.
+    pub peak_rss: Option<u64>,
+}
+
+impl Captured {
+    /// Standard output then standard error, as text (what a failing tool said).
+    pub fn combined(&self) -> String {
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&self.stdout),
+            String::from_utf8_lossy(&self.stderr)
+        )
+    }
 }
 
 /// Why [`run_captured`] gave no answer. In every case but `Spawn` the
@@ -192,6 +204,7 @@ pub fn run_captured(command: &mut Command, limits: RunLimits<'_>) -> Result<Capt
     }
     drop(tx);
     let (mut stdout, mut stderr, mut status) = (None, None, None);
+    let mut peak_rss = None;
     let failure = 'run: loop {
         while let Ok((stream, bytes)) = rx.try_recv() {
             if limits.cap.is_some_and(|cap| bytes.len() as u64 > cap) {
@@ -203,8 +216,12 @@ pub fn run_captured(command: &mut Command, limits: RunLimits<'_>) -> Result<Capt
             }
         }
         if status.is_none() {
-            status = match child.try_wait() {
-                Ok(status) => status,
+            status = match try_reap(&child) {
+                Ok(Some((exit, peak))) => {
+                    peak_rss = peak;
+                    Some(exit)
+                }
+                Ok(None) => None,
                 Err(e) => break RunFailure::Wait(e),
             };
         }
@@ -213,6 +230,7 @@ pub fn run_captured(command: &mut Command, limits: RunLimits<'_>) -> Result<Capt
                 status,
                 stdout: stdout.unwrap_or_default(),
                 stderr: stderr.unwrap_or_default(),
+                peak_rss,
             });
         }
         if limits.cancel.is_some_and(Cancel::is_cancelled) {
@@ -228,6 +246,43 @@ pub fn run_captured(command: &mut Command, limits: RunLimits<'_>) -> Result<Capt
         stop(&mut child);
     }
     Err(failure)
+}
+
+/// Reaps `child` if it has exited (without blocking), with its exit status
+/// and peak resident memory: `wait4` in place of `Child::try_wait`, which
+/// does not return resource usage. `Ok(None)` while it runs. Once this
+/// returned an exit status the child is reaped: `Child::wait` must not be
+/// called on it (its pid may be reused).
+#[allow(unsafe_code)] // `wait4` has no safe wrapper with resource usage; see the SAFETY comments
+fn try_reap(child: &Child) -> std::io::Result<Option<(ExitStatus, Option<u64>)>> {
+    use std::os::unix::process::ExitStatusExt;
+    let pid = child.id() as libc::pid_t;
+    let mut status: libc::c_int = 0;
+    // SAFETY: an all-zero `rusage` is a valid value of this plain C struct.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: `status` and `usage` are valid for writes for the call;
+        // `pid` is our own unreaped child.
+        let reaped = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
+        match reaped {
+            0 => return Ok(None),
+            -1 => {
+                let error = std::io::Error::last_os_error();
+                if error.kind() == std::io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(error);
+            }
+            _ => {
+                // Linux reports `ru_maxrss` in KiB.
+                let peak = u64::try_from(usage.ru_maxrss)
+                    .ok()
+                    .filter(|&kib| kib > 0)
+                    .map(|kib| kib * 1024);
+                return Ok(Some((ExitStatus::from_raw(status), peak)));
+            }
+        }
+    }
 }
 
 /// `SIGINT` to `child` and its descendants, `SIGKILL` to whatever is left

@@ -191,7 +191,18 @@ pub fn stats_human(stats: &Stats, root: &Path) -> String {
         human_size(stats.bytes)
     ) + &layer_stats_human(s)
         + &pch_stats_human(stats)
+        + &peak_stats_human(stats)
         + &remote_stats_human(s)
+}
+
+/// The compile-memory line of `abicache stats`, shown once a compile was
+/// measured: the largest peak resident memory one compile had (it sets how
+/// many compiles run at once, docs/building.md).
+fn peak_stats_human(stats: &Stats) -> String {
+    match stats.largest_peak_rss {
+        Some(bytes) => format!("largest compile RSS  {}\n", human_size(bytes)),
+        None => String::new(),
+    }
 }
 
 /// The read-only-layer line of `abicache stats`, shown once a layer served a hit.

@@ -76,6 +76,7 @@ mod manifest;
 mod objects;
 mod pch;
 mod pch_budget;
+mod peaks;
 mod private_file;
 mod provenance;
 mod publish;
@@ -108,6 +109,7 @@ pub use pch_budget::{
     parse_jobs as parse_pch_jobs, MachineSlots, PchPermit, PchSkip, DEFAULT_PCH_JOBS,
     DEFAULT_PCH_MAX_SIZE, PCH_DEMAND_MAX_AGE, PCH_NEEDS_BEFORE_BUILD,
 };
+pub use peaks::{peak_key, PeakRecords, PEAKS_DIR};
 pub use provenance::{Provenance, PROVENANCE_FILE};
 pub use publish::{BuildGuard, Published};
 pub use readonly::{

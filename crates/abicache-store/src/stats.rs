@@ -213,6 +213,11 @@ pub struct Stats {
     pub pchs: u64,
     /// Bytes of those precompiled headers.
     pub pch_bytes: u64,
+    /// The largest peak resident memory recorded for one compile (bytes),
+    /// from the objects' peak records ([`crate::PeakRecords`]); absent when
+    /// no compile was measured. Not serialised when absent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub largest_peak_rss: Option<u64>,
 }
 
 /// Whether this process has already warned that counting failed.
@@ -300,6 +305,7 @@ impl Store {
             bytes: entries.iter().map(|e| e.size).sum(),
             pchs: pchs.len() as u64,
             pch_bytes: pchs.iter().map(|p| p.1).sum(),
+            largest_peak_rss: crate::PeakRecords::new(&self.layout().objects_dir()).largest(),
         })
     }
 }

@@ -135,7 +135,9 @@ impl Error {
     /// Which class this error belongs to.
     pub fn kind(&self) -> ErrorKind {
         match self {
-            Error::Build(BuildError::Compile { .. } | BuildError::Link { .. }) => ErrorKind::Build,
+            Error::Build(
+                BuildError::Compile { .. } | BuildError::OutOfMemory(_) | BuildError::Link { .. },
+            ) => ErrorKind::Build,
             Error::Build(BuildError::Cancelled) => ErrorKind::Interrupted,
             Error::AuditRefused { .. } => ErrorKind::Build,
             Error::Key(k) if k.is_abi_refusal() => ErrorKind::Abi,

@@ -729,6 +729,7 @@ impl Session {
             previous_seconds,
             pch: pch_plan.ready,
             cancel: self.cancel.clone(),
+            usable_memory: None,
         };
         let shared = crate::remote_objects::before_build(
             remote.filter(|_| self.settings.remote.objects),

@@ -18,6 +18,7 @@ mod hardening;
 mod hardening_inputs;
 mod isa;
 mod matrix;
+mod memory_jobs;
 mod readonly_layers;
 mod regression;
 mod relocatable;
