@@ -45,7 +45,7 @@ fn every_image_runs_on_exactly_the_gpus_of_its_row() {
     let mut checked = 0;
     for (text, runs, does_not) in TABLE {
         let img = image(text);
-        let want = |on: &str| match img {
+        let want = match img {
             DeviceImage::Sass(_) => Runs::Sass(img),
             DeviceImage::Ptx(_) => Runs::PtxJit(img),
         };
