@@ -186,7 +186,9 @@ fn images_in_sections(
     }
     if !any_fatbin_section {
         for section in sections.all.iter().filter(|s| s.name == WRAPPER_SECTION) {
-            read_wrapped_fatbins(source, sections, section, &mut read, &mut images)?;
+            if read.first_time(section.offset, section.size, "section `.nvFatBinSegment`")? {
+                read_wrapped_fatbins(source, sections, section, &mut read, &mut images)?;
+            }
         }
     }
     Ok(images.into_iter().collect())
