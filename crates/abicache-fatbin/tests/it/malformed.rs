@@ -595,3 +595,34 @@ fn files_that_are_not_elf_or_cannot_be_read_are_errors_naming_them() {
         "{error}"
     );
 }
+
+/// A second section header naming the same `.nv_fatbin` bytes is read once;
+/// one naming bytes that overlap them is refused.
+#[test]
+fn sections_naming_the_same_bytes_are_read_once_and_overlapping_ones_refused() {
+    let Some(targets) = targets() else { return };
+    let target = targets
+        .iter()
+        .find(|t| t.name == "arch_8.0_9.0+PTX")
+        .unwrap();
+    let path = Path::new("/lib/ops.so");
+    let want = images_in_elf_bytes(&target.bytes, path).unwrap();
+    // `__nv_module_id`'s header becomes a second `.nv_fatbin` header.
+    let other = section_header_offset(&target.bytes, "__nv_module_id");
+    let fatbin = target.section_header;
+    let mut twice = target.bytes.clone();
+    twice.copy_within(fatbin..fatbin + 64, other);
+    assert_eq!(images_in_elf_bytes(&twice, path).unwrap(), want);
+
+    let mut overlapping = twice.clone();
+    let shifted = u64_at(&overlapping, other + 24) + 16;
+    put(&mut overlapping, other + 24, &shifted.to_le_bytes());
+    let message = images_in_elf_bytes(&overlapping, path)
+        .unwrap_err()
+        .to_string();
+    assert!(message.contains("`/lib/ops.so`"), "{message}");
+    assert!(
+        message.contains("overlaps section `.nv_fatbin`"),
+        "{message}"
+    );
+}
