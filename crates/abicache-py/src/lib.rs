@@ -259,7 +259,7 @@ fn explain<'py>(
 pub(crate) fn settings(cache_dir: Option<PathBuf>) -> abicache::Result<Arc<Settings>> {
     let flags = Flags {
         cache_dir,
-        remote: None,
+        ..Flags::default()
     };
     Ok(Arc::new(Settings::resolve(&flags)?))
 }
