@@ -52,7 +52,14 @@ fn counting_cxx(dir: &Path, log: &Path) -> PathBuf {
 
 fn offline_build(cache: &Cache, spec: &Path, python: &Path, cxx: &Path, report: &Path) -> Output {
     cache
-        .cmd(args!["build", spec, "--python", python, "--quiet", "--offline"])
+        .cmd(args![
+            "build",
+            spec,
+            "--python",
+            python,
+            "--quiet",
+            "--offline"
+        ])
         .env("CXX", cxx)
         .env("ABICACHE_MISS_REPORT", report)
         .output()
@@ -72,7 +79,9 @@ fn build_offline_exits_3_naming_the_changed_flag_and_eight_processes_append_eigh
 
     // Built once with -O1 (through the counting compiler: it is seen).
     let built = cache
-        .cmd(args!["build", &o1, "--python", &python, "--quiet", "--json"])
+        .cmd(args![
+            "build", &o1, "--python", &python, "--quiet", "--json"
+        ])
         .env("CXX", &cxx)
         .output()
         .unwrap();
@@ -177,7 +186,8 @@ fn misses_without_a_report_says_how_to_name_one() {
     let out = cache.run(args!["misses"]);
     assert_exit(&out, 2);
     assert!(
-        stderr(&out).contains("ABICACHE_MISS_REPORT") && stderr(&out).contains("abicache misses FILE"),
+        stderr(&out).contains("ABICACHE_MISS_REPORT")
+            && stderr(&out).contains("abicache misses FILE"),
         "{}",
         stderr(&out)
     );
