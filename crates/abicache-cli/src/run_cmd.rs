@@ -1,4 +1,4 @@
-//! `abicache run [--cache-dir DIR] [--verbose] -- CMD [ARGS…]`: runs `CMD`
+//! `abicache run [--cache-dir DIR] [--verbose] [--offline] -- CMD [ARGS…]`: runs `CMD`
 //! with interception on for every Python process it starts.
 //!
 //! This command only sets up the environment and replaces itself with `CMD`
@@ -11,14 +11,15 @@
 //!   interpreter that finds abicache on `PYTHONPATH` rather than in a site
 //!   directory (which is where `.pth` files are read) turns it on too;
 //! - `--cache-dir` as `ABICACHE_DIR` (made absolute: `CMD` may change
-//!   directory).
+//!   directory);
+//! - `--offline` as `ABICACHE_OFFLINE=1`.
 //!
 //! The interception itself is Python (`python/_abicache_intercept.py`).
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use abicache::env_vars::{self, ABICACHE_DIR, ABICACHE_INTERCEPT, PYTHONPATH};
+use abicache::env_vars::{self, ABICACHE_DIR, ABICACHE_INTERCEPT, ABICACHE_OFFLINE, PYTHONPATH};
 use clap::Args;
 
 /// The directory, inside the installed `abicache` package, that holds the
@@ -28,6 +29,10 @@ pub const SITECUSTOMIZE_DIR: &str = "_sitecustomize";
 /// `abicache run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
+    /// Never compile in `CMD`: sets `ABICACHE_OFFLINE=1`, so a cache miss raises
+    /// `abicache.CacheMiss` in the program instead of building (torch's own build included).
+    #[arg(long)]
+    pub offline: bool,
     /// The command and its arguments (after `--` when an argument starts with `-`).
     #[arg(
         required = true,
@@ -97,7 +102,12 @@ pub fn run(
         cache_dir.as_deref(),
         verbose,
     ) {
-        Ok(vars) => vars,
+        Ok(mut vars) => {
+            if args.offline {
+                vars.push((ABICACHE_OFFLINE, OsString::from("1")));
+            }
+            vars
+        }
         Err(e) => {
             eprintln!("error: abicache run: cannot make the cache or package path absolute: {e}");
             return 2;

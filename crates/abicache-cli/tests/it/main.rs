@@ -19,6 +19,7 @@ mod hardening_inputs;
 mod isa;
 mod matrix;
 mod memory_jobs;
+mod offline;
 mod readonly_layers;
 mod regression;
 mod relocatable;
