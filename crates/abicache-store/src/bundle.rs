@@ -34,7 +34,7 @@ use abicache_fs::{open_regular, verify_file, Expected, Follow};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{BundleError, Result, StoreError};
-use crate::layout::{validate_key, LAYOUT_VERSION, MANIFEST_FILE};
+use crate::layout::{validate_key, MANIFEST_FILE, MANIFEST_FORMAT};
 use crate::manifest::Manifest;
 use crate::store::{valid_library_name, Claim, Hit, Store};
 
@@ -780,7 +780,7 @@ fn verify_staged(staging: &Path, entry: &BundleEntry) -> Result<StagedEntry> {
         ))
     })?;
     let library = &entry.files[1];
-    if manifest.format != LAYOUT_VERSION
+    if manifest.format != MANIFEST_FORMAT
         || manifest.key != entry.key
         || manifest.name != entry.name
         || manifest.library != library.name

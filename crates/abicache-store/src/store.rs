@@ -10,7 +10,7 @@ use crate::entry_stamp;
 use crate::error::{Result, StoreError};
 use crate::last_used;
 use crate::layout::{
-    current_uid, insecurity, trusted_owner, validate_key, Layout, LAYOUT_VERSION, MANIFEST_FILE,
+    current_uid, insecurity, trusted_owner, validate_key, Layout, MANIFEST_FILE, MANIFEST_FORMAT,
 };
 use crate::lock::FileLock;
 use crate::manifest::Manifest;
@@ -348,7 +348,7 @@ impl Store {
                 })
             }
         };
-        if manifest.format != LAYOUT_VERSION
+        if manifest.format != MANIFEST_FORMAT
             || manifest.key != key
             || !valid_library_name(&manifest.library)
         {

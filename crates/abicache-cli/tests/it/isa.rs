@@ -94,6 +94,7 @@ fn march_native_keys_on_the_resolved_cpu_probed_once_per_compiler() {
         std::fs::read_to_string(&log)
             .unwrap_or_default()
             .lines()
+            .filter(|l| l.contains("-march=native"))
             .count()
     };
     assert_eq!(runs(), 1, "one probe");
@@ -208,4 +209,106 @@ fn a_bundle_this_cpu_cannot_run_is_refused_by_import_and_nothing_is_imported() {
         .unwrap();
     assert_success(&out);
     assert_eq!(node.ls().len(), 1);
+}
+
+/// `CXX=script` that runs `c++` with `extra` first, as Cray's and Spack's
+/// wrappers add target flags.
+fn wrapper(dir: &Path, name: &str, extra: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.with_file_name(name);
+    std::fs::write(&path, format!("#!/bin/sh\nexec c++ {extra} \"$@\"\n")).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+fn manifest_of(cache: &Cache, key: &str) -> (PathBuf, serde_json::Value) {
+    let path = cache.dir.join("v1/entries").join(key).join("manifest.json");
+    let value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    (path, value)
+}
+
+/// Issue 46 finding 3b: the target flags a `CXX` wrapper adds are in
+/// neither the key nor `isa` on the old code. A wrapper adding `-mavx512f`
+/// gets another key than the plain compiler (its `compiler_isa` line names
+/// `avx512f`), and the library it builds records `avx512f`, attributed to
+/// the compiler's own target.
+#[test]
+fn a_cxx_wrapper_adding_a_target_flag_gets_another_key_and_records_it() {
+    let cache = Cache::new();
+    let spec = project(&cache, "wrapped", &["-O2"]);
+    let avx512 = wrapper(&cache.dir, "avx512-c++", "-mavx512f");
+    let plain_cxx = wrapper(&cache.dir, "plain-c++", "");
+    let python = python();
+    let run = |cxx: &Path, command: &str| {
+        let mut cmd = cache.cmd(args![command, spec, "--json", "--python", python]);
+        cmd.env("CXX", cxx);
+        let out = cmd.output().unwrap();
+        assert_success(&out);
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let plain = run(&plain_cxx, "key");
+    let wrapped = run(&avx512, "key");
+    assert_ne!(plain["key"], wrapped["key"], "the wrapper's flag is keyed");
+    let compiler_isa = payload_line(&wrapped, "compiler_isa").expect("a compiler_isa line");
+    assert!(
+        compiler_isa.split(' ').any(|f| f == "avx512f"),
+        "{compiler_isa}"
+    );
+    assert!(
+        payload_line(&plain, "compiler_isa").is_none_or(|v| !v.contains("avx512f")),
+        "{plain}"
+    );
+    // Built with the wrapper: the manifest records avx512f.
+    let built = run(&avx512, "build");
+    let key = built["key"].as_str().unwrap().to_owned();
+    assert_eq!(key, wrapped["key"].as_str().unwrap());
+    let (_, manifest) = manifest_of(&cache, &key);
+    let isa = manifest["isa"].as_array().unwrap();
+    assert!(
+        isa.iter().any(|r| r["feature"] == "avx512f"
+            && r["flag"]
+                .as_str()
+                .unwrap()
+                .contains(avx512.to_str().unwrap())),
+        "{manifest}"
+    );
+}
+
+/// Issue 46 finding 3a: on the old code a manifest without `isa` meant
+/// "requires nothing", so an entry whose requirements were never recorded
+/// (written before the guard, or a manifest stripped of the field) was
+/// served. Now such an entry is unknown: not a hit, rebuilt locally, and the
+/// rebuilt manifest records the requirement again.
+#[test]
+fn an_entry_whose_manifest_records_no_isa_is_not_served() {
+    let cache = Cache::new();
+    let spec = project(&cache, "unrecorded", &["-O2", "-mavx2"]);
+    let python = python();
+    let built = cache.build(&spec, &python, &[]);
+    let key = built["key"].as_str().unwrap().to_owned();
+    let (path, mut manifest) = manifest_of(&cache, &key);
+    assert!(
+        manifest["isa"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["feature"] == "avx2"),
+        "{manifest}"
+    );
+    // The manifest as an older abicache (or a hand-made layer) writes it.
+    manifest.as_object_mut().unwrap().remove("isa");
+    std::fs::write(&path, serde_json::to_vec_pretty(&manifest).unwrap()).unwrap();
+    let again = cache.build(&spec, &python, &[]);
+    assert_eq!(again["key"], built["key"]);
+    assert_eq!(
+        again["hit"], false,
+        "an entry without recorded requirements was served: {again}"
+    );
+    let (_, rebuilt) = manifest_of(&cache, &key);
+    assert!(
+        rebuilt["isa"]
+            .as_array()
+            .is_some_and(|isa| isa.iter().any(|r| r["feature"] == "avx2")),
+        "{rebuilt}"
+    );
 }

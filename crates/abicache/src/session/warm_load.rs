@@ -453,10 +453,23 @@ impl Record {
     /// identified, the compiler is not found or is named by a relative
     /// path, or a skipped candidate exists (not provable by absence).
     fn host_cpu_inputs(&mut self, toolchain: &ToolchainEnv) -> Option<()> {
-        for name in HOST_CPU_HIT_VARIABLES {
-            self.environ.push((name, raw_var(name).ok()?));
-        }
         let cpu = abicache_isa::running_cpu()?;
+        self.compiler_inputs(toolchain)?;
+        self.host_cpu = Some(cpu.identity().to_owned());
+        Some(())
+    }
+
+    /// Adds what the host compiler's identity depends on (every key carries
+    /// what it enables by itself, `compiler_isa`): the variables it is found
+    /// by, the compiler found (its trusted stamp) and the absence of every
+    /// `PATH` candidate before it. `None` (no record) when it is not found,
+    /// is named by a relative path, or a skipped candidate exists.
+    fn compiler_inputs(&mut self, toolchain: &ToolchainEnv) -> Option<()> {
+        for name in HOST_CPU_HIT_VARIABLES {
+            if !self.environ.iter().any(|(n, _)| *n == name) {
+                self.environ.push((name, raw_var(name).ok()?));
+            }
+        }
         let wanted = toolchain.cxx.as_deref().unwrap_or("c++");
         let found = abicache_build::host_cpu_compiler(toolchain).ok()?;
         if wanted.contains('/') {
@@ -469,7 +482,6 @@ impl Record {
         }
         let stamp = FileStamp::trusted(&std::fs::metadata(&found).ok()?, SystemTime::now())?;
         self.add_expectation(&found, Expect::Stamp(stamp))?;
-        self.host_cpu = Some(cpu.identity().to_owned());
         Some(())
     }
 
@@ -601,6 +613,8 @@ impl Session {
         }
         if native {
             record.host_cpu_inputs(&self.toolchain_env)?;
+        } else {
+            record.compiler_inputs(&self.toolchain_env)?;
         }
         for (path, expect) in deps.iter() {
             record.add_expectation(path, expect)?;
