@@ -320,12 +320,16 @@ def _check_warm_record(name: str, cache_dir: Optional[str]) -> Optional[Any]:
             if row[1:] != [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]:
                 return None
         # The instruction-set extensions the library requires, as
-        # `[feature, flag]` (usually none: then nothing more is read). Each
+        # `[feature, flag]` (usually none: then nothing more is read; a
+        # record without the field is refused, as the native path refuses a
+        # manifest without `isa`). Each
         # must be among this CPU's `/proc/cpuinfo` flags unless
         # `ABICACHE_ISA_CHECK=0`; anything else is left to the native path,
         # which refuses a library this CPU cannot run with the full message
         # (and also asks `cpuid`, so it may still load one).
         isa = record.get("isa")
+        if isa is None:  # requirements not recorded: unknown, never a warm hit
+            return None
         if isa:
             guard = os.environ.get("ABICACHE_ISA_CHECK", "").strip()
             if guard != "0":

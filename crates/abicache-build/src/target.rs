@@ -52,6 +52,7 @@ pub fn resolve_host_cpu(
     let compiler = host_cpu_compiler(env)?;
     let question = Question {
         format: HOST_CPU_FORMAT,
+        well_formed: |v| !v.is_empty() && v.starts_with("-m"),
         compiler: &compiler,
         cpu: cpu_identity,
         flags: native_flags,
@@ -89,6 +90,11 @@ pub fn resolve_compiler_isa(
     let compiler = host_cpu_compiler(env)?;
     let question = Question {
         format: COMPILER_ISA_FORMAT,
+        well_formed: |v| {
+            v.split(' ')
+                .filter(|w| !w.is_empty())
+                .all(|w| abicache_isa::EXTENSIONS.iter().any(|e| e.name == w))
+        },
         compiler: &compiler,
         cpu: cpu_identity,
         flags: &[],
@@ -103,6 +109,8 @@ pub fn resolve_compiler_isa(
 /// What a remembered answer depends on.
 struct Question<'a> {
     format: &'static str,
+    /// Whether a value read back has this answer's form.
+    well_formed: fn(&str) -> bool,
     compiler: &'a Path,
     cpu: &'a str,
     flags: &'a [String],
@@ -127,7 +135,9 @@ fn remembered(
             return Ok(value.clone());
         }
         drop(answers);
-        if let Some(value) = cache_dir.and_then(|dir| read_answer(&dir.join(digest))) {
+        if let Some(value) =
+            cache_dir.and_then(|dir| read_answer(&dir.join(digest), question.well_formed))
+        {
             ANSWERS
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
@@ -163,6 +173,7 @@ pub fn host_cpu_compiler(env: &ToolchainEnv) -> Result<PathBuf, BuildError> {
 fn answer_digest(question: &Question<'_>, stamp: FileStamp) -> String {
     let Question {
         format,
+        well_formed: _,
         compiler,
         cpu,
         flags,
@@ -187,7 +198,7 @@ fn answer_digest(question: &Question<'_>, stamp: FileStamp) -> String {
 }
 
 /// A remembered answer, when it is this user's, written by no one else, and well formed.
-fn read_answer(path: &Path) -> Option<String> {
+fn read_answer(path: &Path, well_formed: fn(&str) -> bool) -> Option<String> {
     use std::os::unix::fs::MetadataExt;
     let meta = std::fs::symlink_metadata(path).ok()?;
     let uid = rustix::process::geteuid().as_raw();
@@ -197,11 +208,7 @@ fn read_answer(path: &Path) -> Option<String> {
     let bytes = abicache_fs::read_bounded(path, abicache_fs::Follow::No, MAX_ANSWER).ok()?;
     let text = String::from_utf8(bytes).ok()?;
     let value = text.strip_suffix('\n')?;
-    // A target (`-m…`) or extension names (`avx512f …`, empty for none).
-    let well_formed = value
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || " -_=.+,".contains(c));
-    well_formed.then(|| value.to_owned())
+    (!value.contains('\n') && well_formed(value)).then(|| value.to_owned())
 }
 
 /// Writes an answer owner-only (directory 0700, file 0600), through a
@@ -361,16 +368,19 @@ mod tests {
         write_answer(&dir, "abc", "-march=znver3 -mtune=znver3").unwrap();
         let path = dir.join("abc");
         assert_eq!(
-            read_answer(&path).as_deref(),
+            read_answer(&path, |v| v.starts_with("-m")).as_deref(),
             Some("-march=znver3 -mtune=znver3")
         );
         let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
         assert_eq!((mode(&dir), mode(&path)), (0o700, 0o600));
         // Writable by others, or not an answer: ignored.
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
-        assert_eq!(read_answer(&path), None);
+        assert_eq!(read_answer(&path, |v| v.starts_with("-m")), None);
         std::fs::write(dir.join("junk"), "native\n").unwrap();
-        assert_eq!(read_answer(&dir.join("junk")), None);
+        assert_eq!(
+            read_answer(&dir.join("junk"), |v| v.starts_with("-m")),
+            None
+        );
     }
 
     #[test]

@@ -39,7 +39,7 @@ fn publish_then_lookup_is_a_verified_hit_with_filled_manifest() {
             m.name.as_str(),
             m.library.as_str()
         ),
-        (1, k.as_str(), "ext", "libext.so")
+        (2, k.as_str(), "ext", "libext.so")
     );
     assert_eq!(m.size, 20);
     assert_eq!(
