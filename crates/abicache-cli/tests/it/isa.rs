@@ -212,11 +212,18 @@ fn a_bundle_this_cpu_cannot_run_is_refused_by_import_and_nothing_is_imported() {
 }
 
 /// `CXX=script` that runs `c++` with `extra` first, as Cray's and Spack's
-/// wrappers add target flags.
-fn wrapper(dir: &Path, name: &str, extra: &str) -> PathBuf {
+/// wrappers add target flags, logging each run's arguments to `log`.
+fn wrapper(dir: &Path, name: &str, extra: &str, log: &Path) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
     let path = dir.with_file_name(name);
-    std::fs::write(&path, format!("#!/bin/sh\nexec c++ {extra} \"$@\"\n")).unwrap();
+    std::fs::write(
+        &path,
+        format!(
+            "#!/bin/sh\necho \"$*\" >> '{}'\nexec c++ {extra} \"$@\"\n",
+            log.display()
+        ),
+    )
+    .unwrap();
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
     path
 }
@@ -236,8 +243,24 @@ fn manifest_of(cache: &Cache, key: &str) -> (PathBuf, serde_json::Value) {
 fn a_cxx_wrapper_adding_a_target_flag_gets_another_key_and_records_it() {
     let cache = Cache::new();
     let spec = project(&cache, "wrapped", &["-O2"]);
-    let avx512 = wrapper(&cache.dir, "avx512-c++", "-mavx512f");
-    let plain_cxx = wrapper(&cache.dir, "plain-c++", "");
+    assert_success(&cache.run(["ls"])); // the cache exists: probes are remembered in it
+    let log = cache.dir.with_file_name("cxx.log");
+    let avx512 = wrapper(&cache.dir, "avx512-c++", "-mavx512f", &log);
+    let plain_cxx = wrapper(
+        &cache.dir,
+        "plain-c++",
+        "",
+        &cache.dir.with_file_name("plain.log"),
+    );
+    // Older than the racy window: the probe's answer is remembered.
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    let probes = || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains("-dM"))
+            .count()
+    };
     let python = python();
     let run = |cxx: &Path, command: &str| {
         let mut cmd = cache.cmd(args![command, spec, "--json", "--python", python]);
@@ -249,6 +272,14 @@ fn a_cxx_wrapper_adding_a_target_flag_gets_another_key_and_records_it() {
     let plain = run(&plain_cxx, "key");
     let wrapped = run(&avx512, "key");
     assert_ne!(plain["key"], wrapped["key"], "the wrapper's flag is keyed");
+    assert_eq!(probes(), 1, "one probe of the compiler's own target");
+    // A warm key in a new process runs no compiler.
+    assert_eq!(run(&avx512, "key")["key"], wrapped["key"]);
+    assert_eq!(
+        probes(),
+        1,
+        "the probe's answer is remembered under the cache"
+    );
     let compiler_isa = payload_line(&wrapped, "compiler_isa").expect("a compiler_isa line");
     assert!(
         compiler_isa.split(' ').any(|f| f == "avx512f"),
