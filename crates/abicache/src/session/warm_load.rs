@@ -462,8 +462,9 @@ impl Record {
     /// Adds what the host compiler's identity depends on (every key carries
     /// what it enables by itself, `compiler_isa`): the variables it is found
     /// by, the compiler found (its trusted stamp) and the absence of every
-    /// `PATH` candidate before it. `None` (no record) when it is not found,
-    /// is named by a relative path, or a skipped candidate exists.
+    /// `PATH` candidate before it (of every candidate when none is found).
+    /// `None` (no record) when it is named by a relative path, or a skipped
+    /// candidate exists.
     fn compiler_inputs(&mut self, toolchain: &ToolchainEnv) -> Option<()> {
         for name in HOST_CPU_HIT_VARIABLES {
             if !self.environ.iter().any(|(n, _)| *n == name) {
@@ -471,7 +472,18 @@ impl Record {
             }
         }
         let wanted = toolchain.cxx.as_deref().unwrap_or("c++");
-        let found = abicache_build::host_cpu_compiler(toolchain).ok()?;
+        let Ok(found) = abicache_build::host_cpu_compiler(toolchain) else {
+            // No compiler (a machine that only loads): its absence is the
+            // input, so one appearing later is a miss.
+            if wanted.contains('/') {
+                let wanted = Path::new(wanted);
+                return wanted
+                    .is_absolute()
+                    .then(|| self.add_expectation(wanted, Expect::Missing))?;
+            }
+            let path = toolchain.path.as_deref().unwrap_or_default();
+            return self.absent_on_path_before(path, wanted, Path::new(""));
+        };
         if wanted.contains('/') {
             if !Path::new(wanted).is_absolute() {
                 return None;
