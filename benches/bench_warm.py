@@ -19,7 +19,7 @@ verification, `torch.ops.load_library`, `required_ops` check) or calls
 stops when the op is registered. The figure is the time beyond
 `import torch`, median; the ratio is abicache over the floor (target ≤ 2×).
 
-A warm load is answered by the warm-load record (`python/abicache/__init__.py`):
+A warm load is answered by the warm-load record (`python/abicache/_warm_record.py`):
 no native call, so `abicache._native` is never imported; each library's row
 says which path answered (`record` or `native`), checked in a separate,
 untimed process first.
@@ -70,13 +70,13 @@ import abicache
 lap()
 ext = abicache.TorchOpsExtension("muladd_example", {sources!r}, required_ops=["muladd"], cache_dir={cache!r})
 lap()
-X = abicache
-name = X._warm_record_name(ext._spec, ext._root, ext.cache_dir)
+from abicache import _warm_record as X
+name = X.record_name(ext._spec, ext._root, ext.cache_dir)
 lap()
-record = X._check_warm_record(name, ext.cache_dir)
+record = X.check_record(name, ext.cache_dir)
 assert record is not None, "no warm record"
 lap()
-assert X._count_warm_hit(record)
+assert X.count_hit(record)
 lap()
 torch.ops.load_library(record["library"])
 lap()

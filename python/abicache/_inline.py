@@ -13,7 +13,7 @@ import os
 from types import ModuleType
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple, Union
 
-from . import _load_sources
+from ._dropins import load_sources
 
 # Type aliases for type checkers only: at run time (annotations are strings)
 # building them would cost a warm `load_inline` ~0.1 ms.
@@ -154,7 +154,7 @@ def load_inline(
 
         return _native.store_generated_sources(files, None if cache_dir is None else os.fspath(cache_dir))
 
-    return _load_sources(
+    return load_sources(
         name,
         [f"{directory}/{file_name}" for file_name, _ in files],
         extra_cflags=extra_cflags,

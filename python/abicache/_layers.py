@@ -4,15 +4,19 @@ A cache wheel (``abicache export --wheel NAME==VERSION``) registers its
 package in the ``abicache.caches`` entry-point group; the package's ``cache/``
 directory is a cache root that abicache reads and never writes. Discovery
 reads only metadata: each ``*.dist-info/entry_points.txt`` directly under the
-entries of ``sys.path``, once per process and ``sys.path`` (it runs only when
-the warm path misses, never on a warm hit). Uninstalling the wheel removes
-its files, and with them the layer.
+entries of ``sys.path`` that are site directories (the interpreter's
+site-packages and the user site), once per process and ``sys.path`` (it runs
+only when the warm path misses, never on a warm hit). Never the current
+directory or a script's directory (``''`` or ``sys.path[0]``), and no other
+``sys.path`` entry: a project directory holding a ``.dist-info`` and a cache
+is not an installed wheel. Uninstalling the wheel removes its files, and with
+them the layer.
 """
 
 import configparser
 import os
 import sys
-from typing import Dict, List, Tuple
+from typing import Dict, List, Set, Tuple
 
 #: The entry-point group cache wheels register under.
 GROUP = "abicache.caches"
@@ -29,10 +33,30 @@ def wheel_layers() -> List[str]:
     return list(_found[key])
 
 
+def site_dirs() -> Set[str]:
+    """The real paths of this interpreter's site directories: its
+    site-packages (``site.getsitepackages()``, a venv's own when in one) and
+    the user site when it is enabled. Only these are searched for cache wheels."""
+    import site
+
+    dirs: List[str] = []
+    try:
+        dirs.extend(site.getsitepackages())
+    except AttributeError:  # an old virtualenv's own site.py
+        pass
+    if site.ENABLE_USER_SITE:
+        dirs.append(site.getusersitepackages())
+    return {os.path.realpath(d) for d in dirs}
+
+
 def _discover(paths: Tuple[str, ...]) -> List[str]:
     roots: List[str] = []
-    for entry in paths:
-        base = entry or os.getcwd()
+    sites = site_dirs()
+    for base in paths:
+        # `''` is the current directory (`python -c`, `-m`, stdin) and the
+        # first entry a script's directory: neither is a site directory.
+        if not base or os.path.realpath(base) not in sites:
+            continue
         try:
             names = sorted(n for n in os.listdir(base) if n.endswith(".dist-info"))
         except OSError:

@@ -1,9 +1,9 @@
 """What ``abicache.load`` and ``abicache.load_inline`` need only off their
 warm path: flags that need a shell's splitting, the ``build_directory``
 copy, torch's build-error text and the refusals. Their warm path (flag and
-path normalisation, same-name reloads, the load) is in ``__init__.py``, so
-a warm drop-in call answered by the warm-load record imports no module but
-``abicache`` (each module costs a warm load ~0.1-0.2 ms)."""
+path normalisation, same-name reloads, the load) is in ``_dropins.py``, so
+a warm drop-in call answered by the warm-load record never imports this
+module (each module costs a warm load ~0.1-0.2 ms)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ warm-load record did not answer (a miss, a build, a changed dependency), the
 key, its payload and explanation, and the rarer parts of a load (importing
 a Python module, a missing op's error).
 
-Kept out of ``__init__.py``: a warm load runs that module and, when its
+Kept out of ``_extension.py``: a warm load runs that module and, when its
 record answers, never imports this one (each function a module defines
 costs every ``import abicache`` ~5 µs).
 """
@@ -17,10 +17,12 @@ import sys
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
-from . import _env, _layers, _native, _trusted_owner
+from . import _env, _layers, _native
+from ._extension import _loaded, _loaded_names
+from ._warm_record import trusted_owner
 
 if TYPE_CHECKING:
-    from . import TorchOpsExtension
+    from ._extension import TorchOpsExtension
 
 
 def root(ext: TorchOpsExtension) -> str:
@@ -62,9 +64,9 @@ def load(ext: TorchOpsExtension, warm_name: str) -> Tuple[str, Optional[ModuleTy
     ``ABICACHE_REBUILD=1``); then registered as ``ext._register_checked``
     does. Asks the native module to write the warm-load record
     ``warm_name`` for the next process. A library removed between the
-    lookup and the load is a miss: looked up (or rebuilt) again."""
-    from . import _loaded, _loaded_names
-
+    lookup and the load is a miss: looked up (or rebuilt) again; a layer's
+    library that fails the load's checks is skipped with a warning and the
+    extension built locally (no source is asked again in this load)."""
     rebuild = _native.rebuild_requested()
     spec, env, root_dir, cache_dir = native_args(ext)
     if ext.name in _loaded_names:
@@ -72,7 +74,9 @@ def load(ext: TorchOpsExtension, warm_name: str) -> Tuple[str, Optional[ModuleTy
         if key in _loaded:
             ext._loaded_key = key
             return _loaded[key]
-    for attempt in range(_LOAD_ATTEMPTS):
+    layers = _layers.wheel_layers()
+    misses = 0  # libraries removed or replaced between the lookup and the load
+    while True:
         outcome = _native.build(
             spec,
             env,
@@ -83,31 +87,44 @@ def load(ext: TorchOpsExtension, warm_name: str) -> Tuple[str, Optional[ModuleTy
             progress=ext.progress,
             warm_record=warm_name,
             warm_files=[_native.__file__],
-            layers=_layers.wheel_layers(),
+            layers=layers,
         )
         key, path = outcome["key"], outcome["path"]
         ext._loaded_key = key
         if key in _loaded:  # a rebuild of a library this process already holds
             return _loaded[key]
-        if attempt == 0:
+        if misses == 0:
             for warning in outcome.get("warnings", []):
                 print(f"abicache: warning: {warning}", file=sys.stderr)
         if ext.verbose:
             how = "hit" if outcome["hit"] else "built"
             print(f"abicache: {how} `{ext.name}` key {key} in {outcome['seconds']:.3f}s: {path}", file=sys.stderr)
-        fd = open_checked(path, outcome.get("library_stamp"), outcome.get("layer", False))
+        layer = outcome.get("layer", False)
+        fd = open_checked(path, outcome.get("library_stamp"), layer)
+        if fd is None and layer:
+            # A layer's library changed since the native checks (its layer is
+            # not ours to repair): built locally, as Rust skips a bad layer entry.
+            print(
+                f"abicache: warning: read-only cache layer library `{path}` changed after it was "
+                f"verified; `{ext.name}` is built locally instead",
+                file=sys.stderr,
+            )
+            # A rebuild asks no source, configured layers included, so this
+            # happens once per load and is not counted as a miss.
+            layers, rebuild = [], True
+            continue
         if fd is None:
             # The library is gone or not the file the lookup verified (gc
             # evicted the entry, or a rebuild replaced it, since): a miss,
             # looked up again.
-            if attempt + 1 == _LOAD_ATTEMPTS:
+            misses += 1
+            if misses == _LOAD_ATTEMPTS:
                 raise _native.Error(
                     f"the library `{path}` of `{ext.name}` was removed or replaced after it was verified, "
                     f"{_LOAD_ATTEMPTS} times in a row; is a `gc` with `ABICACHE_GC_GRACE=0` running in a loop?"
                 )
             continue
         return ext._register_checked(key, path, fd)
-    raise AssertionError("unreachable")
 
 
 def open_checked(path: str, stamp: Optional[List[int]], layer: bool = False) -> Optional[int]:
@@ -115,8 +132,10 @@ def open_checked(path: str, stamp: Optional[List[int]], layer: bool = False) -> 
     lookup verified (``stamp``: ``[dev, ino, size, mtime_ns, ctime_ns]``), a
     regular file of this user's (or, when ``layer``, as the native outcome
     says of a read-only layer's library, e.g. an installed cache wheel's,
-    root's: ``abicache._trusted_owner``) that no one else can write, with one
-    link; else ``None`` (the descriptor closed)."""
+    root's: ``abicache._warm_record.trusted_owner``) that no one else can write, with one
+    link (a layer's library may have several: ``uv pip install`` hard-links an
+    installed cache wheel's files from its cache, and Rust's layer check
+    accepts them too); else ``None`` (the descriptor closed)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
@@ -125,9 +144,9 @@ def open_checked(path: str, stamp: Optional[List[int]], layer: bool = False) -> 
     if (
         (stamp is not None and list(stamp) != [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns])
         or not stat.S_ISREG(st.st_mode)
-        or not _trusted_owner(st.st_uid, os.geteuid(), layer)
+        or not trusted_owner(st.st_uid, os.geteuid(), layer)
         or st.st_mode & 0o022
-        or st.st_nlink != 1
+        or (st.st_nlink != 1 and not layer)
     ):
         os.close(fd)
         return None

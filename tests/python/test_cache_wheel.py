@@ -150,3 +150,95 @@ def test_a_tampered_cache_wheel_is_refused_with_one_warning_and_uninstalled_the_
     gone = load_both(python, tmp_path / "gone", path_with_compiler)
     assert gone["builds"] == 2 and gone["layer_hits"] == 0, gone
     assert layer_warnings(gone["stderr"]) == [], gone["stderr"]
+
+
+LOAD_CPU = r"""
+import json, sys, torch, abicache
+from abicache import _layers
+cache = sys.argv[1]
+spec = json.loads(sys.argv[2])
+path = abicache.TorchOpsExtension(**spec, cache_dir=cache).load()
+stats = abicache.stats(cache)
+print("RESULT " + json.dumps({"path": path, "builds": stats["builds"], "layer_hits": stats["layer_hits"],
+                              "layers": _layers.wheel_layers()}))
+"""
+
+FOUND = "from abicache import _layers; print('FOUND ' + repr(_layers.wheel_layers()))"
+
+
+def test_a_cache_wheel_unpacked_in_the_current_directory_is_never_a_layer(cache_wheel: Path, tmp_path: Path) -> None:
+    """#46 finding 1 as an attacker does it: a project directory holding two
+    plain directories (the wheel's ``.dist-info`` with its ``abicache.caches``
+    entry point, and its ``cache/``). Run from there with ``python -c``,
+    ``python -m`` and a script on stdin (``''`` first on ``sys.path``), the
+    cache is not a layer: the extension is built. No trusted keys are set, so
+    only discovery keeps it out (with them, its unsigned index would also be
+    refused: ``with_trusted_keys_a_wheel_whose_index_was_deleted_serves_nothing``)."""
+    import zipfile
+
+    project = tmp_path / "project"
+    with zipfile.ZipFile(cache_wheel) as wheel:
+        wheel.extractall(project)
+    planted = project / PACKAGE / "cache"
+    assert planted.is_dir() and any(project.glob("*.dist-info/entry_points.txt"))
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "ABICACHE_READONLY_DIRS")}
+    env.pop("ABICACHE_TRUSTED_KEYS", None)
+    (project / "found_layers.py").write_text(FOUND + "\n")
+    for argv, stdin in (
+        ([sys.executable, "-c", FOUND], None),
+        ([sys.executable, "-m", "found_layers"], None),
+        ([sys.executable, "-"], FOUND),
+    ):
+        proc = subprocess.run(argv, input=stdin, capture_output=True, text=True, cwd=project, env=env, timeout=120)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        found = next(l for l in proc.stdout.splitlines() if l.startswith("FOUND "))
+        assert str(planted) not in found and str(project) not in found, (argv, found)
+
+    proc = subprocess.run(
+        [sys.executable, "-c", LOAD_CPU, str(tmp_path / "cache"), json.dumps(example_spec("cpu"))],
+        capture_output=True, text=True, cwd=project, env=env, timeout=900,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    loaded = json.loads(next(l for l in proc.stdout.splitlines() if l.startswith("RESULT "))[len("RESULT "):])
+    assert loaded["layer_hits"] == 0 and loaded["builds"] == 1, loaded
+    assert not loaded["path"].startswith(str(project)), loaded
+
+
+def uv_program() -> str:
+    """The project's `uv` (``scripts/test.sh`` hands it over as
+    ``ABICACHE_TEST_UV``; else ``scripts/setup-uv.sh`` makes or finds it)."""
+    from _util import REPO
+
+    given = os.environ.get("ABICACHE_TEST_UV")
+    if given:
+        return given
+    return subprocess.run(
+        [str(REPO / "scripts" / "setup-uv.sh")], capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+def test_a_cache_wheel_uv_installed_with_hard_links_is_served_by_rust_and_python_alike(
+    cache_wheel: Path, tmp_path: Path
+) -> None:
+    """#46 finding 4: ``uv pip install`` hard-links an installed wheel's files
+    from its cache, so the layer's libraries have several links. Rust's layer
+    check accepted them and Python's load refused them ("removed or replaced
+    3 times", nothing built); both now accept a file with several links owned
+    by root or this user, and serve it with no compile and no compiler."""
+    base = Path(sys.executable)
+    python = fresh_venv(base, tmp_path / "fresh")
+    pip(base, python, "install", "--no-deps", "--no-index", "--ignore-installed", str(abicache_wheel()))
+    uv_cache = tmp_path / "uv-cache"  # on the venv's filesystem, so uv can hard-link
+    out = subprocess.run(
+        [uv_program(), "pip", "install", "--python", str(python), "--link-mode", "hardlink",
+         "--cache-dir", str(uv_cache), "--no-deps", "--offline", str(cache_wheel)],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    layer = Path(site_packages(python), PACKAGE, "cache")
+    libraries = [p for p in layer.rglob("*.so")]
+    assert libraries and all(p.stat().st_nlink >= 2 for p in libraries), [(p, p.stat().st_nlink) for p in libraries]
+    loaded = load_both(python, tmp_path / "cache", str(python.parent))
+    assert loaded["builds"] == 0 and loaded["layer_hits"] == 2, loaded
+    assert all(p.startswith(str(layer)) for p in loaded["paths"]), loaded
+    assert layer_warnings(loaded["stderr"]) == [], loaded["stderr"]

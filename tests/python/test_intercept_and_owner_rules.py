@@ -5,7 +5,7 @@ home through the native module:
   warning ``intercept_refusal``, restated by ``_abicache_intercept.mode`` (the
   start-up hook imports neither the native module nor torch);
 - the owner of a library abicache loads: ``abicache_store::trusted_owner``,
-  restated by ``abicache._trusted_owner`` (the warm path and
+  restated by ``abicache._warm_record.trusted_owner`` (the warm path and
   ``_native_path.open_checked``), checked on real files with real owners.
 """
 
@@ -24,7 +24,7 @@ import pytest
 
 import _abicache_intercept
 import abicache
-from abicache import _native, _native_path
+from abicache import _native, _native_path, _warm_record
 
 # --- ABICACHE_INTERCEPT ----------------------------------------------------------
 
@@ -129,7 +129,7 @@ def _answers(paths: Dict[str, str]) -> Dict[str, List[bool]]:
             fd = _native_path.open_checked(path, None, layer)
             if fd is not None:
                 os.close(fd)
-            row += [_native.library_owner_trusted(path, layer), abicache._trusted_owner(owner, uid, layer),
+            row += [_native.library_owner_trusted(path, layer), _warm_record.trusted_owner(owner, uid, layer),
                     fd is not None]
         out[label] = row
     return out

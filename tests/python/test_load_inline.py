@@ -24,7 +24,7 @@ import torch.utils.cpp_extension as torch_ext
 import abicache
 from _util import run_python
 from abicache._inline import generated_sources
-from abicache import _split_flags as split_flags
+from abicache._dropins import split_flags
 
 PYBIND = "#include <pybind11/pybind11.h>\n"
 

@@ -86,3 +86,27 @@ def test_import_abicache_leaves_load_inline_and_the_drop_ins_cold_parts_for_firs
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+def test_import_abicache_runs_only_the_package_file_and_a_name_imports_only_its_module() -> None:
+    # The package's code lives in modules by concern; `import abicache` runs
+    # `__init__.py` alone, and each public name imports the module defining
+    # it (and what that module needs on a warm load) on first use.
+    code = (
+        "import sys, abicache\n"
+        "def ours(): return sorted(m for m in sys.modules if m.startswith('abicache.'))\n"
+        "print(ours())\n"
+        "abicache.TorchOpsExtension\n"
+        "print(ours())\n"
+        "abicache.load\n"
+        "print(ours())\n"
+        "print(abicache.TorchOpsExtension.__module__, abicache.load.__module__)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [
+        "[]",
+        "['abicache._extension', 'abicache._warm_record']",
+        "['abicache._dropins', 'abicache._extension', 'abicache._warm_record']",
+        "abicache abicache",
+    ], "`_cpu` (only for records that need it), the native module and the rest stay unimported"

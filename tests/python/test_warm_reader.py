@@ -1,4 +1,4 @@
-"""The warm-load record's Python reader (``abicache/__init__.py``) against
+"""The warm-load record's Python reader (``abicache/_warm_record.py``) against
 records its Rust writer wrote, and the rules the warm path restates from
 Rust, value for value. Runs without torch: nothing here imports it.
 
@@ -26,7 +26,7 @@ from typing import Any, Callable, Dict, Iterator, List
 import pytest
 
 import abicache
-from abicache import _native
+from abicache import _cpu, _native, _warm_record
 
 # The racy window of stamps (abicache_fs::RACY_WINDOW) plus a margin.
 RACY_WINDOW_S = 2.1
@@ -85,7 +85,7 @@ class Project:
 
     def read(self) -> Any:
         """What the reader answers now (its descriptor closed)."""
-        record = abicache._check_warm_record(self.name, str(self.cache))
+        record = _warm_record.check_record(self.name, str(self.cache))
         if record is not None:
             os.close(record.pop("fd"))
         return record
@@ -131,31 +131,31 @@ def record(shared: Project) -> Iterator[Dict[str, Any]]:
 
 def test_the_readers_constants_are_the_writers() -> None:
     native = _native.warm_record_format()
-    assert abicache.WARM_RECORD_FORMAT == native["format"]
-    assert list(abicache.WARM_RECORD_FIELDS) == native["fields"]
+    assert _warm_record.WARM_RECORD_FORMAT == native["format"]
+    assert list(_warm_record.WARM_RECORD_FIELDS) == native["fields"]
     for kind, fields in native["rows"].items():
         assert list(getattr(abicache, f"WARM_{kind.upper()}_ROW")) == fields, kind
-    assert list(abicache.WARM_HIT_VARIABLES) == native["hit_variables"]
-    assert list(abicache.WARM_CUDA_HIT_VARIABLES) == native["cuda_hit_variables"]
+    assert list(_warm_record.WARM_HIT_VARIABLES) == native["hit_variables"]
+    assert list(_warm_record.WARM_CUDA_HIT_VARIABLES) == native["cuda_hit_variables"]
 
 
 def test_the_row_positions_the_reader_indexes_are_pinned() -> None:
     # The reader indexes rows by position (fast); these are the positions
     # it is written for. A change in Rust fails here (and in the generated
     # block's Rust test) before it reaches a user.
-    assert abicache.WARM_STAMP_ROW == ("path", "dev", "ino", "size", "mtime_ns", "ctime_ns")
-    assert abicache.WARM_IDENTITY_ROW == ("path", "dev", "ino")
-    assert abicache.WARM_ENTRY_ROW == ("path", "dev", "ino", "mode", "uid")
-    assert abicache.WARM_COUNT_ROW == ("log", "line", "fold_at")
-    assert abicache.WARM_ENVIRON_ROW == ("variable", "value")
-    assert abicache.WARM_ISA_ROW == ("feature", "flag")
-    assert abicache.WARM_GPUS_ROW == ("directory", "names")
+    assert _warm_record.WARM_STAMP_ROW == ("path", "dev", "ino", "size", "mtime_ns", "ctime_ns")
+    assert _warm_record.WARM_IDENTITY_ROW == ("path", "dev", "ino")
+    assert _warm_record.WARM_ENTRY_ROW == ("path", "dev", "ino", "mode", "uid")
+    assert _warm_record.WARM_COUNT_ROW == ("log", "line", "fold_at")
+    assert _warm_record.WARM_ENVIRON_ROW == ("variable", "value")
+    assert _warm_record.WARM_ISA_ROW == ("feature", "flag")
+    assert _warm_record.WARM_GPUS_ROW == ("directory", "names")
 
 
 def test_a_written_record_has_exactly_the_defined_fields_and_row_shapes(
     shared: Project, record: Dict[str, Any]
 ) -> None:
-    assert set(record) == set(abicache.WARM_RECORD_FIELDS)
+    assert set(record) == set(_warm_record.WARM_RECORD_FIELDS)
     rows = _native.warm_record_format()["rows"]
     for field, kind in [("environ", "environ"), ("stat", "stamp"), ("entry_files", "stamp"),
                         ("directory", "identity"), ("same", "identity")]:
@@ -320,7 +320,7 @@ def test_a_cache_reached_through_symlinks_or_dots_is_judged_by_its_real_path(
     roots = [tmp_path / "root-link", tmp_path / "above-link" / "cache", shared.base / "src" / ".." / "cache"]
 
     def read(root: Path) -> Any:
-        found = abicache._check_warm_record(shared.name, str(root))
+        found = _warm_record.check_record(shared.name, str(root))
         if found is not None:
             os.close(found.pop("fd"))
         return found
@@ -411,27 +411,27 @@ def test_a_changed_variable_fails_the_environ_check(shared: Project, monkeypatch
 def test_a_hit_appended_by_the_reader_is_counted_by_rust(fresh: Dict[str, Project]) -> None:
     p = fresh["logs"]
     before = _native.stats(str(p.cache))["hits"]
-    record = abicache._check_warm_record(p.name, str(p.cache))
+    record = _warm_record.check_record(p.name, str(p.cache))
     assert record is not None
     os.close(record["fd"])
-    assert abicache._count_warm_hit(record)
-    assert abicache._count_warm_hit(record)
+    assert _warm_record.count_hit(record)
+    assert _warm_record.count_hit(record)
     assert _native.stats(str(p.cache))["hits"] == before + 2, "Rust reads the lines Python appended"
 
 
 def test_the_counter_log_is_left_to_rust_when_missing_replaced_or_due(fresh: Dict[str, Project], tmp_path: Path) -> None:
     p = fresh["logs"]
-    record = abicache._check_warm_record(p.name, str(p.cache))
+    record = _warm_record.check_record(p.name, str(p.cache))
     assert record is not None
     os.close(record["fd"])
     log, line, fold_at = record["count"]
-    assert abicache._count_warm_hit(dict(record, count=[log, line, os.path.getsize(log) - 1])) is False, "due for a fold"
-    assert abicache._count_warm_hit(dict(record, count=[str(tmp_path / "absent.log"), line, fold_at])) is False
+    assert _warm_record.count_hit(dict(record, count=[log, line, os.path.getsize(log) - 1])) is False, "due for a fold"
+    assert _warm_record.count_hit(dict(record, count=[str(tmp_path / "absent.log"), line, fold_at])) is False
     target = tmp_path / "elsewhere.log"
     target.write_text("")
     link = tmp_path / "link.log"
     link.symlink_to(target)
-    assert abicache._count_warm_hit(dict(record, count=[str(link), line, fold_at])) is False, "a symlink"
+    assert _warm_record.count_hit(dict(record, count=[str(link), line, fold_at])) is False, "a symlink"
     assert target.read_text() == ""
 
 
@@ -464,8 +464,8 @@ def test_the_cache_root_is_rusts(env: Dict[str, str], monkeypatch: pytest.Monkey
         rust = _native.default_cache_dir()
     except _native.Error:
         rust = None
-    assert abicache._cache_root(None) == rust
-    assert abicache._cache_root("/given") == "/given"
+    assert _warm_record.cache_root(None) == rust
+    assert _warm_record.cache_root("/given") == "/given"
 
 
 REBUILD_VALUES = [None, "", " ", "\t\n", "1", " 1 ", "0", " 0\t", "true", "yes", "no", "false", "2", "01", "\x0b", "\x0b1"]
@@ -486,7 +486,7 @@ def test_abicache_rebuild_is_parsed_by_one_rule(value: Any, monkeypatch: pytest.
     except _native.Error as e:
         assert "ABICACHE_REBUILD" in str(e)
         rust = "error"
-    assert abicache._rebuild_set() == (rust is not False), "the record answers exactly when Rust reads `no rebuild`"
+    assert _warm_record.rebuild_set() == (rust is not False), "the record answers exactly when Rust reads `no rebuild`"
     expected = "error"
     if value is None or value.strip(" \t\n\r\x0c") in ("", "0"):
         expected = False
@@ -527,7 +527,7 @@ def test_the_cpu_identity_is_the_first_processors_whatever_sizes_the_reads_retur
     expected = "".join(
         f"{field.strip()}={value.strip()}\n"
         for field, _, value in (line.partition(":") for line in first.split("\n"))
-        if field.strip() in abicache.WARM_CPU_IDENTITY_FIELDS
+        if field.strip() in _warm_record.WARM_CPU_IDENTITY_FIELDS
     )
     assert "flags=" in expected or "Features=" in expected
     served = [0]
@@ -540,8 +540,8 @@ def test_the_cpu_identity_is_the_first_processors_whatever_sizes_the_reads_retur
         served[0] += len(data)
         return data
 
-    monkeypatch.setattr(abicache, "_cpuinfo", None)
+    monkeypatch.setattr(_cpu, "_cpuinfo", None)
     monkeypatch.setattr(os, "read", read)
-    identity, names = abicache._cpu()
+    identity, names = _cpu.running_cpu()
     assert identity == expected
     assert names and all(f" {name}" in f" {first}" for name in names)

@@ -252,10 +252,11 @@ except abicache.Error as e:
 # A CUDA extension: the record holds what its environment depends on beyond
 # a CPU one's (nvcc's search and stamp, the arch list), compared by value.
 CUDA_LOAD = """
+from abicache import _warm_record
 ext = abicache.TorchOpsExtension("cuda_axpy", ARGS["sources"], required_ops=["axpy"], cache_dir=CACHE)
 if ARGS.get("check_only"):
     # The reader alone (no load): does the record answer in this environment?
-    record = abicache._check_warm_record(abicache._warm_record_name(ext._spec, ext._root, ext.cache_dir), CACHE)
+    record = _warm_record.check_record(_warm_record.record_name(ext._spec, ext._root, ext.cache_dir), CACHE)
     emit({"answers": record is not None})
 else:
     path = ext.load()
@@ -301,21 +302,22 @@ def test_a_cuda_extension_gets_a_record_that_checks_nvcc_and_the_arch_list(tmp_p
 # `-march=native`): the record holds the CPU the flag was resolved on and the
 # host compiler that resolved it, compared by value.
 NATIVE_LOAD = """
+from abicache import _cpu, _warm_record
 ext = abicache.TorchOpsExtension("stable_scale", [ARGS["source"]], required_ops=["scale_shift"],
                                  extra_cflags=["-O2", "-march=native"],
                                  torch_stable_abi_target=[2, 10], cache_dir=CACHE)
 if ARGS.get("cpu_identity") is not None:
     # Another CPU cannot exist on this machine: the reader is told this one
     # reads differently (its one read of /proc/cpuinfo, replaced).
-    abicache._cpuinfo = (ARGS["cpu_identity"], abicache._cpu()[1])
+    _cpu._cpuinfo = (ARGS["cpu_identity"], _cpu.running_cpu()[1])
 if ARGS.get("check_only"):
-    record = abicache._check_warm_record(abicache._warm_record_name(ext._spec, ext._root, ext.cache_dir), CACHE)
+    record = _warm_record.check_record(_warm_record.record_name(ext._spec, ext._root, ext.cache_dir), CACHE)
     emit({"answers": record is not None})
 else:
     path = ext.load()
     out = torch.ops.stable_scale.scale_shift(torch.ones(3), 2.0, 1.0).tolist()
     emit({"native": "abicache._native" in sys.modules, "key": ext._loaded_key, "path": path, "out": out,
-          "cpu": abicache._cpu()[0] if "abicache._native" not in sys.modules else None})
+          "cpu": _cpu.running_cpu()[0] if "abicache._native" not in sys.modules else None})
 """
 
 
@@ -385,12 +387,13 @@ def test_machines_with_different_cpus_sharing_a_cache_keep_one_record_each(tmp_p
 
 GPU_NAMES = """
 import os
+from abicache import _warm_record
 names = {}
 for which, spec in ARGS["specs"].items():
     ext = abicache.TorchOpsExtension(cache_dir=CACHE, **spec)
     for listing in ("a", "a_again", "b", "none"):
-        abicache.WARM_GPU_LISTING = os.path.join(ARGS["listings"], listing)
-        names[which + "/" + listing] = abicache._warm_record_name(ext._spec, ext._root, ext.cache_dir)
+        _warm_record.WARM_GPU_LISTING = os.path.join(ARGS["listings"], listing)
+        names[which + "/" + listing] = _warm_record.record_name(ext._spec, ext._root, ext.cache_dir)
 emit(names)
 """
 

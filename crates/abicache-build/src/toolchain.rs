@@ -392,28 +392,29 @@ pub(crate) fn run_probe(program: &Path, args: &[String], fix: &str) -> Result<St
     Ok(text)
 }
 
-/// Launchers that only understand gcc/clang command lines (distcc, icecream,
-/// distcc's pump): nvcc units are compiled without them, locally.
-const HOST_ONLY_LAUNCHERS: &[&str] = &["distcc", "pump", "icecc", "icerun"];
+/// Launchers that send gcc/clang command lines to other machines as given
+/// (distcc, distcc's pump, icecream). They understand no nvcc command line,
+/// so nvcc units are compiled without them, locally; and what they send must
+/// not name this machine's paths.
+const DISTRIBUTING_LAUNCHERS: &[&str] = &["distcc", "pump", "icecc", "icerun"];
 
-/// Whether `launcher` may be put before nvcc: every launcher but those that
-/// only distribute gcc/clang command lines (`HOST_ONLY_LAUNCHERS`: nvcc
-/// through distcc would fail or run locally anyway). ccache and sccache
-/// handle nvcc.
-pub fn launcher_compiles_cuda(launcher: &Path) -> bool {
+/// Whether `launcher` sends compiles to other machines with the command
+/// line it is given (`DISTRIBUTING_LAUNCHERS`): such compiles get relative
+/// paths (see `launch_dir.rs`). ccache and sccache compile here; their
+/// remote holds results, not command lines to run.
+pub fn launcher_distributes(launcher: &Path) -> bool {
     let name = launcher
         .file_name()
         .and_then(|n| n.to_str())
         .unwrap_or_default();
-    !HOST_ONLY_LAUNCHERS.contains(&name)
+    DISTRIBUTING_LAUNCHERS.contains(&name)
 }
 
-/// Whether `launcher` sends compiles to other machines with the command
-/// line it is given (the [`HOST_ONLY_LAUNCHERS`]: distcc, its pump, icecream):
-/// such compiles get relative paths (see `launch_dir.rs`). ccache and
-/// sccache compile here; their remote holds results, not command lines to run.
-pub fn launcher_distributes(launcher: &Path) -> bool {
-    !launcher_compiles_cuda(launcher)
+/// Whether `launcher` may be put before nvcc: every launcher but those that
+/// distribute gcc/clang command lines (nvcc through distcc would fail or run
+/// locally anyway). ccache and sccache handle nvcc.
+pub fn launcher_compiles_cuda(launcher: &Path) -> bool {
+    !launcher_distributes(launcher)
 }
 
 #[cfg(test)]

@@ -37,7 +37,7 @@ pub fn run(cli: Cli, settings: Arc<Settings>) -> Result<()> {
         Command::Push(args) => crate::remote_cmds::push(open_store(&s)?, &s, args),
         Command::Pull(args) => crate::remote_cmds::pull(open_store(&s)?, &s, args),
         Command::Keygen(args) => crate::remote_cmds::keygen(args),
-        Command::Prebuild(args) => crate::fleet_cmds::prebuild(open_store(&s)?, args),
+        Command::Prebuild(args) => crate::fleet_cmds::prebuild(open_store(&s)?, &s, args),
         Command::Export(args) => crate::fleet_cmds::export(open_store(&s)?, &s, args),
         Command::Import(args) => crate::fleet_cmds::import(open_store(&s)?, &s, args),
         // `main_with_package` runs them (`run` needs the package directory;

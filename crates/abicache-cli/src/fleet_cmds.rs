@@ -3,6 +3,7 @@
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use abicache::build::{progress_reporter, ProgressMode};
 use abicache::remote::Keys;
@@ -99,9 +100,10 @@ pub struct ImportArgs {
 
 /// `abicache prebuild SPEC... (--python PATH)... (--env FILE)...`; exits 1
 /// after printing the table when a build failed.
-pub fn prebuild(store: Store, args: PrebuildArgs) -> Result<()> {
+pub fn prebuild(store: Store, settings: &Arc<Settings>, args: PrebuildArgs) -> Result<()> {
     let request = PrebuildRequest {
         specs: args.specs,
+        settings: Arc::clone(settings),
         extensions: args.extension,
         pythons: args.python,
         env_files: args.env,

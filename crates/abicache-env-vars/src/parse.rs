@@ -56,7 +56,7 @@ pub fn parse_size(text: &str) -> Option<u64> {
 /// reader refuses with an error naming its variable. The one rule for
 /// `ABICACHE_REBUILD`, in Rust and (tested value for value) in Python.
 ///
-/// Restated in Python at `python/abicache/__init__.py:_rebuild_set` (which
+/// Restated in Python at `python/abicache/_warm_record.py:rebuild_set` (which
 /// only asks whether the value is anything but `0`; the native path then
 /// reads it with this rule), tied by
 /// `tests/python/test_warm_reader.py::test_abicache_rebuild_is_parsed_by_one_rule`

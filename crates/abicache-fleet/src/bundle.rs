@@ -91,8 +91,23 @@ pub fn select_entries(store: &Store, targets: &[String]) -> Result<Vec<EntryInfo
 
 /// The hit of each of `entries`, looked up (so verified) again;
 /// [`Error::EntryVanished`] for one that is corrupt or was removed since it
-/// was listed.
-pub(crate) fn verified_hits(store: &Store, entries: &[EntryInfo]) -> Result<Vec<Hit>> {
+/// was listed. With `signing` given, each entry must be one this export may
+/// sign ([`check_signable`]); that is checked before each lookup, and the
+/// lookup itself ignores the store's trusted signers, so an entry pulled
+/// unsigned is refused (signed) or exported (unsigned), never removed.
+pub(crate) fn verified_hits(
+    store: &Store,
+    entries: &[EntryInfo],
+    signing: Option<&SecretKey>,
+) -> Result<Vec<Hit>> {
+    if let Some(secret) = signing {
+        for entry in entries {
+            check_signable(store, entry, secret)?;
+        }
+    }
+    // Provenance is this export's own rule (above): a store given trusted
+    // signers would discard such an entry as corrupt.
+    let store = store.clone().with_trusted_signers(Vec::new());
     entries
         .iter()
         .map(|entry| {
@@ -107,15 +122,56 @@ pub(crate) fn verified_hits(store: &Store, entries: &[EntryInfo]) -> Result<Vec<
         .collect()
 }
 
+/// Why `entry` must not be signed by `secret`: its `provenance.json` says
+/// it was pulled (from a remote or a bundle) unsigned, or signed by a key
+/// that is neither `secret`'s nor one of the store's trusted signers
+/// (`ABICACHE_TRUSTED_KEYS`), or cannot be read. Entries built here (no
+/// provenance) are always signable. This holds whatever the exporter's
+/// trusted keys: a signature vouches for the entry to everyone who trusts
+/// the signing key.
+pub fn check_signable(store: &Store, entry: &EntryInfo, secret: &SecretKey) -> Result<()> {
+    let dir = store.layout().entry_dir(&entry.key);
+    let own = secret.public().to_string();
+    let provenance = match Provenance::read(&dir) {
+        Ok(None) => return Ok(()),
+        Ok(Some(provenance)) => provenance,
+        Err(reason) => {
+            return Err(Error::UnsignableEntry {
+                name: entry.name.clone(),
+                key: entry.key.clone(),
+                provenance: format!("its provenance cannot be checked: {reason}"),
+            })
+        }
+    };
+    let account = match &provenance.signed_by {
+        Some(signer) if *signer == own || store.trusted_signers().contains(signer) => return Ok(()),
+        Some(signer) => format!(
+            "it was pulled from {} `{}` signed by `{signer}`, which is neither the signing \
+             key nor one of `ABICACHE_TRUSTED_KEYS`",
+            provenance.source, provenance.origin
+        ),
+        None => format!(
+            "it was pulled from {} `{}` unsigned",
+            provenance.source, provenance.origin
+        ),
+    };
+    Err(Error::UnsignableEntry {
+        name: entry.name.clone(),
+        key: entry.key.clone(),
+        provenance: account,
+    })
+}
+
 /// Writes a bundle of `entries` (each re-verified) to `out`, signed with
-/// `signing` when given.
+/// `signing` when given; with `signing`, every entry must pass
+/// [`check_signable`] (nothing is written otherwise).
 pub fn export(
     store: &Store,
     entries: &[EntryInfo],
     signing: Option<&SecretKey>,
     out: impl Write,
 ) -> Result<Exported> {
-    let hits = verified_hits(store, entries)?;
+    let hits = verified_hits(store, entries, signing)?;
     let sign = |index: &[u8]| {
         signing.map(|secret| {
             let signature = secret.sign(&signature_message(index));
@@ -137,7 +193,9 @@ pub fn export(
 }
 
 /// [`export`] into the file `path`, written beside it and renamed into
-/// place, so a failed export never leaves a partial bundle.
+/// place, so a failed export never leaves a partial bundle (one a kill
+/// leaves is removed by a later export into that directory:
+/// [`crate::partial`]).
 pub fn export_to_file(
     store: &Store,
     entries: &[EntryInfo],
@@ -148,14 +206,11 @@ pub fn export_to_file(
         Some(dir) if !dir.as_os_str().is_empty() => dir,
         _ => Path::new("."),
     };
-    let mut temp = tempfile::Builder::new()
-        .prefix(".abicache-bundle-")
-        .tempfile_in(dir)
-        .map_err(|source| Error::FileIo {
-            action: "create a file for the bundle in",
-            path: dir.to_path_buf(),
-            source,
-        })?;
+    let mut temp = crate::partial::create(dir, "bundle").map_err(|source| Error::FileIo {
+        action: "create a file for the bundle in",
+        path: dir.to_path_buf(),
+        source,
+    })?;
     let exported = export(
         store,
         entries,
@@ -167,6 +222,7 @@ pub fn export_to_file(
         path: path.to_path_buf(),
         source,
     };
+    crate::partial::test_only_stop_point();
     temp.as_file().sync_all().map_err(write_error)?;
     temp.persist(path).map_err(|e| write_error(e.error))?;
     Ok(exported)

@@ -65,6 +65,23 @@ pub enum Error {
         /// The entry's key.
         key: String,
     },
+    /// A signed export (`ABICACHE_SIGNING_KEY` set) selected an entry whose
+    /// provenance names no trusted signer: signing it would vouch for code
+    /// that no trusted key vouched for. Nothing was written or removed.
+    #[error(
+        "refusing to sign the entry `{name}` ({key}): {provenance}, so signing it would vouch \
+         for code no trusted key vouched for; nothing was written, and the entry stays in the \
+         cache. Rebuild it locally (`abicache rm {key}`, then build it again) and export again, \
+         or export it unsigned (without `ABICACHE_SIGNING_KEY`)"
+    )]
+    UnsignableEntry {
+        /// The extension's name.
+        name: String,
+        /// The entry's key.
+        key: String,
+        /// Where it came from and who signed it (`it was pulled from bundle `…` unsigned`).
+        provenance: String,
+    },
     /// A cache wheel's distribution is not `NAME==VERSION`.
     #[error(
         "`{text}` is not a distribution for a cache wheel: {problem}; give it as \

@@ -198,6 +198,7 @@ pub struct Coverage {
 /// build events of every compile.
 pub fn build_each_key_once(
     store: &Store,
+    settings: &std::sync::Arc<abicache::settings::Settings>,
     environments: &[FleetEnvironment],
     extensions: &[FleetExtension],
     options: SessionOptions,
@@ -209,19 +210,11 @@ pub fn build_each_key_once(
     if extensions.is_empty() {
         return Err(Error::NoFleetExtension);
     }
-    // The settings of this run, resolved and checked once before any work.
-    let settings = std::sync::Arc::new(
-        abicache::settings::Settings::resolve(&abicache::settings::Flags {
-            cache_dir: Some(store.root().to_owned()),
-            remote: None,
-        })
-        .map_err(abicache::Error::from)?,
-    );
     let sessions: Vec<Session> = environments
         .iter()
         .map(|e| {
             Session::new(store.clone(), e.env.clone())
-                .with_settings(std::sync::Arc::clone(&settings))
+                .with_settings(std::sync::Arc::clone(settings))
                 .with_site_packages(e.site_packages.clone())
                 .with_options(options)
         })

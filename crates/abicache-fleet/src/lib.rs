@@ -17,6 +17,7 @@ pub mod bundle;
 mod error;
 pub mod fleet;
 pub mod matrix;
+pub mod partial;
 mod prebuild;
 mod probe;
 pub mod wheel;

@@ -101,8 +101,9 @@ impl RunDir {
 
 /// `dir` for `--keep-envs`: created owner-only when absent; otherwise it must
 /// be a directory (not a symlink) owned by this user and writable by no one
-/// else, since the environments found in it are run.
-fn private_keep_dir(dir: &Path) -> Result<PathBuf, MatrixError> {
+/// else, since the environments found in it are run. [`crate::prebuild()`]
+/// checks it before anything runs, whatever serves the matrix.
+pub(crate) fn private_keep_dir(dir: &Path) -> Result<PathBuf, MatrixError> {
     use std::os::unix::fs::{DirBuilderExt, MetadataExt};
     let dir = std::path::absolute(dir)?;
     if std::fs::symlink_metadata(&dir).is_err() {

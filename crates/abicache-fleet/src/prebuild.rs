@@ -4,6 +4,7 @@
 //! what is wrong, never a command-line flag; the command line adds those.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use abicache_build::Progress;
 use abicache_key::SpecFile;
@@ -12,6 +13,7 @@ use abicache_store::Store;
 use crate::error::{Error, Result};
 use crate::fleet::{build_each_key_once, Coverage, FleetEnvironment, FleetExtension};
 use crate::matrix::{Matrix, MatrixOptions};
+use abicache::settings::Settings;
 use abicache::SessionOptions;
 
 /// What to prebuild, as both front ends (`abicache prebuild` and
@@ -21,6 +23,9 @@ pub struct PrebuildRequest {
     /// Spec files (`abicache.toml`); each one's directory is its
     /// extensions' fingerprint root.
     pub specs: Vec<PathBuf>,
+    /// The settings the caller resolved and checked before any work; every
+    /// session of the run uses them (the default: every documented default).
+    pub settings: Arc<Settings>,
     /// Only these extensions; every extension of every spec when empty.
     pub extensions: Vec<String>,
     /// Interpreters with torch to key and build for (probed).
@@ -37,7 +42,8 @@ pub struct PrebuildRequest {
 }
 
 /// The one prebuild pipeline: refuses a request without any environment,
-/// parses the matrix (before anything is probed or created), loads the
+/// parses the matrix and checks the directory for kept environments
+/// (before anything is probed or created), loads the
 /// specs, selects the extensions, probes the interpreters, reads the
 /// environment files, creates the matrix's missing environments (removed
 /// again before this returns unless `matrix_options.keep_envs` is set),
@@ -57,6 +63,12 @@ pub fn prebuild(
         .as_deref()
         .map(str::parse::<Matrix>)
         .transpose()?;
+    // `--keep-envs` names a directory whose environments are run: checked
+    // before anything (an interpreter probe included) runs, even when
+    // `--python` serves every cell and nothing would be created there.
+    if let (Some(_), Some(dir)) = (&matrix, &request.matrix_options.keep_envs) {
+        crate::matrix::private_keep_dir(dir)?;
+    }
     let files = request
         .specs
         .iter()
@@ -85,8 +97,14 @@ pub fn prebuild(
         }
         None => None,
     };
-    let coverage =
-        build_each_key_once(store, &environments, &extensions, request.options, progress);
+    let coverage = build_each_key_once(
+        store,
+        &request.settings,
+        &environments,
+        &extensions,
+        request.options,
+        progress,
+    );
     drop(created);
     coverage
 }

@@ -104,7 +104,8 @@ impl std::str::FromStr for Dist {
 }
 
 /// Writes a cache wheel of `entries` (each re-verified) into `out_dir`,
-/// its index signed with `signing` when given.
+/// its index signed with `signing` when given; with `signing`, every entry
+/// must pass [`crate::bundle::check_signable`] (nothing is written otherwise).
 pub fn export_wheel(
     store: &Store,
     entries: &[EntryInfo],
@@ -112,7 +113,7 @@ pub fn export_wheel(
     dist: &Dist,
     out_dir: &Path,
 ) -> Result<ExportedWheel> {
-    let hits = crate::bundle::verified_hits(store, entries)?;
+    let hits = crate::bundle::verified_hits(store, entries, signing)?;
     // A bundle's index (and signature) without its archive: the files lie
     // unpacked in the wheel. Each library is hashed again here, so a file
     // that changed since its lookup is never shipped under the old hash.
@@ -209,14 +210,15 @@ pub fn export_wheel(
     let file_name = format!("{}-{}-{tag}.whl", dist.name, dist.version);
     fs_err::create_dir_all(out_dir)?;
     let path = out_dir.join(&file_name);
-    let mut temp = tempfile::Builder::new()
-        .prefix(".abicache-wheel-")
-        .tempfile_in(out_dir)?;
+    // Named after this process: the next export removes it if a kill
+    // leaves it behind (`crate::partial`).
+    let mut temp = crate::partial::create(out_dir, "wheel")?;
     {
         let mut out = std::io::BufWriter::new(temp.as_file_mut());
         write_zip(&mut out, &files)?;
         out.flush()?;
     }
+    crate::partial::test_only_stop_point();
     temp.as_file().sync_all()?;
     temp.persist(&path).map_err(|e| Error::FileIo {
         action: "write the wheel",

@@ -19,7 +19,7 @@ pub const CPUINFO: &str = "/proc/cpuinfo";
 /// not every processor's of a many-core machine.
 ///
 /// Restated in Python as `WARM_CPUINFO_READ` (generated into
-/// `python/abicache/__init__.py`), used by `_cpu` there, tied by
+/// `python/abicache/_warm_record.py`), used by `python/abicache/_cpu.py:running_cpu`, tied by
 /// `tests/python/test_warm_reader.py::test_the_cpu_identity_is_the_first_processors_whatever_sizes_the_reads_return`
 /// and `tests/python/test_warm_record.py::test_a_native_cpu_flag_extension_gets_a_record_that_checks_the_cpu_and_the_compiler`.
 pub const CPUINFO_READ: usize = 4096;
@@ -37,7 +37,7 @@ impl CpuFeatures {
     /// The features of the CPU described by `cpuinfo` (the text of
     /// `/proc/cpuinfo`; only its first processor is read).
     ///
-    /// Restated in Python at `python/abicache/__init__.py:_cpu`, tied by
+    /// Restated in Python at `python/abicache/_cpu.py:running_cpu`, tied by
     /// `tests/python/test_warm_reader.py::test_the_cpu_identity_is_the_first_processors_whatever_sizes_the_reads_return`
     /// and `tests/python/test_warm_record.py::test_a_native_cpu_flag_extension_gets_a_record_that_checks_the_cpu_and_the_compiler`.
     pub fn from_cpuinfo(cpuinfo: &str) -> Self {
@@ -105,7 +105,7 @@ impl CpuFeatures {
 /// processor's block, as `field=value` lines in the file's order.
 ///
 /// Restated in Python as `WARM_CPU_IDENTITY_FIELDS` (generated into
-/// `python/abicache/__init__.py`), used by `_cpu` there, tied by
+/// `python/abicache/_warm_record.py`), used by `python/abicache/_cpu.py:running_cpu`, tied by
 /// `tests/python/test_warm_reader.py::test_the_cpu_identity_is_the_first_processors_whatever_sizes_the_reads_return`
 /// and `tests/python/test_warm_record.py::test_a_native_cpu_flag_extension_gets_a_record_that_checks_the_cpu_and_the_compiler`.
 pub const IDENTITY_FIELDS: &[&str] = &[
@@ -129,7 +129,7 @@ pub const IDENTITY_FIELDS: &[&str] = &[
 /// no features (then nothing can be checked). Only the first processor's
 /// block is read (`read_first_processor`).
 ///
-/// Restated in Python at `python/abicache/__init__.py:_cpu`, tied by
+/// Restated in Python at `python/abicache/_cpu.py:running_cpu`, tied by
 /// `tests/python/test_warm_reader.py::test_the_cpu_identity_is_the_first_processors_whatever_sizes_the_reads_return`
 /// and `tests/python/test_warm_record.py::test_a_native_cpu_flag_extension_gets_a_record_that_checks_the_cpu_and_the_compiler`.
 pub fn running_cpu() -> Option<&'static CpuFeatures> {
@@ -151,7 +151,7 @@ pub fn running_cpu() -> Option<&'static CpuFeatures> {
 /// sizes the reads return (whole lines are parsed; a read may stop
 /// anywhere). Fails when a read fails or the text read is not UTF-8.
 ///
-/// Restated in Python at `python/abicache/__init__.py:_cpu`, tied by
+/// Restated in Python at `python/abicache/_cpu.py:running_cpu`, tied by
 /// `tests/python/test_warm_reader.py::test_the_cpu_identity_is_the_first_processors_whatever_sizes_the_reads_return`
 /// and `tests/python/test_warm_record.py::test_a_native_cpu_flag_extension_gets_a_record_that_checks_the_cpu_and_the_compiler`.
 fn read_first_processor(mut cpuinfo: impl Read) -> io::Result<CpuFeatures> {

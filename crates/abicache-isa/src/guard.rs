@@ -40,8 +40,8 @@ pub enum IsaError {
 
 /// Whether the guard is on: `ABICACHE_ISA_CHECK` unset or `1` (on), `0` (off).
 ///
-/// Restated in Python as the `isa` block of
-/// `python/abicache/__init__.py:_check_warm_record` (`0` waives it; any
+/// Restated in Python in
+/// `python/abicache/_cpu.py:isa_guard_passes` (`0` waives it; any
 /// other value but unset is left to the native path), tied by
 /// `tests/python/test_warm_reader.py::test_an_isa_requirement_is_waived_only_by_isa_check_0`.
 ///
@@ -56,8 +56,8 @@ pub fn guard_enabled() -> Result<bool, IsaError> {
 
 /// The requirements `cpu` does not meet, in order.
 ///
-/// Restated in Python as the `isa` block of
-/// `python/abicache/__init__.py:_check_warm_record` (each required feature
+/// Restated in Python in
+/// `python/abicache/_cpu.py:isa_guard_passes` (each required feature
 /// among the CPU's `/proc/cpuinfo` flags), tied by
 /// `tests/python/test_warm_reader.py::test_an_isa_requirement_is_waived_only_by_isa_check_0`.
 pub fn missing<'a>(required: &'a [Requirement], cpu: &CpuFeatures) -> Vec<&'a Requirement> {

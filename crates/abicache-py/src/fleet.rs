@@ -34,8 +34,10 @@ pub fn prebuild<'py>(
     uv: Option<PathBuf>,
     keep_envs: Option<PathBuf>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let request = PrebuildRequest {
+    let mut request = PrebuildRequest {
         specs,
+        // Resolved below, with the GIL released, before any work.
+        settings: Default::default(),
         extensions,
         pythons,
         env_files: envs,
@@ -57,7 +59,8 @@ pub fn prebuild<'py>(
         ProgressMode::Auto
     };
     let coverage = py.detach(|| {
-        let store = crate::open_store(cache_dir)?;
+        request.settings = crate::settings(cache_dir)?;
+        let store = crate::store_for(&request.settings)?;
         abicache_fleet::prebuild(&store, &request, &report, &progress_reporter(mode))
     });
     to_python(py, &coverage.map_err(|e| fleet_to_py(py, e))?)

@@ -256,7 +256,7 @@ fn explain<'py>(
 /// The settings of one native call: this process's environment and config
 /// file as they are now (Python may change them between calls), with
 /// `cache_dir` as `--cache-dir`; every value checked before any work.
-fn settings(cache_dir: Option<PathBuf>) -> abicache::Result<Arc<Settings>> {
+pub(crate) fn settings(cache_dir: Option<PathBuf>) -> abicache::Result<Arc<Settings>> {
     let flags = Flags {
         cache_dir,
         remote: None,
@@ -268,6 +268,11 @@ fn settings(cache_dir: Option<PathBuf>) -> abicache::Result<Arc<Settings>> {
 /// resolved for this call.
 pub(crate) fn open_store(cache_dir: Option<PathBuf>) -> abicache::Result<Store> {
     let settings = settings(cache_dir)?;
+    store_for(&settings)
+}
+
+/// The cache `settings` name, with their trusted signers.
+pub(crate) fn store_for(settings: &Settings) -> abicache::Result<Store> {
     Ok(Store::open_configured(&settings.store)?
         .with_trusted_signers(abicache::trusted_signers(&settings.remote)))
 }

@@ -22,7 +22,7 @@ pub fn requires_cuda(spec: &str) -> PyResult<bool> {
 /// The warm-load record's format, from its one definition
 /// (`abicache::warm_load`): `format`, `fields` (the JSON keys), `rows`
 /// (row kind to field names, in position order), `hit_variables`,
-/// `cuda_hit_variables` and `gpu_listing`. The reader in `__init__.py`
+/// `cuda_hit_variables` and `gpu_listing`. The reader in `_warm_record.py`
 /// carries a generated copy (checked current by a Rust test); the Python
 /// tests compare it with this.
 #[pyfunction]
@@ -92,7 +92,7 @@ pub fn intercept_mode(value: Option<&str>) -> PyResult<&'static str> {
 /// Whether the owner of `path` (not followed if a symlink) is one whose
 /// library abicache loads (`abicache_store::trusted_owner`): this process's
 /// effective uid, or root when `layer` (a read-only layer's library). The
-/// Python loaders restate it (`python/abicache/__init__.py:_trusted_owner`);
+/// Python loaders restate it (`python/abicache/_warm_record.py:trusted_owner`);
 /// tied by `tests/python/test_intercept_and_owner_rules.py::test_the_library_owner_rule_is_rusts`,
 /// which compares the two value for value on real files.
 #[pyfunction]

@@ -105,7 +105,7 @@ impl Dependencies {
     /// key of a big tree makes thousands, each a kernel path walk), and
     /// either half stops at the other's first change.
     ///
-    /// Restated in Python at `python/abicache/__init__.py:_key_inputs_hold`
+    /// Restated in Python at `python/abicache/_warm_record.py:key_inputs_hold`
     /// (over the rows of a warm-load record: stamps by `stat`, absences,
     /// directory identities by `lstat`, identities by `stat`), tied by
     /// `tests/python/test_warm_reader.py::test_an_edited_source_fails_its_stamp`,

@@ -131,7 +131,7 @@ impl StoreSettings {
 /// absolute path (as the XDG spec requires), else `$HOME/.cache/abicache`;
 /// `None` when none applies.
 ///
-/// Restated in Python at `python/abicache/__init__.py:_cache_root` (the
+/// Restated in Python at `python/abicache/_warm_record.py:cache_root` (the
 /// warm path reads no native module), tied by
 /// `tests/python/test_warm_reader.py::test_the_cache_root_is_rusts` through
 /// `abicache._native.default_cache_dir`.

@@ -21,7 +21,7 @@
 //!   the future is set to now), well inside gc's default grace of 60 s; every
 //!   touch of this crate sets it.
 //!
-//! Restated in Python at `python/abicache/__init__.py:_check_warm_record`
+//! Restated in Python at `python/abicache/_warm_record.py:check_record`
 //! (its `last_used` block, and `_TOUCHED_RECENTLY_NS`: the warm path reads
 //! no native module), tied by
 //! `tests/python/test_warm_reader.py::test_the_touch_of_last_used_waits_while_gc_holds_it`.

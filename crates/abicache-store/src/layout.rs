@@ -49,7 +49,7 @@ pub const STAMP_FILE: &str = "verified.json";
 /// unset): `ABICACHE_DIR`, else `$XDG_CACHE_HOME/abicache` when that is an
 /// absolute path (as the XDG spec requires), else `$HOME/.cache/abicache`.
 ///
-/// Restated in Python at `python/abicache/__init__.py:_cache_root` (the
+/// Restated in Python at `python/abicache/_warm_record.py:cache_root` (the
 /// warm path reads no native module), tied by
 /// `tests/python/test_warm_reader.py::test_the_cache_root_is_rusts` through
 /// `abicache._native.default_cache_dir`.
@@ -69,7 +69,7 @@ pub fn resolve_root(
 /// (`abicache_settings::root_from_env`: only the three variables of the
 /// root are read, so a bad value of another setting does not hide it).
 ///
-/// Restated in Python at `python/abicache/__init__.py:_cache_root`, tied by
+/// Restated in Python at `python/abicache/_warm_record.py:cache_root`, tied by
 /// `tests/python/test_warm_reader.py::test_the_cache_root_is_rusts` (which
 /// compares it with this function through `abicache._native.default_cache_dir`).
 pub fn root_from_env() -> Result<PathBuf> {
@@ -175,7 +175,7 @@ impl Layout {
     /// group or others without the sticky bit.
     /// `CACHEDIR.TAG` is best effort: a read-only or full cache still opens.
     ///
-    /// Restated in Python at `python/abicache/__init__.py:_check_warm_record`
+    /// Restated in Python at `python/abicache/_warm_record.py:check_record`
     /// (for the root, `v1`, `v1/warm`, `v1/entries` and the record; its
     /// ancestor walk restates `check_ancestors`), tied by
     /// `tests/python/test_warm_reader.py::test_a_cache_directory_others_can_write_is_refused`,
@@ -241,7 +241,7 @@ pub(crate) fn ensure_private_dir(dir: &Path) -> Result<()> {
 /// Refuses `dir` (with `meta`) when it is a symlink, owned by another uid
 /// or writable by group or others, naming the fix.
 ///
-/// Restated in Python at `python/abicache/__init__.py:_check_warm_record`,
+/// Restated in Python at `python/abicache/_warm_record.py:check_record`,
 /// tied by `tests/python/test_warm_reader.py::test_a_cache_directory_others_can_write_is_refused`
 /// and `tests/python/test_warm_record.py::test_a_foreign_writable_record_dir_is_ignored`
 /// (see `Layout::create`).
@@ -298,7 +298,7 @@ impl std::fmt::Display for Insecurity {
 /// the user's own files. The one owner rule for a library abicache loads
 /// (also for every file and directory of a layer).
 ///
-/// Restated in Python at `python/abicache/__init__.py:_trusted_owner` (the
+/// Restated in Python at `python/abicache/_warm_record.py:trusted_owner` (the
 /// warm path and `_native_path.open_checked` both call it), tied by
 /// `tests/python/test_intercept_and_owner_rules.py::test_the_library_owner_rule_is_rusts`
 /// through `abicache._native.library_owner_trusted`.
@@ -308,7 +308,7 @@ pub fn trusted_owner(owner: u32, uid: u32, layer: bool) -> bool {
 
 /// What makes `meta` (from `symlink_metadata`) untrustworthy for `uid`, if anything.
 ///
-/// Restated in Python at `python/abicache/__init__.py:_check_warm_record`
+/// Restated in Python at `python/abicache/_warm_record.py:check_record`
 /// (each directory and the record: no symlink, this user's, writable by no
 /// one else), tied by
 /// `tests/python/test_warm_reader.py::test_a_cache_directory_others_can_write_is_refused`
@@ -334,7 +334,7 @@ pub(crate) fn insecurity(meta: &std::fs::Metadata, uid: u32) -> Option<Insecurit
 /// only a file's owner may rename it.)
 ///
 /// Restated in Python as the ancestor walk of
-/// `python/abicache/__init__.py:_check_warm_record`, tied by
+/// `python/abicache/_warm_record.py:check_record`, tied by
 /// `tests/python/test_warm_reader.py::test_a_parent_others_can_write_without_the_sticky_bit_is_refused`,
 /// `tests/python/test_warm_reader.py::test_a_cache_reached_through_symlinks_or_dots_is_judged_by_its_real_path`
 /// and `tests/python/test_warm_record.py::test_a_cache_under_a_directory_others_can_write_is_refused`.

@@ -64,15 +64,27 @@ pub struct LayerWarning {
     pub problem: Corruption,
 }
 
-impl fmt::Display for LayerWarning {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
+impl LayerWarning {
+    /// The warning with `fix` as what to do: a configured layer's remedy
+    /// (the [`fmt::Display`] text) names `ABICACHE_READONLY_DIRS`, which an
+    /// installed cache wheel is not in; its caller names a wheel's.
+    pub fn with_fix(&self, fix: &str) -> String {
+        format!(
             "read-only cache layer `{}`: entry `{}` skipped: {}; it is built locally instead \
-             (fix or re-populate the layer, or remove it from `ABICACHE_READONLY_DIRS`)",
+             ({fix})",
             self.layer.display(),
             self.key,
             self.problem
+        )
+    }
+}
+
+impl fmt::Display for LayerWarning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(
+            &self.with_fix(
+                "fix or re-populate the layer, or remove it from `ABICACHE_READONLY_DIRS`",
+            ),
         )
     }
 }

@@ -30,7 +30,7 @@ use crate::store::Store;
 /// A log longer than this is folded into `stats.json` by the process that
 /// crossed the mark.
 ///
-/// Restated in Python at `python/abicache/__init__.py:_count_warm_hit`
+/// Restated in Python at `python/abicache/_warm_record.py:count_hit`
 /// (which leaves a log past it to the store; the record carries the value),
 /// tied by `tests/python/test_warm_reader.py::test_the_counter_log_is_left_to_rust_when_missing_replaced_or_due`.
 pub(crate) const FOLD_AT: u64 = 64 * 1024;
@@ -65,7 +65,7 @@ struct Header {
 impl Store {
     /// Appends `events` to `stats.log`, then folds it when it is long.
     ///
-    /// Restated in Python at `python/abicache/__init__.py:_count_warm_hit`
+    /// Restated in Python at `python/abicache/_warm_record.py:count_hit`
     /// (one hit's line, appended the same way), tied by
     /// `tests/python/test_warm_reader.py::test_a_hit_appended_by_the_reader_is_counted_by_rust`,
     /// `tests/python/test_warm_reader.py::test_the_counter_log_is_left_to_rust_when_missing_replaced_or_due`

@@ -42,8 +42,8 @@ use crate::MANIFEST_FORMAT;
 ///   the log is missing or longer than `fold_at` (the store creates and
 ///   folds it).
 ///
-/// Restated in Python at `python/abicache/__init__.py:_check_warm_record`
-/// (the checks) and `python/abicache/__init__.py:_count_warm_hit` (counting
+/// Restated in Python at `python/abicache/_warm_record.py:check_record`
+/// (the checks) and `python/abicache/_warm_record.py:count_hit` (counting
 /// the hit), tied by
 /// `tests/python/test_warm_reader.py::test_a_hit_appended_by_the_reader_is_counted_by_rust`,
 /// `tests/python/test_warm_reader.py::test_the_counter_log_is_left_to_rust_when_missing_replaced_or_due`
@@ -88,7 +88,7 @@ impl Store {
     /// nothing and writes nothing.
     ///
     /// Restated in Python as the `entry` and `entry_files` checks of
-    /// `python/abicache/__init__.py:_check_warm_record` (the directory's
+    /// `python/abicache/_warm_record.py:check_record` (the directory's
     /// identity, mode and owner, the manifest's and library's trusted
     /// stamps), tied by
     /// `tests/python/test_warm_reader.py::test_each_recorded_check_refuses_when_it_differs`,

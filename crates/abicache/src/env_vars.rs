@@ -13,7 +13,7 @@ pub use abicache_env_vars::*;
 /// # Errors
 /// Any other value, naming the variable and what to set instead.
 ///
-/// Its rule is restated in Python at `python/abicache/__init__.py:_rebuild_set`,
+/// Its rule is restated in Python at `python/abicache/_warm_record.py:rebuild_set`,
 /// tied by `tests/python/test_warm_reader.py::test_abicache_rebuild_is_parsed_by_one_rule`
 /// (through `abicache._native.rebuild_requested`, which calls this).
 pub fn rebuild_requested() -> crate::Result<bool> {

@@ -77,7 +77,13 @@ pub fn lookup(layers: &[Layer], key: &str, keys: &RemoteSettings) -> (Option<Hit
         }
         let found = layer.store.lookup(key);
         if let Some(warning) = found.warning {
-            warn_once(Warning::Layer(warning.to_string()), &mut warnings);
+            // A wheel is not in `ABICACHE_READONLY_DIRS`: its warning names
+            // the wheel's remedy.
+            let text = match &layer.source {
+                Source::Wheel(_) => warning.with_fix(&layer.source.how_to_repair()),
+                _ => warning.to_string(),
+            };
+            warn_once(Warning::Layer(text), &mut warnings);
         }
         let Some(hit) = found.hit else { continue };
         let refusal = gate::check_provenance(&hit.dir, &trusted).err();

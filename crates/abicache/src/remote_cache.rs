@@ -137,18 +137,33 @@ impl RemoteCache {
             }
         };
         let bytes = fetched.bytes;
+        self.publish_admitted(store, guard, fetched, signed, audit)?;
+        Ok(Pulled::Downloaded { bytes })
+    }
+
+    /// Publishes a download that passed the gate: its manifest with the
+    /// audit that admitted it, and its provenance (this remote, the signer);
+    /// counted as a remote hit.
+    fn publish_admitted(
+        &self,
+        store: &Store,
+        guard: BuildGuard,
+        fetched: Fetched,
+        signed: Signed,
+        audit: serde_json::Value,
+    ) -> Result<Hit, abicache_store::StoreError> {
         let mut manifest = fetched.manifest;
         manifest.audit = Some(audit);
         let compile_seconds = manifest.compile_seconds;
         let name = manifest.library.clone();
         self.provenance(signed.signer)
             .write_into(guard.temp_dir())?;
-        let _ = guard.publish(&name, manifest)?;
+        let published = guard.publish(&name, manifest)?;
         store.record(Event::RemoteHit {
-            bytes,
+            bytes: fetched.bytes,
             compile_seconds,
         })?;
-        Ok(Pulled::Downloaded { bytes })
+        Ok(published.hit)
     }
 
     /// The gate's checks of a downloaded entry that need no spec: its
@@ -230,18 +245,8 @@ impl RemoteCache {
         });
         let refused = match admitted {
             Ok((signed, audit)) => {
-                let mut manifest = fetched.manifest;
-                manifest.audit = Some(audit);
-                let compile_seconds = manifest.compile_seconds;
-                let name = manifest.library.clone();
-                self.provenance(signed.signer)
-                    .write_into(guard.temp_dir())?;
-                let published = guard.publish(&name, manifest)?;
-                store.record(Event::RemoteHit {
-                    bytes: fetched.bytes,
-                    compile_seconds,
-                })?;
-                return Ok(Fetch::Hit(published.hit));
+                let hit = self.publish_admitted(store, guard, fetched, signed, audit)?;
+                return Ok(Fetch::Hit(hit));
             }
             Err(refused) => refused,
         };

@@ -124,7 +124,7 @@ pub struct Outcome {
     /// True when the library is a read-only layer's: its loader then also
     /// accepts one owned by root (`abicache_store::trusted_owner`).
     /// Read in Python by `python/abicache/_native_path.py:open_checked`
-    /// (which restates that rule as `python/abicache/__init__.py:_trusted_owner`),
+    /// (which restates that rule as `python/abicache/_warm_record.py:trusted_owner`),
     /// tied by `tests/python/test_intercept_and_owner_rules.py::test_the_outcome_says_when_a_library_is_a_layers`.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub layer: bool,

@@ -265,14 +265,40 @@ fn with_trusted_keys_a_layer_entry_pulled_unsigned_is_refused() {
     assert_success(&builder.run(args!["export", "-o", bundle]));
     let mirror = Cache::new();
     assert_success(&mirror.run(args!["import", bundle]));
-    // The mirror's own root, with an index signed by a trusted key.
-    let keys = tempfile::tempdir().unwrap();
-    let (secret, public) = keygen(&mirror, keys.path());
+    // The mirror's own root, with an index signed by a trusted key: the
+    // index of an unsigned wheel of it (`export --wheel` refuses to sign an
+    // entry pulled unsigned), signed here directly.
+    let out_dir = tempfile::tempdir().unwrap();
+    let exported = mirror.json(args![
+        "export",
+        "--wheel",
+        "mirror==1",
+        "--out",
+        out_dir.path(),
+        "--json"
+    ]);
     let site = tempfile::tempdir().unwrap();
-    let installed = signed_wheel(&python, &mirror, "mirror", &secret, site.path());
-    for file in ["abicache-index.json", "abicache-index.sig"] {
-        std::fs::copy(installed.join(file), mirror.dir.join(file)).unwrap();
-    }
+    pip_install(
+        &python,
+        Path::new(exported["path"].as_str().unwrap()),
+        site.path(),
+    );
+    let index = std::fs::read(
+        site.path()
+            .join("_abicache_cache_mirror/cache/abicache-index.json"),
+    )
+    .unwrap();
+    let pair = abicache::remote::KeyPair::generate().unwrap();
+    let signature = pair
+        .secret
+        .sign(&abicache::gate::index_signature_message(&index));
+    std::fs::write(mirror.dir.join("abicache-index.json"), &index).unwrap();
+    std::fs::write(
+        mirror.dir.join("abicache-index.sig"),
+        serde_json::to_vec(&signature).unwrap(),
+    )
+    .unwrap();
+    let public = pair.public.to_string();
     let built = build_trusting(&python, &mirror.dir, &public);
     assert_eq!(
         built["hit"], false,
@@ -284,5 +310,167 @@ fn with_trusted_keys_a_layer_entry_pulled_unsigned_is_refused() {
         warnings[0].contains("refused: it was pulled from bundle")
             && warnings[0].contains("unsigned"),
         "{warnings:?}"
+    );
+}
+
+/// A cache that imported the tiny fixture's entry from an unsigned bundle
+/// (an attacker's, say): the cache, the entry's key and a key pair made by
+/// `abicache keygen` (secret key file, public key hex) in `keys`.
+fn cache_with_an_entry_pulled_unsigned(keys: &Path) -> (Cache, String, PathBuf, String) {
+    let attacker = Cache::new();
+    attacker.build(
+        &repo_path("tests/fixtures/tiny/abicache.toml"),
+        &python(),
+        &[],
+    );
+    let bundle = attacker.dir.with_file_name("planted.abicache");
+    assert_success(&attacker.run(args!["export", "-o", bundle]));
+    let release = Cache::new();
+    assert_success(&release.run(args!["import", bundle]));
+    let entries = release.ls();
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    let key = entries[0]["key"].as_str().unwrap().to_owned();
+    let (secret, public) = keygen(&release, keys);
+    (release, key, secret, public)
+}
+
+/// Issue 46, finding 2 (second half), as an attacker does it: an unsigned
+/// bundle imported into the release cache. `export --wheel` (and `export`)
+/// with the release key signed it, so consumers trusting only that key
+/// loaded the attacker's library. Now the signed export is refused, whatever
+/// the exporter's `ABICACHE_TRUSTED_KEYS`, says why and what to do, writes
+/// nothing and keeps the entry.
+#[test]
+fn a_signed_export_refuses_an_entry_pulled_unsigned_and_keeps_it() {
+    let keys = tempfile::tempdir().unwrap();
+    let (release, key, secret, public) = cache_with_an_entry_pulled_unsigned(keys.path());
+    let out_dir = tempfile::tempdir().unwrap();
+    let bundle = out_dir.path().join("release.abicache");
+    for trusted in [None, Some(public.as_str())] {
+        for export in [
+            args!["export", "--wheel", "release==1", "--out", out_dir.path()],
+            args!["export", "-o", &bundle],
+        ] {
+            let mut cmd = release.cmd(export);
+            cmd.env("ABICACHE_SIGNING_KEY", &secret);
+            if let Some(trusted) = trusted {
+                cmd.env("ABICACHE_TRUSTED_KEYS", trusted);
+            }
+            let out = cmd.output().unwrap();
+            assert_exit(&out, 2);
+            let err = stderr(&out);
+            assert!(
+                err.contains(&format!(
+                    "refusing to sign the entry `tiny` ({key}): it was pulled from bundle `"
+                )) && err.contains("planted.abicache` unsigned"),
+                "{err}"
+            );
+            assert!(
+                err.contains(&format!("Rebuild it locally (`abicache rm {key}`"))
+                    && err.contains("or export it unsigned (without `ABICACHE_SIGNING_KEY`)"),
+                "{err}"
+            );
+            let written: Vec<_> = std::fs::read_dir(out_dir.path()).unwrap().collect();
+            assert!(written.is_empty(), "{written:?}");
+            assert_eq!(release.ls().len(), 1, "the entry was removed: {err}");
+        }
+    }
+}
+
+/// Issue 46, UX note: exporting with trusted keys set deleted an entry
+/// pulled unsigned from the exporting cache and called it corrupt. An
+/// unsigned export carries it (its consumers decide), and it stays.
+#[test]
+fn exporting_with_trusted_keys_set_keeps_an_entry_pulled_unsigned() {
+    let keys = tempfile::tempdir().unwrap();
+    let (release, key, _, public) = cache_with_an_entry_pulled_unsigned(keys.path());
+    let out_dir = tempfile::tempdir().unwrap();
+    let out = release
+        .cmd(args![
+            "export",
+            "-o",
+            out_dir.path().join("unsigned.abicache")
+        ])
+        .env("ABICACHE_TRUSTED_KEYS", &public)
+        .output()
+        .unwrap();
+    assert_success(&out);
+    assert!(
+        stdout(&out).contains(&format!("exported  tiny {key}")),
+        "{}",
+        stdout(&out)
+    );
+    let entries = release.ls();
+    assert_eq!(entries.len(), 1, "the exporting cache lost its entry");
+    assert_eq!(entries[0]["key"], key.as_str());
+}
+
+/// Issue 46, finding 12: `kill -9` during `export --wheel` left its
+/// temporary file in `--out` for good. The export stops itself (SIGSTOP,
+/// the test-only `ABICACHE_TEST_ONLY_STOP_BEFORE_RENAME`) with its
+/// temporary written and not yet renamed; the test kills it with SIGKILL,
+/// ages the file past the 10 minutes a partial file is kept, and the next
+/// export into `--out` removes it.
+#[test]
+fn a_wheel_export_killed_mid_write_leaves_nothing_after_the_next_export() {
+    use std::os::unix::process::ExitStatusExt;
+    let cache = Cache::new();
+    cache.build(
+        &repo_path("tests/fixtures/tiny/abicache.toml"),
+        &python(),
+        &[],
+    );
+    let out_dir = tempfile::tempdir().unwrap();
+    let export = || args!["export", "--wheel", "killed==1", "--out", out_dir.path()];
+    let mut child = cache
+        .cmd(export())
+        .env("ABICACHE_TEST_ONLY_STOP_BEFORE_RENAME", "1")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stat = format!("/proc/{}/stat", child.id());
+    let stopped = (0..600).any(|_| {
+        let state = std::fs::read_to_string(&stat).unwrap_or_default();
+        let stopped = state
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('T'));
+        if !stopped {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        stopped
+    });
+    assert!(stopped, "the export never reached its stop point");
+    let left = |dir: &Path| -> Vec<PathBuf> {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        files.sort();
+        files
+    };
+    let partial = left(out_dir.path());
+    assert_eq!(partial.len(), 1, "{partial:?}");
+    assert!(std::fs::metadata(&partial[0]).unwrap().len() > 0);
+    child.kill().unwrap();
+    assert_eq!(child.wait().unwrap().signal(), Some(9));
+    assert_eq!(
+        left(out_dir.path()),
+        partial,
+        "the killed export's file stays"
+    );
+    // Last written 11 minutes ago, by a process that is gone.
+    std::fs::File::options()
+        .write(true)
+        .open(&partial[0])
+        .unwrap()
+        .set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(11 * 60))
+        .unwrap();
+    assert_success(&cache.run(export()));
+    let files = left(out_dir.path());
+    assert_eq!(files.len(), 1, "the stale partial file stayed: {files:?}");
+    assert!(
+        files[0].extension().is_some_and(|e| e == "whl"),
+        "{files:?}"
     );
 }

@@ -457,6 +457,46 @@ fn a_keep_envs_directory_others_can_write_is_refused_before_anything_runs() {
     assert_eq!(mode & 0o777, 0o700);
 }
 
+/// Issue 46, finding 13: with every cell of the matrix served by `--python`,
+/// a `--keep-envs` directory others can write was accepted (it was checked
+/// only when an environment was to be created there). It is checked before
+/// anything runs: the interpreter given (a wrapper that logs each run) is
+/// never started, and nothing is built.
+#[test]
+fn a_keep_envs_directory_others_can_write_is_refused_when_python_serves_the_matrix() {
+    use std::os::unix::fs::PermissionsExt;
+    let (cache, t, matrix, _, log, uv) = fake_uv_run("exit 1");
+    let spec = repo_path("tests/fixtures/tiny/abicache.toml");
+    let ran = t.path().join("python-ran.log");
+    let wrapper = t.path().join("python");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\necho ran >> '{}'\nexec '{}' \"$@\"\n",
+            ran.display(),
+            python().display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let shared = t.path().join("envs");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let mut args = matrix_prebuild(&[&spec], &matrix, &uv, Some(shared.as_path()), false);
+    args.extend(args!["--python", &wrapper]);
+    let out = cache.run(args);
+    assert_exit(&out, 2);
+    let err = stderr(&out);
+    assert!(err.contains("is writable by others (mode 777)"), "{err}");
+    assert!(
+        err.contains("must be a private directory of yours"),
+        "{err}"
+    );
+    assert!(!ran.exists(), "the interpreter ran before the check");
+    assert!(!log.exists(), "uv never ran");
+    assert!(cache.ls().is_empty(), "nothing was built");
+}
+
 /// uv ran from a directory under `$TMPDIR` and read configuration files: a
 /// planted `uv.toml` could redirect the package index.
 #[test]

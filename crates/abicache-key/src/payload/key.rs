@@ -212,7 +212,7 @@ fn torch_abi_field(
 /// `-Xcompiler`/`--compiler-options`), each as one argument. Empty for
 /// almost every spec: then the key has no `host_cpu` line.
 ///
-/// Restated in Python at `python/abicache/__init__.py:_warm_record_name`,
+/// Restated in Python at `python/abicache/_warm_record.py:record_name`,
 /// which reads a superset (any flag containing `native`) to name a record by
 /// the CPU it holds for, tied by
 /// `tests/python/test_warm_record.py::test_machines_with_different_cpus_sharing_a_cache_keep_one_record_each`.

@@ -57,17 +57,42 @@ impl Source {
         }
     }
 
-    /// How the source's owner replaces a bad copy.
-    fn how_to_repair(&self) -> &'static str {
+    /// How the source's owner replaces a bad copy. A cache wheel is not in
+    /// `ABICACHE_READONLY_DIRS`: its remedy names the distribution, when its
+    /// root is an installed wheel's (`…/_abicache_cache_<dist>/cache`).
+    pub fn how_to_repair(&self) -> String {
         match self {
-            Source::Layer(_) => "re-populate the layer, or remove it from `ABICACHE_READONLY_DIRS`",
-            Source::Wheel(_) => "reinstall the cache wheel, or uninstall it",
-            Source::Remote(_) => {
-                "a build here uploads a good entry over it (unless uploads are off)"
+            Source::Layer(_) => {
+                "re-populate the layer, or remove it from `ABICACHE_READONLY_DIRS`".to_owned()
             }
-            Source::Bundle(_) => "export the bundle again from a cache whose entry is good",
+            Source::Wheel(root) => match wheel_distribution(root) {
+                Some(dist) => format!(
+                    "reinstall the cache wheel (`pip install --force-reinstall {dist}`), or \
+                     uninstall it (`pip uninstall {dist}`)"
+                ),
+                None => "reinstall the cache wheel, or uninstall it".to_owned(),
+            },
+            Source::Remote(_) => {
+                "a build here uploads a good entry over it (unless uploads are off)".to_owned()
+            }
+            Source::Bundle(_) => {
+                "export the bundle again from a cache whose entry is good".to_owned()
+            }
         }
     }
+}
+
+/// The distribution of the cache wheel installed at `root`
+/// (`…/_abicache_cache_<dist>/cache`, as `abicache export --wheel` lays it out).
+fn wheel_distribution(root: &std::path::Path) -> Option<&str> {
+    if root.file_name()? != "cache" {
+        return None;
+    }
+    root.parent()?
+        .file_name()?
+        .to_str()?
+        .strip_prefix("_abicache_cache_")
+        .filter(|dist| !dist.is_empty())
 }
 
 /// Why the gate refused an outside entry (or the index of a layer or bundle).
@@ -190,7 +215,7 @@ impl Refusal {
             | Refusal::PayloadUnreadable { .. }
             | Refusal::PayloadKeyMismatch { .. }
             | Refusal::Unauditable { .. }
-            | Refusal::Audit { .. } => capitalized(source.how_to_repair()),
+            | Refusal::Audit { .. } => capitalized(&source.how_to_repair()),
         }
     }
 }
@@ -324,6 +349,24 @@ mod tests {
             table.push('\n');
         }
         insta::assert_snapshot!(table);
+    }
+
+    /// A cache wheel is not in `ABICACHE_READONLY_DIRS`: its remedy names
+    /// pip and the distribution of an installed wheel's root.
+    #[test]
+    fn a_wheels_remedy_names_its_distribution_not_the_layer_variable() {
+        let wheel = Source::Wheel("/venv/site-packages/_abicache_cache_ops/cache".into());
+        assert_eq!(
+            wheel.how_to_repair(),
+            "reinstall the cache wheel (`pip install --force-reinstall ops`), or uninstall it \
+             (`pip uninstall ops`)"
+        );
+        for source in every_source()
+            .into_iter()
+            .filter(|s| matches!(s, Source::Wheel(_)))
+        {
+            assert!(!source.how_to_repair().contains("ABICACHE_READONLY_DIRS"));
+        }
     }
 
     #[test]

@@ -6,3 +6,4 @@ mod key_code_fingerprint;
 mod pch_bounds;
 mod pch_slots_owner;
 mod warm_key;
+mod wheel_layer_warning;
