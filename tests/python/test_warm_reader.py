@@ -137,6 +137,7 @@ def test_the_readers_constants_are_the_writers() -> None:
         assert list(getattr(abicache, f"WARM_{kind.upper()}_ROW")) == fields, kind
     assert list(_warm_record.WARM_HIT_VARIABLES) == native["hit_variables"]
     assert list(_warm_record.WARM_CUDA_HIT_VARIABLES) == native["cuda_hit_variables"]
+    assert list(_warm_record.WARM_COMPILER_HIT_VARIABLES) == native["compiler_hit_variables"]
 
 
 def test_the_row_positions_the_reader_indexes_are_pinned() -> None:
@@ -150,6 +151,7 @@ def test_the_row_positions_the_reader_indexes_are_pinned() -> None:
     assert _warm_record.WARM_ENVIRON_ROW == ("variable", "value")
     assert _warm_record.WARM_ISA_ROW == ("feature", "flag")
     assert _warm_record.WARM_GPUS_ROW == ("directory", "names")
+    assert _warm_record.WARM_COMPILER_ROW == ("name", "found")
 
 
 def test_a_written_record_has_exactly_the_defined_fields_and_row_shapes(
