@@ -343,3 +343,75 @@ fn an_entry_whose_manifest_records_no_isa_is_not_served() {
         "{rebuilt}"
     );
 }
+
+/// Issue 46 finding 3a, as an attacker does it: a read-only layer (a
+/// shared directory named in `ABICACHE_READONLY_DIRS`) holding a library
+/// built with a flag this CPU lacks, whose manifest does not record `isa`
+/// (written by an older abicache, or by hand). On the old code such a
+/// manifest meant "requires nothing": the layer served the library, which
+/// crashes with SIGILL when its code runs. Now the entry is unknown: the
+/// layer is skipped with a warning, and the library is built locally, its
+/// manifest recording the requirement (which the load's guard refuses).
+#[test]
+fn a_layer_entry_whose_manifest_records_no_isa_is_not_served() {
+    let (flag, feature) = lacking_flag().unwrap_or_else(|| ("-mavx2".into(), "avx2".into()));
+    let python = python();
+    let layer = Cache::new();
+    let spec = project(&layer, "layered", &["-O2", &flag]);
+    let built = layer.build(&spec, &python, &[]);
+    let key = built["key"].as_str().unwrap().to_owned();
+    let (path, mut manifest) = manifest_of(&layer, &key);
+    // The manifest as an older abicache writes it, or as a hand-made layer has it.
+    let object = manifest.as_object_mut().unwrap();
+    object.remove("isa");
+    object.insert("format".into(), 1.into());
+    std::fs::write(&path, serde_json::to_vec_pretty(&manifest).unwrap()).unwrap();
+
+    let local = Cache::new();
+    let out = local
+        .cmd(args!["build", spec, "--python", python, "--json", "--quiet"])
+        .env("ABICACHE_READONLY_DIRS", &layer.dir)
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let answer: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(answer["key"], built["key"]);
+    let served = answer["path"].as_str().unwrap();
+    assert!(
+        !Path::new(served).starts_with(&layer.dir),
+        "the layer served an entry whose requirements it never recorded: {answer}"
+    );
+    assert_eq!(answer["hit"], false, "{answer}");
+    let warnings = strings(&answer["warnings"]);
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("read-only cache layer") && w.contains(&key)),
+        "the skipped layer entry is named: {answer}"
+    );
+    let (_, rebuilt) = manifest_of(&local, &key);
+    assert!(
+        rebuilt["isa"]
+            .as_array()
+            .is_some_and(|isa| isa.iter().any(|r| r["feature"] == feature.as_str())),
+        "{rebuilt}"
+    );
+
+    // A hand-made manifest claiming the current format, without `isa`: not
+    // served either.
+    manifest
+        .as_object_mut()
+        .unwrap()
+        .insert("format".into(), 2.into()); // abicache_store::MANIFEST_FORMAT
+    std::fs::write(&path, serde_json::to_vec_pretty(&manifest).unwrap()).unwrap();
+    let other = Cache::new();
+    let out = other
+        .cmd(args!["build", spec, "--python", python, "--json", "--quiet"])
+        .env("ABICACHE_READONLY_DIRS", &layer.dir)
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let answer: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(answer["hit"], false, "{answer}");
+    assert!(!Path::new(answer["path"].as_str().unwrap()).starts_with(&layer.dir));
+}
