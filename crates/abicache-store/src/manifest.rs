@@ -81,6 +81,25 @@ impl Manifest {
         }
     }
 
+    /// The `format` of a manifest whose instruction-set requirements this
+    /// abicache cannot trust, from its JSON bytes: one of an older format
+    /// (format 1 recorded `isa` against the compiler's default target, and
+    /// only when there was any) or one without `isa` (written by hand).
+    /// `None` for a current manifest, a newer format, or bytes that are no
+    /// manifest at all. Asked only after [`Manifest::from_json`] failed or
+    /// found another format, to say why the entry is not served.
+    pub fn unknown_requirements(bytes: &[u8]) -> Option<u32> {
+        #[derive(Deserialize)]
+        struct Head {
+            format: u32,
+            #[serde(default)]
+            isa: Option<serde::de::IgnoredAny>,
+        }
+        let head: Head = serde_json::from_slice(bytes).ok()?;
+        (head.format < MANIFEST_FORMAT || head.format == MANIFEST_FORMAT && head.isa.is_none())
+            .then_some(head.format)
+    }
+
     /// Parses a manifest from its JSON bytes; `path` is only used in the error.
     pub fn from_json(bytes: &[u8], path: &Path) -> Result<Self> {
         serde_json::from_slice(bytes).map_err(|source| StoreError::Json {

@@ -189,10 +189,18 @@ impl ReadOnlyLayer {
         })?;
         self.check_indexed(key, &bytes)?;
         let manifest = Manifest::from_json(&bytes, &manifest_path).map_err(|e| {
-            Corruption::UnreadableManifest {
-                error: e.to_string(),
+            match Manifest::unknown_requirements(&bytes) {
+                Some(format) => Corruption::UnknownRequirements { format },
+                None => Corruption::UnreadableManifest {
+                    error: e.to_string(),
+                },
             }
         })?;
+        if manifest.format < MANIFEST_FORMAT {
+            return Err(Corruption::UnknownRequirements {
+                format: manifest.format,
+            });
+        }
         if manifest.format != MANIFEST_FORMAT
             || manifest.key != key
             || !valid_library_name(&manifest.library)

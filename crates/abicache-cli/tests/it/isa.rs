@@ -369,7 +369,9 @@ fn a_layer_entry_whose_manifest_records_no_isa_is_not_served() {
 
     let local = Cache::new();
     let out = local
-        .cmd(args!["build", spec, "--python", python, "--json", "--quiet"])
+        .cmd(args![
+            "build", spec, "--python", python, "--json", "--quiet"
+        ])
         .env("ABICACHE_READONLY_DIRS", &layer.dir)
         .output()
         .unwrap();
@@ -406,7 +408,9 @@ fn a_layer_entry_whose_manifest_records_no_isa_is_not_served() {
     std::fs::write(&path, serde_json::to_vec_pretty(&manifest).unwrap()).unwrap();
     let other = Cache::new();
     let out = other
-        .cmd(args!["build", spec, "--python", python, "--json", "--quiet"])
+        .cmd(args![
+            "build", spec, "--python", python, "--json", "--quiet"
+        ])
         .env("ABICACHE_READONLY_DIRS", &layer.dir)
         .output()
         .unwrap();
