@@ -32,6 +32,8 @@ if TYPE_CHECKING:
     from ._intercept import intercept
     from ._native import AbiError, BuildError, CacheMiss, Error, LockTimeout
     from ._warm_record import (
+        WARM_COMPILER_HIT_VARIABLES,
+        WARM_COMPILER_ROW,
         WARM_COUNT_ROW,
         WARM_CPU_IDENTITY_FIELDS,
         WARM_CPUINFO_READ,
@@ -41,7 +43,6 @@ if TYPE_CHECKING:
         WARM_GPU_LISTING,
         WARM_GPUS_ROW,
         WARM_HIT_VARIABLES,
-        WARM_HOST_CPU_HIT_VARIABLES,
         WARM_IDENTITY_ROW,
         WARM_ISA_ROW,
         WARM_RECORD_FIELDS,
@@ -100,9 +101,10 @@ _LAZY = {
     "WARM_COUNT_ROW": "_warm_record",
     "WARM_ISA_ROW": "_warm_record",
     "WARM_GPUS_ROW": "_warm_record",
+    "WARM_COMPILER_ROW": "_warm_record",
     "WARM_HIT_VARIABLES": "_warm_record",
     "WARM_CUDA_HIT_VARIABLES": "_warm_record",
-    "WARM_HOST_CPU_HIT_VARIABLES": "_warm_record",
+    "WARM_COMPILER_HIT_VARIABLES": "_warm_record",
     "WARM_CPU_IDENTITY_FIELDS": "_warm_record",
     "WARM_CPUINFO_READ": "_warm_record",
     "WARM_GPU_LISTING": "_warm_record",

@@ -43,10 +43,12 @@ from typing import Any, Dict, List, Optional
 #   that descriptor, so the file loaded is the file checked.
 # - the CPU has every instruction-set extension the library requires (only
 #   read when it requires any: ``/proc/cpuinfo``, ``_cpu``).
+# - the host compiler: ``CXX``'s value, and the file found for it (searched
+#   again on this process's ``PATH`` when ``CXX`` names no path);
 # - for a CUDA extension: nvcc's search and stamp and the arch list's
 #   variable (or the driver's GPU listing); for one with a native CPU flag
-#   (``-march=native``): the host compiler's search and stamp and this
-#   CPU's identity (``/proc/cpuinfo``'s first processor, read once).
+#   (``-march=native``): this CPU's identity (``/proc/cpuinfo``'s first
+#   processor, read once).
 #
 # The entry's ``last-used`` is touched before the checks (so gc spares it
 # for its grace); the hit then makes the other writes a hit makes
@@ -60,8 +62,8 @@ from typing import Any, Dict, List, Optional
 # Rust (`crates/abicache/src/session/warm_load.rs`; row positions are
 # indexed as its `WARM_*_ROW` say; tests/python/test_warm_reader.py pins them).
 # BEGIN warm-record format: generated from crates/abicache/src/session/warm_load.rs; do not edit
-WARM_RECORD_FORMAT = 3
-WARM_RECORD_FIELDS = ("format", "key", "library", "environ", "stat", "missing", "directory", "same", "entry", "entry_files", "last_used", "count", "isa", "gpus", "host_cpu")
+WARM_RECORD_FORMAT = 4
+WARM_RECORD_FIELDS = ("format", "key", "library", "environ", "stat", "missing", "directory", "same", "entry", "entry_files", "last_used", "count", "isa", "gpus", "host_cpu", "compiler")
 WARM_ENVIRON_ROW = ("variable", "value")
 WARM_STAMP_ROW = ("path", "dev", "ino", "size", "mtime_ns", "ctime_ns")
 WARM_IDENTITY_ROW = ("path", "dev", "ino")
@@ -69,9 +71,10 @@ WARM_ENTRY_ROW = ("path", "dev", "ino", "mode", "uid")
 WARM_COUNT_ROW = ("log", "line", "fold_at")
 WARM_ISA_ROW = ("feature", "flag")
 WARM_GPUS_ROW = ("directory", "names")
+WARM_COMPILER_ROW = ("name", "found")
 WARM_HIT_VARIABLES = ("ABICACHE_DIR", "XDG_CACHE_HOME", "HOME", "ABICACHE_REBUILD")
 WARM_CUDA_HIT_VARIABLES = ("CUDA_HOME", "CUDA_PATH", "PATH", "TORCH_CUDA_ARCH_LIST")
-WARM_HOST_CPU_HIT_VARIABLES = ("CXX", "PATH")
+WARM_COMPILER_HIT_VARIABLES = ("CXX",)
 WARM_CPU_IDENTITY_FIELDS = ("vendor_id", "cpu family", "model", "model name", "stepping", "microcode", "flags", "CPU implementer", "CPU architecture", "CPU variant", "CPU part", "CPU revision", "Features")
 WARM_CPUINFO_READ = 4096
 WARM_GPU_LISTING = "/proc/driver/nvidia/gpus"
@@ -286,12 +289,15 @@ def check_record(name: str, cache_dir: Optional[str]) -> Optional[Any]:
             if row[1:] != [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]:
                 return None
         # The instruction-set extensions the library requires, as
-        # `[feature, flag]` (usually none: then nothing more is read). Each
-        # must be among this CPU's `/proc/cpuinfo` flags unless
+        # `[feature, flag]` (usually none: then nothing more is read; a
+        # record without the field is refused, as the native path refuses a
+        # manifest without `isa`). Each must be among this CPU's `/proc/cpuinfo` flags unless
         # `ABICACHE_ISA_CHECK=0`; anything else is left to the native path,
         # which refuses a library this CPU cannot run with the full message
         # (and also asks `cpuid`, so it may still load one).
         isa = record.get("isa")
+        if isa is None:  # requirements not recorded: unknown, never a warm hit
+            return None
         if isa:
             from ._cpu import isa_guard_passes
 
@@ -354,8 +360,31 @@ def key_inputs_hold(record: Any) -> bool:
                 names = None
             if names != gpus[1]:
                 return False
+        # The host compiler (every key carries what it enables by itself;
+        # it resolves a native CPU flag), unless `CXX` names it by path (then
+        # among the stamps): `[name, found]`, the name searched on this
+        # process's `PATH` as Rust's `abicache_build::which` searches (the
+        # first non-empty directory holding a regular file of that name with
+        # an execute bit) and the stamp of the file it must find (`None`:
+        # none). The file found is the compiler: a changed `PATH` that finds
+        # the same file is still a hit, one finding another first is not.
+        compiler = record["compiler"]
+        if compiler is not None:
+            name, want = compiler
+            found = None
+            for d in (environ.get("PATH") or "").split(":"):
+                if d:
+                    try:
+                        st = os.stat(d + "/" + name)
+                    except OSError:
+                        continue
+                    if stat.S_ISREG(st.st_mode) and st.st_mode & 0o111:
+                        found = [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+                        break
+            if found != want:
+                return False
         # An extension with a native CPU flag: the CPU it was resolved on
-        # (the compiler that resolved it is among the stamps and variables).
+        # (the compiler that resolved it is checked above).
         host_cpu = record["host_cpu"]
         if host_cpu is not None:
             from ._cpu import running_cpu

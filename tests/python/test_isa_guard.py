@@ -161,3 +161,33 @@ except abicache.AbiError as e:
     assert _message(LACKING) in out.get("refused", ""), out
     assert out["alive"] == 2.0
     assert not (tmp_path / "build" / "stable_scale.so").exists(), "a refused library was linked for loading"
+
+
+@pytest.mark.skipif(LACKING is None, reason="this CPU has every candidate extension; nothing to refuse")
+def test_a_layer_whose_manifest_records_no_requirements_is_never_loaded(tmp_path: Path) -> None:
+    # Issue 46 finding 3, as an attacker does it: a shared read-only layer
+    # (`ABICACHE_READONLY_DIRS`) holding a library built with a flag this CPU
+    # lacks, its manifest as an older abicache wrote it (format 1, no
+    # `isa`). The old code read that as "requires nothing" and loaded the
+    # library from the layer, to die with SIGILL once its code ran. Now the
+    # entry is unknown: skipped, built locally, and the local library's
+    # recorded requirement is refused before anything is loaded.
+    assert LACKING is not None
+    source, layer = _source(tmp_path), tmp_path / "layer"
+    built = _load(source, layer, [LACKING[0]], run=False)
+    assert "refused" in built, built
+    (key,) = _entries(layer)
+    manifest_path = layer / "v1" / "entries" / key / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    del manifest["isa"]
+    manifest["format"] = 1
+    manifest_path.write_text(json.dumps(manifest))
+    library = str(layer / "v1" / "entries" / key / manifest["library"])
+
+    local = tmp_path / "local"
+    out = _load(source, local, [LACKING[0]], env={"ABICACHE_READONLY_DIRS": str(layer)}, run=False)
+    assert "path" not in out, f"a library requiring {LACKING[1]} was loaded (layer: {library}): {out}"
+    assert not out["registered"], out
+    assert _message(LACKING) in out.get("refused", ""), out
+    assert out["kind"] == "AbiError" and out["alive"] == 2.0
+    assert _entries(local) == [key], "built locally, under the same key"

@@ -137,6 +137,7 @@ def test_the_readers_constants_are_the_writers() -> None:
         assert list(getattr(abicache, f"WARM_{kind.upper()}_ROW")) == fields, kind
     assert list(_warm_record.WARM_HIT_VARIABLES) == native["hit_variables"]
     assert list(_warm_record.WARM_CUDA_HIT_VARIABLES) == native["cuda_hit_variables"]
+    assert list(_warm_record.WARM_COMPILER_HIT_VARIABLES) == native["compiler_hit_variables"]
 
 
 def test_the_row_positions_the_reader_indexes_are_pinned() -> None:
@@ -150,6 +151,7 @@ def test_the_row_positions_the_reader_indexes_are_pinned() -> None:
     assert _warm_record.WARM_ENVIRON_ROW == ("variable", "value")
     assert _warm_record.WARM_ISA_ROW == ("feature", "flag")
     assert _warm_record.WARM_GPUS_ROW == ("directory", "names")
+    assert _warm_record.WARM_COMPILER_ROW == ("name", "found")
 
 
 def test_a_written_record_has_exactly_the_defined_fields_and_row_shapes(
@@ -164,6 +166,9 @@ def test_a_written_record_has_exactly_the_defined_fields_and_row_shapes(
     assert record["missing"] == [str(shared.src / "first")]
     assert len(record["entry"]) == len(rows["entry"]) and len(record["count"]) == len(rows["count"])
     assert record["gpus"] is None, "a CPU extension has no GPU check"
+    if "/" not in os.environ.get("CXX", ""):
+        name, found = record["compiler"]
+        assert name == (os.environ.get("CXX") or "c++") and len(found) == 5, "the compiler searched for and found"
 
 
 # --- Each check, made to fail by the recorded value --------------------------
@@ -235,6 +240,10 @@ RECORD_CHECKS = {
     "a missing key": lambda r: r.pop("same"),
     "gpus listing differs": lambda r: r.update(gpus=["/nonexistent-gpu-listing", ["0000:01:00.0"]]),
     "isa feature this CPU lacks": lambda r: r.update(isa=[["abicache_no_such_feature", "-mno-such"]]),
+    "isa not recorded": lambda r: r.pop("isa"),
+    "compiler found differs": lambda r: r["compiler"][1].__setitem__(1, r["compiler"][1][1] + 1),
+    "compiler found where none was": lambda r: r["compiler"].__setitem__(1, None),
+    "compiler searched for is another": lambda r: r["compiler"].__setitem__(0, "abicache-no-such-c++"),
 }
 
 

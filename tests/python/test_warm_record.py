@@ -125,6 +125,58 @@ def test_a_changed_variable_a_hit_reads_takes_the_native_path(warm: Dict[str, An
     assert rebuild["native"], "ABICACHE_REBUILD bypasses the record"
 
 
+def _cpu_flags() -> set:
+    with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if line.startswith(("flags", "Features")):
+                return set(line.partition(":")[2].split())
+    return set()
+
+
+def test_a_path_finding_the_same_compiler_stays_warm_and_a_wrapper_adding_a_flag_is_another_key(
+    warm: Dict[str, Any], tmp_path: Path
+) -> None:
+    # Every key carries what the host compiler enables by itself
+    # (`compiler_isa`), so the record depends on which compiler `PATH`
+    # finds, not on `PATH`'s text: an activated venv (a directory without a
+    # compiler put first) or a directory linking to the same compiler is
+    # still a warm hit. A `c++` wrapper adding a target flag, as Cray's and
+    # Spack's do, found first is another compiler: the native path, another
+    # key, and a manifest recording what the wrapper's flag requires.
+    path = os.environ.get("PATH", "")
+    real = shutil.which("c++")
+    assert real, "the tests need a host compiler (`c++` on PATH)"
+    venv_bin = tmp_path / "venv-bin"
+    venv_bin.mkdir()
+    (venv_bin / "python-tool").write_text("#!/bin/sh\n")
+    (venv_bin / "python-tool").chmod(0o755)
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    (linked / "c++").symlink_to(real)
+    for changed in (f"{venv_bin}:{path}", f"{linked}:{path}", f"{path}:{venv_bin}:{path}"):
+        again = _load(warm["source"], warm["cache"], env={"PATH": changed})
+        assert not again["native"], f"PATH={changed} finds the same compiler: still the record's"
+        assert (again["key"], again["path"]) == (warm["key"], warm["path"])
+
+    feature = next((f for f in ("avx2", "sse4_2", "asimddp") if f in _cpu_flags()), None)
+    if feature is None:
+        pytest.skip("this CPU has none of avx2, sse4_2, asimddp for the wrapper to add")
+    flag = {"avx2": "-mavx2", "sse4_2": "-msse4.2", "asimddp": "-march=armv8.2-a+dotprod"}[feature]
+    wrapped = tmp_path / "wrapped"
+    wrapped.mkdir()
+    (wrapped / "c++").write_text(f'#!/bin/sh\nexec {real} {flag} "$@"\n')
+    (wrapped / "c++").chmod(0o755)
+    other = _load(warm["source"], warm["cache"], env={"PATH": f"{wrapped}:{path}"})
+    assert other["native"], "a wrapper found first is another compiler: not the record's"
+    assert other["key"] != warm["key"], f"the wrapper's {flag} is in the key"
+    assert other["out"] == [3.0, 3.0, 3.0]
+    manifest = json.loads((warm["cache"] / "v1" / "entries" / other["key"] / "manifest.json").read_text())
+    assert any(r["feature"] == feature and str(wrapped / "c++") in r["flag"] for r in manifest["isa"]), manifest
+    # Back to the plain compiler: the first key, warm again.
+    back = _load(warm["source"], warm["cache"], env={"PATH": f"{venv_bin}:{path}"})
+    assert not back["native"] and back["key"] == warm["key"]
+
+
 def test_a_tampered_library_is_never_loaded_from_the_record(warm: Dict[str, Any]) -> None:
     library = Path(warm["path"])
     data = bytearray(library.read_bytes())
@@ -300,7 +352,7 @@ def test_a_cuda_extension_gets_a_record_that_checks_nvcc_and_the_arch_list(tmp_p
 
 # An extension with a native CPU flag (DeepSpeed's ops build with
 # `-march=native`): the record holds the CPU the flag was resolved on and the
-# host compiler that resolved it, compared by value.
+# host compiler that resolved it (`CXX` by value, the file found on `PATH`).
 NATIVE_LOAD = """
 from abicache import _cpu, _warm_record
 ext = abicache.TorchOpsExtension("stable_scale", [ARGS["source"]], required_ops=["scale_shift"],
@@ -334,9 +386,11 @@ def test_a_native_cpu_flag_extension_gets_a_record_that_checks_the_cpu_and_the_c
     assert built["out"] == [3.0, 3.0, 3.0]
     record = json.loads(record_file.read_text())
     environ = dict(record["environ"])
-    assert environ["PATH"] == env["PATH"] and environ["CXX"] == ""
-    assert str(shadow / "c++") in record["missing"], "a compiler appearing earlier on PATH is a miss"
-    assert any(row[0].endswith("/c++") for row in record["stat"]), "the compiler's stamp"
+    assert "PATH" not in environ and environ["CXX"] == "", "PATH is searched again, not compared"
+    real = os.stat(shutil.which("c++") or "")
+    assert record["compiler"] == [
+        "c++", [real.st_dev, real.st_ino, real.st_size, real.st_mtime_ns, real.st_ctime_ns]
+    ], "the compiler searched for and the file found"
     assert record["host_cpu"] and "flags=" in record["host_cpu"]
 
     warm = run_python(NATIVE_LOAD, cache, args=args, env={**env, **env_without_cxx})
@@ -349,6 +403,11 @@ def test_a_native_cpu_flag_extension_gets_a_record_that_checks_the_cpu_and_the_c
     other_cpu = dict(check, cpu_identity=record["host_cpu"].replace("flags=", "flags=avx512f "))
     assert not run_python(NATIVE_LOAD, cache, args=other_cpu, env={**env, **env_without_cxx})["answers"]
     assert not run_python(NATIVE_LOAD, cache, args=check, env={**env, "CXX": "g++"})["answers"]
+    # Another PATH that finds the same compiler: still the record's.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    moved = {"PATH": f"{elsewhere}:{os.environ.get('PATH', '')}:{shadow}", **env_without_cxx}
+    assert run_python(NATIVE_LOAD, cache, args=check, env=moved)["answers"]
     (shadow / "c++").write_text("#!/bin/sh\nexit 1\n")
     (shadow / "c++").chmod(0o755)
     assert not run_python(NATIVE_LOAD, cache, args=check, env={**env, **env_without_cxx})["answers"], (

@@ -60,7 +60,10 @@ pub use pch::{pch_requests, spawn_background_build, PchRequest, PchSlot};
 pub use progress::{plain_line, progress_json, progress_reporter, Progress, ProgressMode};
 pub use quote::{shell_join, shell_quote};
 pub use run::{run_captured, Cancel, Captured, RunFailure, RunLimits, SECRET_VARIABLES};
-pub use target::{host_cpu_compiler, isa_requirements, parse_resolved_target, resolve_host_cpu};
+pub use target::{
+    host_cpu_compiler, isa_requirements, parse_resolved_target, resolve_compiler_isa,
+    resolve_host_cpu,
+};
 pub use toolchain::{
     find_cxx, find_nvcc, launcher_compiles_cuda, launcher_distributes, parse_nvcc_release, which,
     Nvcc, Tool, Toolchain, ToolchainEnv,

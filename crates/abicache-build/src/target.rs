@@ -31,6 +31,9 @@ use crate::toolchain::{resolve_program, ToolchainEnv};
 /// another form are ignored).
 const HOST_CPU_FORMAT: &str = "host-cpu-v1";
 
+/// The form of a remembered [`resolve_compiler_isa`] answer.
+const COMPILER_ISA_FORMAT: &str = "compiler-isa-v1";
+
 /// The largest remembered answer read back.
 const MAX_ANSWER: u64 = 64 << 10;
 
@@ -46,19 +49,95 @@ pub fn resolve_host_cpu(
     cpu_identity: &str,
     cache_dir: Option<&Path>,
 ) -> Result<String, BuildError> {
-    static ANSWERS: Mutex<Vec<(String, String)>> = Mutex::new(Vec::new());
     let compiler = host_cpu_compiler(env)?;
-    let stamp = std::fs::metadata(&compiler)
+    let question = Question {
+        format: HOST_CPU_FORMAT,
+        well_formed: |v| !v.is_empty() && v.starts_with("-m"),
+        compiler: &compiler,
+        cpu: cpu_identity,
+        flags: native_flags,
+    };
+    remembered(&question, cache_dir, || {
+        let mut args: Vec<String> = native_flags.to_vec();
+        args.extend(["-E", "-v", "-x", "c++", "/dev/null"].map(String::from));
+        let output = run_compiler(&compiler, &args)?;
+        let value = parse_resolved_target(&output).ok_or_else(|| BuildError::ToolProbe {
+            program: compiler.clone(),
+            command: command_line(&compiler, &args),
+            output: output.clone(),
+            status: "its output has no command line of the compiler proper (GCC's `cc1plus`, \
+                     Clang's `-cc1`) to read the resolved target from"
+                .into(),
+            fix: "`CXX`".into(),
+        })?;
+        Ok(value)
+    })
+}
+
+/// The instruction-set extensions the host compiler (`CXX`, else `c++`)
+/// enables by itself, without flags, beyond the fixed baseline
+/// ([`abicache_isa::BASELINE`]): `/proc/cpuinfo` names, sorted and
+/// space-separated, empty for a plain compiler. This is the compiler's
+/// effective target the key carries (`compiler_isa`), so a `CXX` wrapper
+/// adding `-mavx512f`, or a compiler whose default `-march` is newer, gets
+/// another key. Remembered like [`resolve_host_cpu`] (per compiler path and
+/// stamp, and CPU), so a warm key runs no compiler.
+pub fn resolve_compiler_isa(
+    env: &ToolchainEnv,
+    cpu_identity: &str,
+    cache_dir: Option<&Path>,
+) -> Result<String, BuildError> {
+    let compiler = host_cpu_compiler(env)?;
+    let question = Question {
+        format: COMPILER_ISA_FORMAT,
+        well_formed: |v| {
+            v.split(' ')
+                .filter(|w| !w.is_empty())
+                .all(|w| abicache_isa::EXTENSIONS.iter().any(|e| e.name == w))
+        },
+        compiler: &compiler,
+        cpu: cpu_identity,
+        flags: &[],
+    };
+    remembered(&question, cache_dir, || {
+        let dump = macros(&compiler, &[])?;
+        let names: Vec<&str> = abicache_isa::beyond_baseline(&dump).into_iter().collect();
+        Ok(names.join(" "))
+    })
+}
+
+/// What a remembered answer depends on.
+struct Question<'a> {
+    format: &'static str,
+    /// Whether a value read back has this answer's form.
+    well_formed: fn(&str) -> bool,
+    compiler: &'a Path,
+    cpu: &'a str,
+    flags: &'a [String],
+}
+
+/// The answer to `question`: remembered in this process and, with
+/// `cache_dir`, in a file there (only once the compiler's stamp is
+/// trusted); else `compute`d and remembered.
+fn remembered(
+    question: &Question<'_>,
+    cache_dir: Option<&Path>,
+    compute: impl FnOnce() -> Result<String, BuildError>,
+) -> Result<String, BuildError> {
+    static ANSWERS: Mutex<Vec<(String, String)>> = Mutex::new(Vec::new());
+    let stamp = std::fs::metadata(question.compiler)
         .ok()
         .and_then(|m| FileStamp::trusted(&m, SystemTime::now()));
-    let digest = stamp.map(|s| answer_digest(&compiler, s, cpu_identity, native_flags));
+    let digest = stamp.map(|s| answer_digest(question, s));
     if let Some(digest) = &digest {
         let answers = ANSWERS.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some((_, value)) = answers.iter().find(|(d, _)| d == digest) {
             return Ok(value.clone());
         }
         drop(answers);
-        if let Some(value) = cache_dir.and_then(|dir| read_answer(&dir.join(digest))) {
+        if let Some(value) =
+            cache_dir.and_then(|dir| read_answer(&dir.join(digest), question.well_formed))
+        {
             ANSWERS
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
@@ -66,18 +145,7 @@ pub fn resolve_host_cpu(
             return Ok(value);
         }
     }
-    let mut args: Vec<String> = native_flags.to_vec();
-    args.extend(["-E", "-v", "-x", "c++", "/dev/null"].map(String::from));
-    let output = run_compiler(&compiler, &args)?;
-    let value = parse_resolved_target(&output).ok_or_else(|| BuildError::ToolProbe {
-        program: compiler.clone(),
-        command: command_line(&compiler, &args),
-        output: output.clone(),
-        status: "its output has no command line of the compiler proper (GCC's `cc1plus`, \
-                 Clang's `-cc1`) to read the resolved target from"
-            .into(),
-        fix: "`CXX`".into(),
-    })?;
+    let value = compute()?;
     if let Some(digest) = digest {
         if let Some(dir) = cache_dir {
             // Best effort: a cache that cannot be written only costs the next key a probe.
@@ -102,12 +170,19 @@ pub fn host_cpu_compiler(env: &ToolchainEnv) -> Result<PathBuf, BuildError> {
 }
 
 /// The name of a remembered answer: a BLAKE3 of everything it depends on.
-fn answer_digest(compiler: &Path, stamp: FileStamp, cpu: &str, flags: &[String]) -> String {
+fn answer_digest(question: &Question<'_>, stamp: FileStamp) -> String {
+    let Question {
+        format,
+        well_formed: _,
+        compiler,
+        cpu,
+        flags,
+    } = question;
     let mut h = abicache_fs::FieldHasher::new();
     let mut field = |bytes: &[u8]| {
         h.field(bytes);
     };
-    field(HOST_CPU_FORMAT.as_bytes());
+    field(format.as_bytes());
     field(compiler.as_os_str().as_encoded_bytes());
     for n in [stamp.dev, stamp.ino, stamp.size] {
         field(&n.to_le_bytes());
@@ -116,14 +191,14 @@ fn answer_digest(compiler: &Path, stamp: FileStamp, cpu: &str, flags: &[String])
         field(&n.to_le_bytes());
     }
     field(cpu.as_bytes());
-    for f in flags {
+    for f in flags.iter() {
         field(f.as_bytes());
     }
     h.finalize().to_hex()[..32].to_string()
 }
 
 /// A remembered answer, when it is this user's, written by no one else, and well formed.
-fn read_answer(path: &Path) -> Option<String> {
+fn read_answer(path: &Path, well_formed: fn(&str) -> bool) -> Option<String> {
     use std::os::unix::fs::MetadataExt;
     let meta = std::fs::symlink_metadata(path).ok()?;
     let uid = rustix::process::geteuid().as_raw();
@@ -133,8 +208,7 @@ fn read_answer(path: &Path) -> Option<String> {
     let bytes = abicache_fs::read_bounded(path, abicache_fs::Follow::No, MAX_ANSWER).ok()?;
     let text = String::from_utf8(bytes).ok()?;
     let value = text.strip_suffix('\n')?;
-    (!value.is_empty() && !value.contains('\n') && value.starts_with("-m"))
-        .then(|| value.to_owned())
+    (!value.contains('\n') && well_formed(value)).then(|| value.to_owned())
 }
 
 /// Writes an answer owner-only (directory 0700, file 0600), through a
@@ -214,20 +288,22 @@ pub fn parse_resolved_target(output: &str) -> Option<String> {
     (!options.is_empty()).then(|| options.join(" "))
 }
 
-/// The extensions `target_flags` (see [`abicache_isa::flags::target_flags`])
-/// require with the compiler `cxx` beyond its default target; empty (and no
-/// compiler run) without target flags. Runs `cxx -dM -E` once without the
-/// flags, once with all of them and, when there are several, once with
-/// each, to say which flag required what.
+/// The extensions a library compiled by `cxx` with `target_flags` (see
+/// [`abicache_isa::flags::target_flags`]) requires beyond the fixed
+/// baseline ([`abicache_isa::BASELINE`]: `x86-64`, `armv8-a`), what the
+/// compiler enables by itself included (attributed to ``the default target
+/// of `cxx` ``). Runs `cxx -dM -E` once without the flags, once with all of
+/// them and, when there are several, once with each, to say which flag
+/// required what.
 pub fn isa_requirements(
     cxx: &Path,
     target_flags: &[String],
 ) -> Result<Vec<Requirement>, BuildError> {
-    if target_flags.is_empty() {
-        return Ok(Vec::new());
-    }
     let default = macros(cxx, &[])?;
-    let all = macros(cxx, target_flags)?;
+    let all = match target_flags.is_empty() {
+        true => default.clone(),
+        false => macros(cxx, target_flags)?,
+    };
     let mut per_flag = Vec::new();
     if target_flags.len() > 1 {
         for flag in target_flags {
@@ -239,6 +315,7 @@ pub fn isa_requirements(
         &all,
         target_flags,
         &per_flag,
+        &format!("the default target of `{}`", cxx.display()),
     ))
 }
 
@@ -291,16 +368,19 @@ mod tests {
         write_answer(&dir, "abc", "-march=znver3 -mtune=znver3").unwrap();
         let path = dir.join("abc");
         assert_eq!(
-            read_answer(&path).as_deref(),
+            read_answer(&path, |v| v.starts_with("-m")).as_deref(),
             Some("-march=znver3 -mtune=znver3")
         );
         let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
         assert_eq!((mode(&dir), mode(&path)), (0o700, 0o600));
         // Writable by others, or not an answer: ignored.
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
-        assert_eq!(read_answer(&path), None);
+        assert_eq!(read_answer(&path, |v| v.starts_with("-m")), None);
         std::fs::write(dir.join("junk"), "native\n").unwrap();
-        assert_eq!(read_answer(&dir.join("junk")), None);
+        assert_eq!(
+            read_answer(&dir.join("junk"), |v| v.starts_with("-m")),
+            None
+        );
     }
 
     #[test]

@@ -206,6 +206,7 @@ fn run_probe(python: &Path) -> Result<(ProbedInterpreter, Option<PathBuf>)> {
         cuda_include_dirs: Vec::new(),
         cuda_archs: None,
         host_cpu: None,
+        compiler_isa: None,
     };
     let probed = ProbedInterpreter {
         python: python.to_path_buf(),

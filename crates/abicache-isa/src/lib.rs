@@ -4,9 +4,11 @@
 //!   (`-march=native`, `-mcpu=native`, `-mtune=native`, in host flags and
 //!   through nvcc's `-Xcompiler`) and which choose the target's
 //!   instruction set (every `-m…` flag).
-//! - [`requirements_from_macros`]: the extensions a library's flags
-//!   require beyond the compiler's default target, from the compiler's
-//!   predefined macros (the caller runs the compiler).
+//! - [`requirements_from_macros`]: the extensions a library requires
+//!   beyond the fixed [`BASELINE`] (`x86-64`, `armv8-a`), from the
+//!   compiler's predefined macros with its flags, the compiler's own target
+//!   included (the caller runs the compiler); [`beyond_baseline`] is the
+//!   compiler's effective target, which the key carries.
 //! - [`running_cpu`]: what this CPU supports, with no compiler (Linux's
 //!   `/proc/cpuinfo`, and `cpuid` through the standard library on x86-64).
 //! - [`check`]: the guard before a load, refusing a library this CPU
@@ -40,5 +42,7 @@ mod table;
 
 pub use cpu::{running_cpu, CpuFeatures, CPUINFO, CPUINFO_READ, IDENTITY_FIELDS};
 pub use guard::{check, check_on, guard_enabled, missing, IsaError};
-pub use require::{defined_macros, requirements_from_macros, Requirement};
+pub use require::{
+    beyond_baseline, defined_macros, requirements_from_macros, Requirement, BASELINE,
+};
 pub use table::{by_flag, by_macro, understood_flags, Arch, Extension, EXTENSIONS};

@@ -1,8 +1,10 @@
-//! What a library requires: the extensions its flags enable beyond the
-//! compiler's default target, read from the macros the compiler
-//! predefines (`-dM -E`) with and without those flags, so `-march=<cpu>`,
-//! `-march=native` and every `-m<ext>` count with what they imply
-//! (`-mavx512bf16` implies `avx512f` and `avx512bw`).
+//! What a library requires: the extensions enabled beyond the fixed
+//! baseline of its architecture ([`BASELINE`]: `x86-64`, `armv8-a`), read
+//! from the macros the compiler predefines (`-dM -E`) with its flags, so
+//! `-march=<cpu>`, `-march=native` and every `-m<ext>` count with what they
+//! imply (`-mavx512bf16` implies `avx512f` and `avx512bw`), and so does what
+//! the compiler enables by itself (a `CXX` wrapper adding `-mavx512f`, a
+//! compiler whose default `-march` is newer).
 
 use std::collections::BTreeSet;
 
@@ -28,6 +30,24 @@ pub fn defined_macros(dump: &str) -> BTreeSet<&str> {
         .collect()
 }
 
+/// The extensions every CPU of its architecture has, by `/proc/cpuinfo`
+/// name: x86-64's baseline (`-march=x86-64`: `mmx`, `sse`, `sse2`) and
+/// AArch64's (`-march=armv8-a`: `fp`, `asimd`). Requirements are recorded
+/// beyond these, never beyond a compiler's default (which may be newer).
+pub const BASELINE: &[&str] = &["mmx", "sse", "sse2", "fp", "asimd"];
+
+/// The extensions a `-dM -E` dump enables beyond [`BASELINE`], by
+/// `/proc/cpuinfo` name, sorted: the compiler's effective target as far as
+/// the CPU guard is concerned (empty for a plain compiler at its baseline).
+pub fn beyond_baseline(dump: &str) -> BTreeSet<&'static str> {
+    defined_macros(dump)
+        .into_iter()
+        .filter_map(by_macro)
+        .map(|e| e.name)
+        .filter(|name| !BASELINE.contains(name))
+        .collect()
+}
+
 /// The extensions (their `/proc/cpuinfo` names) a dump enables beyond `default`.
 fn enabled_beyond(dump: &str, default: &BTreeSet<&str>) -> BTreeSet<&'static str> {
     defined_macros(dump)
@@ -38,20 +58,25 @@ fn enabled_beyond(dump: &str, default: &BTreeSet<&str>) -> BTreeSet<&'static str
         .collect()
 }
 
-/// The requirements of target flags, from the compiler's macro dumps:
+/// The requirements of a library, from the compiler's macro dumps:
 /// `default` without any flag, `all` with every flag of `per_flag`, and
-/// `per_flag` each flag alone (may be empty when there is one flag). Each
-/// required extension is attributed to the flag that asks for it by name
-/// (`-mavx512bf16` → `avx512_bf16`), else to the first flag whose dump
-/// enables it, else to all the flags. Sorted by flag, then extension.
+/// `per_flag` each flag alone (may be empty when there is one flag). Every
+/// extension `all` enables beyond [`BASELINE`] is required. Each is
+/// attributed to the flag that asks for it by name (`-mavx512bf16` →
+/// `avx512_bf16`), else to `compiler` (e.g. ``the default target of
+/// `/usr/bin/c++` ``) when the compiler enables it without flags, else to
+/// the first flag whose dump enables it, else to all the flags. Sorted by
+/// flag, then extension.
 pub fn requirements_from_macros(
     default: &str,
     all: &str,
     flags: &[String],
     per_flag: &[(String, String)],
+    compiler: &str,
 ) -> Vec<Requirement> {
+    let by_compiler = beyond_baseline(default);
     let default = defined_macros(default);
-    let required = enabled_beyond(all, &default);
+    let required = beyond_baseline(all);
     let per_flag: Vec<(&str, BTreeSet<&str>)> = per_flag
         .iter()
         .map(|(flag, dump)| (flag.as_str(), enabled_beyond(dump, &default)))
@@ -71,6 +96,7 @@ pub fn requirements_from_macros(
             };
             let flag = match (named, flags) {
                 (Some(f), _) => f.to_owned(),
+                (None, _) if by_compiler.contains(feature) => compiler.to_owned(),
                 (None, [only]) => only.clone(),
                 (None, _) => implied().map_or_else(|| flags.join(" "), str::to_owned),
             };
@@ -108,7 +134,7 @@ mod tests {
             ),
             (flags[1].clone(), all.clone()),
         ];
-        let req = requirements_from_macros(DEFAULT, &all, &flags, &per_flag);
+        let req = requirements_from_macros(DEFAULT, &all, &flags, &per_flag, "cc");
         let pairs: Vec<(&str, &str)> = req
             .iter()
             .map(|r| (r.flag.as_str(), r.feature.as_str()))
@@ -123,9 +149,21 @@ mod tests {
             "shstk and crc32 are not checked"
         );
         // One flag: everything is its.
-        let req = requirements_from_macros(DEFAULT, &all, &flags[1..], &[]);
+        let req = requirements_from_macros(DEFAULT, &all, &flags[1..], &[], "cc");
         assert!(req.iter().all(|r| r.flag == "-march=sapphirerapids"));
-        // No flag enabling anything: nothing required.
-        assert!(requirements_from_macros(DEFAULT, DEFAULT, &flags, &[]).is_empty());
+        // No flag enabling anything beyond the baseline: nothing required.
+        assert!(requirements_from_macros(DEFAULT, DEFAULT, &flags, &[], "cc").is_empty());
+        // A compiler whose own target is beyond the baseline: required
+        // without any flag, and attributed to the compiler.
+        let wrapped = format!("{DEFAULT}#define __AVX512F__ 1\n");
+        let req =
+            requirements_from_macros(&wrapped, &wrapped, &[], &[], "the default target of `cc`");
+        assert_eq!(
+            req,
+            [Requirement {
+                feature: "avx512f".into(),
+                flag: "the default target of `cc`".into()
+            }]
+        );
     }
 }

@@ -58,6 +58,16 @@ pub struct Environment {
     /// such a flag reads it (the payload's `host_cpu` line).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_cpu: Option<String>,
+    /// The instruction-set extensions the host compiler enables by itself,
+    /// beyond the fixed baseline (`x86-64`, `armv8-a`): `/proc/cpuinfo`
+    /// names, sorted, space-separated (`avx512f avx2 …`), read from its
+    /// predefined macros without flags. Filled in by probing the host
+    /// compiler (`CXX`, else `c++`) once per compiler; empty for a plain
+    /// compiler, which adds no `compiler_isa` line to the key. A `CXX`
+    /// wrapper that adds `-mavx512f`, or a compiler whose default `-march`
+    /// is newer, gets another key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compiler_isa: Option<String>,
 }
 
 impl Environment {

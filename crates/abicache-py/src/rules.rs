@@ -22,9 +22,9 @@ pub fn requires_cuda(spec: &str) -> PyResult<bool> {
 /// The warm-load record's format, from its one definition
 /// (`abicache::warm_load`): `format`, `fields` (the JSON keys), `rows`
 /// (row kind to field names, in position order), `hit_variables`,
-/// `cuda_hit_variables` and `gpu_listing`. The reader in `_warm_record.py`
-/// carries a generated copy (checked current by a Rust test); the Python
-/// tests compare it with this.
+/// `cuda_hit_variables`, `compiler_hit_variables` and `gpu_listing`. The
+/// reader in `_warm_record.py` carries a generated copy (checked current by
+/// a Rust test); the Python tests compare it with this.
 #[pyfunction]
 pub fn warm_record_format(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
     use abicache::warm_load as w;
@@ -38,6 +38,7 @@ pub fn warm_record_format(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
         "rows": rows,
         "hit_variables": w::HIT_VARIABLES,
         "cuda_hit_variables": w::CUDA_HIT_VARIABLES,
+        "compiler_hit_variables": w::COMPILER_HIT_VARIABLES,
         "gpu_listing": w::GPU_LISTING,
     });
     crate::convert::json_to_python(py, &value)

@@ -34,7 +34,7 @@ use abicache_fs::{open_regular, verify_file, Expected, Follow};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{BundleError, Result, StoreError};
-use crate::layout::{validate_key, LAYOUT_VERSION, MANIFEST_FILE};
+use crate::layout::{validate_key, MANIFEST_FILE, MANIFEST_FORMAT};
 use crate::manifest::Manifest;
 use crate::store::{valid_library_name, Claim, Hit, Store};
 
@@ -773,14 +773,30 @@ fn verify_staged(staging: &Path, entry: &BundleEntry) -> Result<StagedEntry> {
         })?;
     }
     let manifest_path = dir.join(MANIFEST_FILE);
-    let manifest = Manifest::read(&manifest_path).map_err(|e| {
+    let old = |format: u32| {
         corrupt(format!(
-            "the manifest of `{}` is not valid ({e})",
-            entry.key
+            "the manifest of `{}` ({}) is of format {format} and does not record the \
+             library's instruction-set requirements (`isa`, manifest format {MANIFEST_FORMAT}): \
+             the bundle was made by an older abicache or by hand, and a library whose \
+             requirements are unknown is never imported; export it again with this abicache",
+            entry.key, entry.name
         ))
+    };
+    let manifest = Manifest::read(&manifest_path).map_err(|e| {
+        let bytes = std::fs::read(&manifest_path).unwrap_or_default();
+        match Manifest::unknown_requirements(&bytes) {
+            Some(format) => old(format),
+            None => corrupt(format!(
+                "the manifest of `{}` is not valid ({e})",
+                entry.key
+            )),
+        }
     })?;
+    if manifest.format < MANIFEST_FORMAT {
+        return Err(old(manifest.format));
+    }
     let library = &entry.files[1];
-    if manifest.format != LAYOUT_VERSION
+    if manifest.format != MANIFEST_FORMAT
         || manifest.key != entry.key
         || manifest.name != entry.name
         || manifest.library != library.name

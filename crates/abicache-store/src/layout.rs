@@ -19,9 +19,17 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Result, StoreError};
 
-/// The version of the on-disk layout; it names the `v1` directory and is the
-/// `format` of every manifest.
+/// The version of the on-disk layout; it names the `v1` directory.
 pub const LAYOUT_VERSION: u32 = 1;
+
+/// The `format` of every manifest written. `2` records the library's
+/// instruction-set requirements (`isa`, against the fixed baseline, the
+/// compiler's own target included) in every manifest, `[]` when none: a
+/// manifest of another format, or without `isa`, is not served by any
+/// source (local store, layer, bundle, remote). Format `1` manifests (written
+/// before the guard recorded requirements this way) are treated as unknown:
+/// the local store rebuilds the entry, other sources skip it.
+pub const MANIFEST_FORMAT: u32 = 2;
 
 /// Contents of `CACHEDIR.TAG` (<https://bford.info/cachedir/>): backup tools skip the directory.
 pub const CACHEDIR_TAG: &str = "Signature: 8a477f597d28d172789f06886806bc55\n\

@@ -98,7 +98,7 @@ pub use error::{BundleError, Result, StoreError};
 pub use gc::{parse_gc_grace, Evicted, GcReport, DEFAULT_GC_GRACE, STALE_TEMP_AGE};
 pub use layout::{
     resolve_root, root_from_env, trusted_owner, validate_key, Layout, CACHEDIR_TAG, LAST_USED_FILE,
-    LAYOUT_VERSION, MANIFEST_FILE, MATRIX_RUN_LOCK, STAMP_FILE,
+    LAYOUT_VERSION, MANIFEST_FILE, MANIFEST_FORMAT, MATRIX_RUN_LOCK, STAMP_FILE,
 };
 pub use library_name::{LibraryName, MAX_LIBRARY_NAME_LEN};
 pub use lock::{describe_holder, parse_lock_timeout, FileLock, DEFAULT_LOCK_TIMEOUT};

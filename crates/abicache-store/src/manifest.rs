@@ -9,7 +9,7 @@ use abicache_fs::{read_bounded, Follow};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, StoreError};
-use crate::layout::LAYOUT_VERSION;
+use crate::layout::MANIFEST_FORMAT;
 
 /// The largest manifest read (payloads of the biggest extensions are ~100 KiB).
 pub const MAX_MANIFEST_SIZE: u64 = 64 << 20;
@@ -19,7 +19,7 @@ pub const MAX_MANIFEST_SIZE: u64 = 64 << 20;
 /// rest comes from the caller.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Manifest {
-    /// Layout version ([`LAYOUT_VERSION`]).
+    /// Manifest format ([`MANIFEST_FORMAT`]).
     pub format: u32,
     /// The cache key (hex BLAKE3 of `payload`).
     pub key: String,
@@ -48,9 +48,11 @@ pub struct Manifest {
     #[serde(default)]
     pub audit: Option<serde_json::Value>,
     /// The instruction-set extensions the library requires beyond the
-    /// compiler's default target, each with the flag that required it
-    /// (checked against the running CPU before a load; absent when none).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// fixed baseline (`x86-64`, `armv8-a`), the compiler's own target
+    /// included, each with the flag that required it (checked against the
+    /// running CPU before a load). Always written (`[]` when none); a
+    /// manifest without it does not parse, so requirements never recorded
+    /// are never read as "none" (the entry is rebuilt or skipped).
     pub isa: Vec<abicache_isa::Requirement>,
 }
 
@@ -63,7 +65,7 @@ impl Manifest {
         payload: impl Into<String>,
     ) -> Self {
         Manifest {
-            format: LAYOUT_VERSION,
+            format: MANIFEST_FORMAT,
             key: key.into(),
             name: name.into(),
             payload: payload.into(),
@@ -77,6 +79,25 @@ impl Manifest {
             audit: None,
             isa: Vec::new(),
         }
+    }
+
+    /// The `format` of a manifest whose instruction-set requirements this
+    /// abicache cannot trust, from its JSON bytes: one of an older format
+    /// (format 1 recorded `isa` against the compiler's default target, and
+    /// only when there was any) or one without `isa` (written by hand).
+    /// `None` for a current manifest, a newer format, or bytes that are no
+    /// manifest at all. Asked only after [`Manifest::from_json`] failed or
+    /// found another format, to say why the entry is not served.
+    pub fn unknown_requirements(bytes: &[u8]) -> Option<u32> {
+        #[derive(Deserialize)]
+        struct Head {
+            format: u32,
+            #[serde(default)]
+            isa: Option<serde::de::IgnoredAny>,
+        }
+        let head: Head = serde_json::from_slice(bytes).ok()?;
+        (head.format < MANIFEST_FORMAT || head.format == MANIFEST_FORMAT && head.isa.is_none())
+            .then_some(head.format)
     }
 
     /// Parses a manifest from its JSON bytes; `path` is only used in the error.

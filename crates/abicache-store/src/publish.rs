@@ -8,7 +8,7 @@ use abicache_fs::{open_regular, Follow};
 
 use crate::error::{Result, StoreError};
 use crate::gc::GcReport;
-use crate::layout::{LAST_USED_FILE, LAYOUT_VERSION, MANIFEST_FILE};
+use crate::layout::{LAST_USED_FILE, MANIFEST_FILE, MANIFEST_FORMAT};
 use crate::lock::FileLock;
 use crate::manifest::{unix_now, Manifest};
 use crate::private_file::{make_private_tree, FILE_MODE};
@@ -111,7 +111,7 @@ impl BuildGuard {
         manifest.library_blake3 =
             hash_reader(&file).map_err(StoreError::io_at("hash", &library))?;
         manifest.library = library_file_name.to_owned();
-        manifest.format = LAYOUT_VERSION;
+        manifest.format = MANIFEST_FORMAT;
         if manifest.created == 0 {
             manifest.created = unix_now();
         }

@@ -31,7 +31,7 @@ use abicache_fs::{read_bounded, verify_file, Expected, FileStamp, Follow};
 
 use crate::bundle::BundleIndex;
 use crate::layout::{
-    current_uid, trusted_owner, validate_key, Layout, LAYOUT_VERSION, MANIFEST_FILE,
+    current_uid, trusted_owner, validate_key, Layout, MANIFEST_FILE, MANIFEST_FORMAT,
 };
 use crate::manifest::{Manifest, MAX_MANIFEST_SIZE};
 use crate::store::{valid_library_name, Hit};
@@ -189,11 +189,19 @@ impl ReadOnlyLayer {
         })?;
         self.check_indexed(key, &bytes)?;
         let manifest = Manifest::from_json(&bytes, &manifest_path).map_err(|e| {
-            Corruption::UnreadableManifest {
-                error: e.to_string(),
+            match Manifest::unknown_requirements(&bytes) {
+                Some(format) => Corruption::UnknownRequirements { format },
+                None => Corruption::UnreadableManifest {
+                    error: e.to_string(),
+                },
             }
         })?;
-        if manifest.format != LAYOUT_VERSION
+        if manifest.format < MANIFEST_FORMAT {
+            return Err(Corruption::UnknownRequirements {
+                format: manifest.format,
+            });
+        }
+        if manifest.format != MANIFEST_FORMAT
             || manifest.key != key
             || !valid_library_name(&manifest.library)
             || manifest.audit.is_none()

@@ -3,17 +3,17 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use abicache_fs::{verify_file, Expected, Follow};
+use abicache_fs::{read_bounded, verify_file, Expected, Follow};
 use abicache_settings::StoreSettings;
 
 use crate::entry_stamp;
 use crate::error::{Result, StoreError};
 use crate::last_used;
 use crate::layout::{
-    current_uid, insecurity, trusted_owner, validate_key, Layout, LAYOUT_VERSION, MANIFEST_FILE,
+    current_uid, insecurity, trusted_owner, validate_key, Layout, MANIFEST_FILE, MANIFEST_FORMAT,
 };
 use crate::lock::FileLock;
-use crate::manifest::Manifest;
+use crate::manifest::{Manifest, MAX_MANIFEST_SIZE};
 use crate::objects::ObjectCache;
 use crate::publish::BuildGuard;
 use crate::warning::{Corruption, StoreWarning};
@@ -339,16 +339,29 @@ impl Store {
         }
         last_used::touch(dir);
         let manifest_path = dir.join(MANIFEST_FILE);
+        let unknown_requirements = || {
+            read_bounded(&manifest_path, Follow::No, MAX_MANIFEST_SIZE)
+                .ok()
+                .and_then(|bytes| Manifest::unknown_requirements(&bytes))
+                .map(|format| Corruption::UnknownRequirements { format })
+        };
         let manifest = match Manifest::read(&manifest_path) {
             Ok(m) => m,
             Err(e) if e.is_not_found() => return Verified::Absent,
             Err(e) => {
-                return Verified::Corrupt(Corruption::UnreadableManifest {
-                    error: e.to_string(),
-                })
+                return Verified::Corrupt(unknown_requirements().unwrap_or(
+                    Corruption::UnreadableManifest {
+                        error: e.to_string(),
+                    },
+                ))
             }
         };
-        if manifest.format != LAYOUT_VERSION
+        if manifest.format < MANIFEST_FORMAT {
+            return Verified::Corrupt(Corruption::UnknownRequirements {
+                format: manifest.format,
+            });
+        }
+        if manifest.format != MANIFEST_FORMAT
             || manifest.key != key
             || !valid_library_name(&manifest.library)
         {

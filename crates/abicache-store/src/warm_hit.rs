@@ -24,7 +24,7 @@ use crate::private_file::write_atomic;
 use crate::stats::Event;
 use crate::stats_log::FOLD_AT;
 use crate::store::{valid_library_name, Store};
-use crate::LAYOUT_VERSION;
+use crate::MANIFEST_FORMAT;
 
 /// Everything a warm hit of one entry checks and writes. Taking the hit
 /// from it is equivalent to [`Store::lookup`] finding the entry verified
@@ -106,7 +106,7 @@ impl Store {
         let manifest_meta = std::fs::symlink_metadata(&manifest_path).ok()?;
         let manifest_stamp = FileStamp::trusted(&manifest_meta, SystemTime::now())?;
         let manifest = Manifest::read(&manifest_path).ok()?;
-        let consistent = manifest.format == LAYOUT_VERSION
+        let consistent = manifest.format == MANIFEST_FORMAT
             && manifest.key == key
             && valid_library_name(&manifest.library)
             && manifest.audit.is_some();

@@ -20,6 +20,14 @@ pub enum Corruption {
         /// The error, which names the file.
         error: String,
     },
+    /// The manifest does not record the library's instruction-set
+    /// requirements as this abicache does (manifest format 2, `isa`): an
+    /// older abicache's, or one written by hand. Unknown requirements are
+    /// never read as "none": the entry is not served.
+    UnknownRequirements {
+        /// Its `format`.
+        format: u32,
+    },
     /// The manifest is for another layout version or key, or names an invalid library file.
     InconsistentManifest {
         /// Its `format`.
@@ -68,6 +76,14 @@ impl fmt::Display for Corruption {
                 write!(f, "its directory cannot be trusted: {reason}")
             }
             Corruption::UnreadableManifest { error } => write!(f, "its manifest is unreadable: {error}"),
+            Corruption::UnknownRequirements { format } => write!(
+                f,
+                "its manifest (format {format}) does not record the library's instruction-set \
+                 requirements (`isa`, manifest format {current}): it was written by an older \
+                 abicache or by hand, and a library whose requirements are unknown could stop \
+                 the process with an illegal instruction (SIGILL), so it is not served",
+                current = crate::layout::MANIFEST_FORMAT
+            ),
             Corruption::InconsistentManifest { format, key, library } => write!(
                 f,
                 "its manifest does not match the entry (format {format}, key `{key}`, library `{library}`)"
@@ -129,9 +145,14 @@ pub struct StoreWarning {
 
 impl fmt::Display for StoreWarning {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let what = match self.problem {
+            // Written by an older abicache: out of date, not damaged.
+            Corruption::UnknownRequirements { .. } => "cannot be used",
+            _ => "is corrupt",
+        };
         write!(
             f,
-            "cache entry `{}` is corrupt: {}; ",
+            "cache entry `{}` {what}: {}; ",
             self.dir.display(),
             self.problem
         )?;

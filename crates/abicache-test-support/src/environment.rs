@@ -20,5 +20,6 @@ pub fn cpython312(torch: &str) -> Environment {
         cuda_include_dirs: vec![],
         cuda_archs: None,
         host_cpu: None,
+        compiler_isa: None,
     }
 }

@@ -963,7 +963,9 @@ impl Session {
 
     /// Fills in what a key needs and the environment may lack: for a spec
     /// with a native CPU flag (`-march=native`), `host_cpu` (this machine's
-    /// resolution, see [`Session::resolve_host_cpu`]); for a CUDA spec the
+    /// resolution, see [`Session::resolve_host_cpu`]); `compiler_isa` (what
+    /// the host compiler enables by itself, see
+    /// [`Session::resolve_compiler_isa`]); for a CUDA spec the
     /// nvcc release and CUDA include dirs (from the discovered nvcc) and
     /// the arch list (`TORCH_CUDA_ARCH_LIST`, else the visible GPUs).
     fn complete_env(&self, spec: &ExtensionSpec) -> Result<Environment> {
@@ -973,6 +975,9 @@ impl Session {
             if !native.is_empty() {
                 env.host_cpu = Some(self.resolve_host_cpu(&native)?);
             }
+        }
+        if env.compiler_isa.is_none() {
+            env.compiler_isa = self.resolve_compiler_isa();
         }
         if !spec.requires_cuda() {
             return Ok(env);
@@ -1022,6 +1027,18 @@ impl Session {
             identity,
             dir.as_deref(),
         )?)
+    }
+
+    /// The extensions the host compiler enables by itself beyond the fixed
+    /// baseline ([`abicache_build::resolve_compiler_isa`]), remembered like
+    /// [`Session::resolve_host_cpu`]'s answers. `None` when no host compiler
+    /// is found or its probe fails: the key then has no `compiler_isa`
+    /// line, and a build (which needs that compiler) fails on its own.
+    fn resolve_compiler_isa(&self) -> Option<String> {
+        let cpu = abicache_isa::running_cpu();
+        let dir = cpu.and_then(|_| self.host_cpu_dir());
+        let identity = cpu.map_or("", |c| c.identity());
+        abicache_build::resolve_compiler_isa(&self.toolchain_env, identity, dir.as_deref()).ok()
     }
 
     /// `<cache>/v1/host-cpu` when the cache's `v1` exists (probing never

@@ -94,6 +94,7 @@ fn march_native_keys_on_the_resolved_cpu_probed_once_per_compiler() {
         std::fs::read_to_string(&log)
             .unwrap_or_default()
             .lines()
+            .filter(|l| l.contains("-march=native"))
             .count()
     };
     assert_eq!(runs(), 1, "one probe");
@@ -208,4 +209,213 @@ fn a_bundle_this_cpu_cannot_run_is_refused_by_import_and_nothing_is_imported() {
         .unwrap();
     assert_success(&out);
     assert_eq!(node.ls().len(), 1);
+}
+
+/// `CXX=script` that runs `c++` with `extra` first, as Cray's and Spack's
+/// wrappers add target flags, logging each run's arguments to `log`.
+fn wrapper(dir: &Path, name: &str, extra: &str, log: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.with_file_name(name);
+    std::fs::write(
+        &path,
+        format!(
+            "#!/bin/sh\necho \"$*\" >> '{}'\nexec c++ {extra} \"$@\"\n",
+            log.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+fn manifest_of(cache: &Cache, key: &str) -> (PathBuf, serde_json::Value) {
+    let path = cache.dir.join("v1/entries").join(key).join("manifest.json");
+    let value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    (path, value)
+}
+
+/// Issue 46 finding 3b: the target flags a `CXX` wrapper adds are in
+/// neither the key nor `isa` on the old code. A wrapper adding `-mavx512f`
+/// gets another key than the plain compiler (its `compiler_isa` line names
+/// `avx512f`), and the library it builds records `avx512f`, attributed to
+/// the compiler's own target.
+#[test]
+fn a_cxx_wrapper_adding_a_target_flag_gets_another_key_and_records_it() {
+    let cache = Cache::new();
+    let spec = project(&cache, "wrapped", &["-O2"]);
+    assert_success(&cache.run(["ls"])); // the cache exists: probes are remembered in it
+    let log = cache.dir.with_file_name("cxx.log");
+    let avx512 = wrapper(&cache.dir, "avx512-c++", "-mavx512f", &log);
+    let plain_cxx = wrapper(
+        &cache.dir,
+        "plain-c++",
+        "",
+        &cache.dir.with_file_name("plain.log"),
+    );
+    // Older than the racy window: the probe's answer is remembered.
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    let probes = || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains("-dM"))
+            .count()
+    };
+    let python = python();
+    let run = |cxx: &Path, command: &str| {
+        let mut cmd = cache.cmd(args![command, spec, "--json", "--python", python]);
+        cmd.env("CXX", cxx);
+        let out = cmd.output().unwrap();
+        assert_success(&out);
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let plain = run(&plain_cxx, "key");
+    let wrapped = run(&avx512, "key");
+    assert_ne!(plain["key"], wrapped["key"], "the wrapper's flag is keyed");
+    assert_eq!(probes(), 1, "one probe of the compiler's own target");
+    // A warm key in a new process runs no compiler.
+    assert_eq!(run(&avx512, "key")["key"], wrapped["key"]);
+    assert_eq!(
+        probes(),
+        1,
+        "the probe's answer is remembered under the cache"
+    );
+    let compiler_isa = payload_line(&wrapped, "compiler_isa").expect("a compiler_isa line");
+    assert!(
+        compiler_isa.split(' ').any(|f| f == "avx512f"),
+        "{compiler_isa}"
+    );
+    assert!(
+        payload_line(&plain, "compiler_isa").is_none_or(|v| !v.contains("avx512f")),
+        "{plain}"
+    );
+    // Built with the wrapper: the manifest records avx512f.
+    let built = run(&avx512, "build");
+    let key = built["key"].as_str().unwrap().to_owned();
+    assert_eq!(key, wrapped["key"].as_str().unwrap());
+    let (_, manifest) = manifest_of(&cache, &key);
+    let isa = manifest["isa"].as_array().unwrap();
+    assert!(
+        isa.iter().any(|r| r["feature"] == "avx512f"
+            && r["flag"]
+                .as_str()
+                .unwrap()
+                .contains(avx512.to_str().unwrap())),
+        "{manifest}"
+    );
+}
+
+/// Issue 46 finding 3a: on the old code a manifest without `isa` meant
+/// "requires nothing", so an entry whose requirements were never recorded
+/// (written before the guard, or a manifest stripped of the field) was
+/// served. Now such an entry is unknown: not a hit, rebuilt locally, and the
+/// rebuilt manifest records the requirement again.
+#[test]
+fn an_entry_whose_manifest_records_no_isa_is_not_served() {
+    let cache = Cache::new();
+    let spec = project(&cache, "unrecorded", &["-O2", "-mavx2"]);
+    let python = python();
+    let built = cache.build(&spec, &python, &[]);
+    let key = built["key"].as_str().unwrap().to_owned();
+    let (path, mut manifest) = manifest_of(&cache, &key);
+    assert!(
+        manifest["isa"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["feature"] == "avx2"),
+        "{manifest}"
+    );
+    // The manifest as an older abicache (or a hand-made layer) writes it.
+    manifest.as_object_mut().unwrap().remove("isa");
+    std::fs::write(&path, serde_json::to_vec_pretty(&manifest).unwrap()).unwrap();
+    let again = cache.build(&spec, &python, &[]);
+    assert_eq!(again["key"], built["key"]);
+    assert_eq!(
+        again["hit"], false,
+        "an entry without recorded requirements was served: {again}"
+    );
+    let (_, rebuilt) = manifest_of(&cache, &key);
+    assert!(
+        rebuilt["isa"]
+            .as_array()
+            .is_some_and(|isa| isa.iter().any(|r| r["feature"] == "avx2")),
+        "{rebuilt}"
+    );
+}
+
+/// Issue 46 finding 3a, as an attacker does it: a read-only layer (a
+/// shared directory named in `ABICACHE_READONLY_DIRS`) holding a library
+/// built with a flag this CPU lacks, whose manifest does not record `isa`
+/// (written by an older abicache, or by hand). On the old code such a
+/// manifest meant "requires nothing": the layer served the library, which
+/// crashes with SIGILL when its code runs. Now the entry is unknown: the
+/// layer is skipped with a warning, and the library is built locally, its
+/// manifest recording the requirement (which the load's guard refuses).
+#[test]
+fn a_layer_entry_whose_manifest_records_no_isa_is_not_served() {
+    let (flag, feature) = lacking_flag().unwrap_or_else(|| ("-mavx2".into(), "avx2".into()));
+    let python = python();
+    let layer = Cache::new();
+    let spec = project(&layer, "layered", &["-O2", &flag]);
+    let built = layer.build(&spec, &python, &[]);
+    let key = built["key"].as_str().unwrap().to_owned();
+    let (path, mut manifest) = manifest_of(&layer, &key);
+    // The manifest as an older abicache writes it, or as a hand-made layer has it.
+    let object = manifest.as_object_mut().unwrap();
+    object.remove("isa");
+    object.insert("format".into(), 1.into());
+    std::fs::write(&path, serde_json::to_vec_pretty(&manifest).unwrap()).unwrap();
+
+    let local = Cache::new();
+    let out = local
+        .cmd(args![
+            "build", spec, "--python", python, "--json", "--quiet"
+        ])
+        .env("ABICACHE_READONLY_DIRS", &layer.dir)
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let answer: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(answer["key"], built["key"]);
+    let served = answer["path"].as_str().unwrap();
+    assert!(
+        !Path::new(served).starts_with(&layer.dir),
+        "the layer served an entry whose requirements it never recorded: {answer}"
+    );
+    assert_eq!(answer["hit"], false, "{answer}");
+    let warnings = strings(&answer["warnings"]);
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("read-only cache layer") && w.contains(&key)),
+        "the skipped layer entry is named: {answer}"
+    );
+    let (_, rebuilt) = manifest_of(&local, &key);
+    assert!(
+        rebuilt["isa"]
+            .as_array()
+            .is_some_and(|isa| isa.iter().any(|r| r["feature"] == feature.as_str())),
+        "{rebuilt}"
+    );
+
+    // A hand-made manifest claiming the current format, without `isa`: not
+    // served either.
+    manifest
+        .as_object_mut()
+        .unwrap()
+        .insert("format".into(), 2.into()); // abicache_store::MANIFEST_FORMAT
+    std::fs::write(&path, serde_json::to_vec_pretty(&manifest).unwrap()).unwrap();
+    let other = Cache::new();
+    let out = other
+        .cmd(args![
+            "build", spec, "--python", python, "--json", "--quiet"
+        ])
+        .env("ABICACHE_READONLY_DIRS", &layer.dir)
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let answer: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(answer["hit"], false, "{answer}");
+    assert!(!Path::new(answer["path"].as_str().unwrap()).starts_with(&layer.dir));
 }

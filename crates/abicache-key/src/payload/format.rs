@@ -211,8 +211,8 @@ impl Payload {
 
 /// The fields that describe the ABI a binary is compiled for (what the
 /// environment contributes): Python and torch ABI, torch's CUDA, the C++
-/// ABI, for CUDA the archs and the nvcc release, and the CPU `-march=native`
-/// resolved to.
+/// ABI, for CUDA the archs and the nvcc release, the CPU `-march=native`
+/// resolved to, and the extensions the compiler enables by itself.
 const ABI_FIELDS: &[&str] = &[
     "python_abi",
     "torch_abi",
@@ -222,6 +222,7 @@ const ABI_FIELDS: &[&str] = &[
     "cuda_archs",
     "nvcc",
     "host_cpu",
+    "compiler_isa",
 ];
 
 /// A path as it appears in a payload: relative to `root` with `/`

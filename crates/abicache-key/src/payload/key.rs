@@ -131,6 +131,9 @@ pub fn compute_key(
     if let Some(host_cpu) = host_cpu {
         p.push("host_cpu", host_cpu);
     }
+    if let Some(compiler_isa) = env.compiler_isa.as_deref().filter(|v| !v.trim().is_empty()) {
+        p.push("compiler_isa", compiler_isa);
+    }
     if let Some(cuda) = &cuda {
         p.push("cuda_archs", cuda.gencode.join(" "));
         p.push("nvcc", &cuda.nvcc);

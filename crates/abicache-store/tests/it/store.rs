@@ -39,7 +39,7 @@ fn publish_then_lookup_is_a_verified_hit_with_filled_manifest() {
             m.name.as_str(),
             m.library.as_str()
         ),
-        (1, k.as_str(), "ext", "libext.so")
+        (2, k.as_str(), "ext", "libext.so")
     );
     assert_eq!(m.size, 20);
     assert_eq!(
@@ -153,6 +153,39 @@ fn unparseable_manifest_is_removed_and_missed_with_a_warning() {
         .unwrap()
     });
     assert!(matches!(problem, Corruption::UnreadableManifest { .. }));
+    insta::assert_snapshot!(text);
+}
+
+/// Issue 46 finding 3: an entry whose manifest records no instruction-set
+/// requirements this abicache can trust (an older abicache's format 1, or a
+/// current format without `isa`) is not a hit: it is removed with a warning
+/// saying why, never read as requiring nothing.
+#[test]
+fn a_manifest_without_trusted_requirements_is_removed_and_missed_with_a_warning() {
+    let edit = |change: fn(&mut serde_json::Value)| {
+        move |lib: &std::path::Path| {
+            let path = lib.parent().unwrap().join(MANIFEST_FILE);
+            let mut manifest: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+            change(&mut manifest);
+            std::fs::write(&path, serde_json::to_vec(&manifest).unwrap()).unwrap();
+        }
+    };
+    let (text, problem) = corrupt_lookup(edit(|m| m["format"] = 1.into()));
+    assert_eq!(problem, Corruption::UnknownRequirements { format: 1 });
+    assert!(
+        text.contains("older abicache") && text.contains("SIGILL"),
+        "{text}"
+    );
+    let (_, problem) = corrupt_lookup(edit(|m| {
+        m.as_object_mut().unwrap().remove("isa");
+    }));
+    assert_eq!(problem, Corruption::UnknownRequirements { format: 2 });
+    let (_, problem) = corrupt_lookup(edit(|m| {
+        m.as_object_mut().unwrap().remove("isa");
+        m["format"] = 1.into();
+    }));
+    assert_eq!(problem, Corruption::UnknownRequirements { format: 1 });
     insta::assert_snapshot!(text);
 }
 

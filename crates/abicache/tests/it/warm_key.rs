@@ -251,15 +251,41 @@ fn a_native_cpu_flag_record_holds_the_cpu_and_the_compiler_that_resolved_it() {
         "the CPU the flag was resolved on"
     );
     let recorded = first_column(&record, "environ");
-    for variable in abicache::warm_load::HOST_CPU_HIT_VARIABLES {
+    for variable in abicache::warm_load::COMPILER_HIT_VARIABLES {
         assert!(recorded.contains(&variable), "{variable} in {record}");
     }
-    let compiler =
-        abicache_build::host_cpu_compiler(&abicache_build::ToolchainEnv::from_process()).unwrap();
     assert!(
-        first_column(&record, "stat").contains(&compiler.to_str().unwrap()),
-        "the compiler's stamp: {record}"
+        !recorded.contains(&"PATH"),
+        "PATH is not compared by value: the reader searches it again: {record}"
     );
+    let toolchain = abicache_build::ToolchainEnv::from_process();
+    let compiler = abicache_build::host_cpu_compiler(&toolchain).unwrap();
+    match toolchain.cxx.as_deref().filter(|c| c.contains('/')) {
+        // `CXX` names a path: its stamp.
+        Some(_) => assert!(
+            first_column(&record, "stat").contains(&compiler.to_str().unwrap()),
+            "the compiler's stamp: {record}"
+        ),
+        // A name searched on `PATH`: the name and the stamp of the file found.
+        None => {
+            use std::os::unix::fs::MetadataExt;
+            let meta = std::fs::metadata(&compiler).unwrap();
+            assert_eq!(
+                record["compiler"],
+                serde_json::json!([
+                    toolchain.cxx.as_deref().unwrap_or("c++"),
+                    [
+                        meta.dev(),
+                        meta.ino(),
+                        meta.size(),
+                        meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
+                        meta.ctime() * 1_000_000_000 + meta.ctime_nsec()
+                    ]
+                ]),
+                "the compiler searched for and the file found: {record}"
+            );
+        }
+    }
 
     // Keyed for a CPU an environment file names (another machine's): not
     // resolved here, so nothing to check it by, and no record.
