@@ -1,0 +1,1 @@
+//! The crate's one test binary.
