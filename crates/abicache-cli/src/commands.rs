@@ -217,6 +217,13 @@ fn build(settings: &Arc<Settings>, verbose: bool, args: BuildArgs) -> Result<()>
     for warning in &outcome.warnings {
         eprintln!("warning: {warning}");
     }
+    // The GPU guard, as before a load: a library no visible GPU can run is
+    // an ABI refusal (exit 2) here, not a kernel launch failure later. It
+    // stays in the cache (another machine's GPUs may run it).
+    let gpu = outcome.check_gpu()?;
+    if let (true, Some(jit)) = (verbose, gpu.jit) {
+        eprintln!("note: {jit}");
+    }
     print_json_or(args.spec.json, &outcome, || {
         format!("{}\n", outcome.path.display())
     })
