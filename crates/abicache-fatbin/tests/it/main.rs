@@ -1,1 +1,5 @@
 //! The crate's one test binary.
+
+mod flags;
+mod nvidia_agreement;
+mod support;
