@@ -87,7 +87,10 @@ pub enum Error {
     /// from what its nvcc flags ask for (a flag the arch parser did not
     /// see, `NVCC_APPEND_FLAGS`, a stale object).
     #[error(
-        "refusing to publish `{name}`: its library carries device code for {found}, but its          nvcc flags ask for {expected}; a flag abicache did not see (`NVCC_APPEND_FLAGS`, a          wrapper script) or a stale object changed it. Remove that flag, or name the          architectures in `cuda_archs` / `TORCH_CUDA_ARCH_LIST`, then rebuild"
+        "refusing to publish `{name}`: its library carries device code for {found}, but its \
+         nvcc flags ask for {expected}; a flag abicache did not see (`NVCC_APPEND_FLAGS`, a \
+         wrapper script) or a stale object changed it. Remove that flag, or name the \
+         architectures in `cuda_archs` / `TORCH_CUDA_ARCH_LIST`, then rebuild"
     )]
     DeviceImagesMismatch {
         /// The extension.

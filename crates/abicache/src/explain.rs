@@ -101,9 +101,9 @@ fn gpu_check(library: &str, images: &[String]) -> Option<String> {
         .collect();
     Some(
         match crate::gpu::check_device_code(library, images, &gpus) {
-            Ok(verdict) => verdict.jit.unwrap_or_else(|| {
-                format!("{} can run it (SASS)", names.join(" and "))
-            }),
+            Ok(verdict) => verdict
+                .jit
+                .unwrap_or_else(|| format!("{} can run it (SASS)", names.join(" and "))),
             Err(refusal) => format!("refused: {refusal}"),
         },
     )
