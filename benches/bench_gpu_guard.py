@@ -37,6 +37,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Dict, List
 
@@ -118,6 +119,9 @@ def main() -> None:
         print("bench_gpu_guard: building examples/cuda_axpy for 8.0 (~1 min) ...", file=sys.stderr)
         first = run(ONE_LOAD, env)
         assert first[1], "the first load is the native path's"
+        time.sleep(2.2)  # the racy window: then a native hit writes the warm record
+        assert run(ONE_LOAD, env)[1], "the second load is a native hit"
+        assert not run(ONE_LOAD, env)[1], "the warm record does not answer"
         gpu = "this machine's GPU (NVML)" if opts.real_gpu else "a stubbed 8.6 GPU (no GPU here)"
 
         r = run(IN_PROCESS, env)
