@@ -408,7 +408,8 @@ mod tests {
     fn the_refusal_names_the_images_each_gpu_refused_and_the_fix() {
         let h100 = gpu(0, "NVIDIA H100", "9.0", "");
         let images = ["sm_80".to_owned(), "sm_86".to_owned()];
-        let refusal = check_device_code("muladd_cuda.so", &images, &[h100.clone()]).unwrap_err();
+        let refusal =
+            check_device_code("muladd_cuda.so", &images, std::slice::from_ref(&h100)).unwrap_err();
         assert_eq!(
             refusal.to_string(),
             "muladd_cuda.so has device code for sm_80, sm_86; GPU 0 (NVIDIA H100, 9.0) can run \
