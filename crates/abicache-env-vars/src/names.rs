@@ -39,6 +39,14 @@ pub const ABICACHE_ISA_CHECK: &str = "ABICACHE_ISA_CHECK";
 pub const ABICACHE_OFFLINE: &str = "ABICACHE_OFFLINE";
 /// A file every cache miss appends one JSON line to.
 pub const ABICACHE_MISS_REPORT: &str = "ABICACHE_MISS_REPORT";
+/// The GPU guard before a load: `1` (default) on, `0` off.
+pub const ABICACHE_GPU_CHECK: &str = "ABICACHE_GPU_CHECK";
+/// The GPUs CUDA may use (indices or UUIDs); the GPU guard checks those.
+pub const CUDA_VISIBLE_DEVICES: &str = "CUDA_VISIBLE_DEVICES";
+/// Flags nvcc appends to its command line (read by nvcc itself).
+pub const NVCC_APPEND_FLAGS: &str = "NVCC_APPEND_FLAGS";
+/// Flags nvcc prepends to its command line (read by nvcc itself).
+pub const NVCC_PREPEND_FLAGS: &str = "NVCC_PREPEND_FLAGS";
 /// Parallel compile jobs.
 pub const MAX_JOBS: &str = "MAX_JOBS";
 /// Host C++ compiler.

@@ -147,6 +147,10 @@ pub struct BundleEntry {
     pub name: String,
     /// The entry's files: `manifest.json` and the library.
     pub files: Vec<BundleFile>,
+    /// The device-code images its library carries (the manifest's
+    /// [`Manifest::device_images`]); empty and absent for a CPU library.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub device_images: Vec<String>,
 }
 
 impl BundleEntry {
@@ -169,6 +173,7 @@ impl BundleEntry {
                     blake3: manifest.library_blake3.clone(),
                 },
             ],
+            device_images: manifest.device_images.clone(),
         }
     }
 }
@@ -802,9 +807,10 @@ fn verify_staged(staging: &Path, entry: &BundleEntry) -> Result<StagedEntry> {
         || manifest.library != library.name
         || manifest.size != library.size
         || manifest.library_blake3 != library.blake3
+        || manifest.device_images != entry.device_images
     {
         return Err(corrupt(format!(
-            "the manifest of `{}` disagrees with its index (key, name, library, size or BLAKE3)",
+            "the manifest of `{}` disagrees with its index (key, name, library, size, BLAKE3 or device images)",
             entry.key
         )));
     }

@@ -54,6 +54,13 @@ pub struct Manifest {
     /// manifest without it does not parse, so requirements never recorded
     /// are never read as "none" (the entry is rebuilt or skipped).
     pub isa: Vec<abicache_isa::Requirement>,
+    /// The device-code images the library carries (`sm_80`, `sm_90a`,
+    /// `compute_90`), read from its CUDA fat binary at publish, in the
+    /// order `abicache_fatbin::images_in_elf` gives them; empty (and absent
+    /// from the JSON) for a library without device code. A load compares
+    /// them with the visible GPUs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub device_images: Vec<String>,
 }
 
 impl Manifest {
@@ -78,6 +85,7 @@ impl Manifest {
             units: 0,
             audit: None,
             isa: Vec::new(),
+            device_images: Vec::new(),
         }
     }
 
@@ -142,6 +150,18 @@ mod tests {
         m.audit = Some(serde_json::json!({"imports": ["PyLong_FromLong"], "x": 1}));
         let back = Manifest::from_json(&m.to_json(), Path::new("m.json")).unwrap();
         assert_eq!(back, m);
+    }
+
+    #[test]
+    fn device_images_are_absent_for_a_cpu_library_and_round_trip_for_a_cuda_one() {
+        let mut m = Manifest::new("k", "ext", "format=1\nname=ext\n");
+        let cpu = String::from_utf8(m.to_json()).unwrap();
+        assert!(!cpu.contains("device_images"), "{cpu}");
+        m.device_images = vec!["sm_80".into(), "sm_90a".into(), "compute_90".into()];
+        let json = String::from_utf8(m.to_json()).unwrap();
+        assert!(json.contains("\"device_images\""), "{json}");
+        let back = Manifest::from_json(json.as_bytes(), Path::new("m.json")).unwrap();
+        assert_eq!(back.device_images, m.device_images);
     }
 
     #[test]

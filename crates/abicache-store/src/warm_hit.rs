@@ -78,6 +78,9 @@ pub struct HitRecipe {
     /// The instruction-set extensions the library requires (the
     /// manifest's), to be checked against the CPU before the load.
     pub isa: Vec<abicache_isa::Requirement>,
+    /// The device-code images the library carries (the manifest's), to be
+    /// compared with the visible GPUs before the load.
+    pub device_images: Vec<String>,
 }
 
 impl Store {
@@ -145,6 +148,7 @@ impl Store {
             hit_line,
             fold_at: FOLD_AT,
             isa: manifest.isa,
+            device_images: manifest.device_images,
             dir,
         })
     }
