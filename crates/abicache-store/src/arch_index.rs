@@ -192,6 +192,11 @@ impl Store {
     }
 }
 
+/// A layer's entries by arch-free key.
+type Groups = BTreeMap<String, Vec<ArchIndexed>>;
+/// A layer's groups and the mtime of its `entries` directory when read.
+type Grouped = (Option<SystemTime>, Arc<Groups>);
+
 impl ReadOnlyLayer {
     /// The layer's entries under `arch_free`, sorted by key, each with its
     /// images. A layer is never written, so it has no index of its own: its
@@ -199,9 +204,7 @@ impl ReadOnlyLayer {
     /// directory changes) and grouped. Nothing here is verified: the
     /// caller looks each candidate up as it would any key.
     pub fn arch_free_entries(&self, arch_free: &str) -> Vec<ArchIndexed> {
-        type Groups = BTreeMap<String, Vec<ArchIndexed>>;
-        static GROUPED: OnceLock<Mutex<HashMap<PathBuf, (Option<SystemTime>, Arc<Groups>)>>> =
-            OnceLock::new();
+        static GROUPED: OnceLock<Mutex<HashMap<PathBuf, Grouped>>> = OnceLock::new();
         let entries = Layout::new(self.root()).entries_dir();
         let stamp = std::fs::metadata(&entries).and_then(|m| m.modified()).ok();
         let memo = GROUPED.get_or_init(Default::default);
