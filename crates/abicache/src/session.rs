@@ -15,6 +15,7 @@ use abicache_scan::{ScanConfig, StatCache};
 use abicache_store::{BuildGuard, Claim, Event, Hit, Manifest, Store};
 use serde::Serialize;
 
+use crate::covering::{Coverage, CoveringAsk};
 use crate::error::{Error, Result, TorchDirProblem};
 use crate::key_audit::{audit_against_key, AuditVerdict};
 use crate::pch::{default_umbrellas, PchMode, PchPlan};
@@ -128,13 +129,19 @@ pub struct Outcome {
     /// tied by `tests/python/test_intercept_and_owner_rules.py::test_the_outcome_says_when_a_library_is_a_layers`.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub layer: bool,
+    /// When the exact key missed and the library is another entry's whose
+    /// device code covers the visible GPUs: that entry and why
+    /// ([`crate::covering`]). `key` is still the key asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub covered_by: Option<Coverage>,
 }
 
 /// What [`Session::find_entry`] came to: an entry a source serves, or the
 /// key's build lock to build it with.
 enum Found {
-    /// An entry to serve.
-    Entry(Candidate),
+    /// An entry to serve, and how it covers the GPUs when it was found by
+    /// the covering lookup ([`crate::covering`]).
+    Entry(Candidate, Option<Coverage>),
     /// No source has it: build it under this lock.
     Build {
         /// The key's build lock.
@@ -160,6 +167,7 @@ impl Outcome {
             warnings,
             library_stamp: None,
             layer: false,
+            covered_by: None,
         }
     }
 
@@ -393,10 +401,12 @@ impl Session {
                 let _ = memo.put(&inputs, &value, &deps);
             }
         });
+        let archs_from_gpus = self.archs_from_gpus(spec, &env);
         Ok(Prepared {
             env,
             scan,
             keyed: keyed?,
+            archs_from_gpus,
         })
     }
 
@@ -452,8 +462,10 @@ impl Session {
         }
         let prepared = self.prepare(spec, root)?;
         let (guard, remote_state) = match self.find_entry(&prepared, &mut warnings)? {
-            Found::Entry(found) => {
-                return self.serve(found, &prepared, started, warnings);
+            Found::Entry(found, covered) => {
+                let mut outcome = self.serve(found, &prepared, started, warnings)?;
+                outcome.covered_by = covered;
+                return Ok(outcome);
             }
             Found::Build {
                 guard,
@@ -512,6 +524,7 @@ impl Session {
             warnings,
             library_stamp: None,
             layer: false,
+            covered_by: None,
         })
     }
 
@@ -538,20 +551,29 @@ impl Session {
             guard: None,
             remote_state: RemoteState::NotAsked,
             warnings,
+            covering: CoveringAsk::of(prepared),
+            covered: None,
         };
         for source in &self.sources {
             if source.publishes_locally() && ask.guard.is_none() {
                 if let Some(found) = lock(&mut ask)? {
-                    return Ok(Found::Entry(found));
+                    return Ok(Found::Entry(found, None));
                 }
             }
             if let Some(found) = source.lookup(&mut ask)? {
-                return Ok(Found::Entry(found));
+                return Ok(Found::Entry(found, None));
+            }
+            // A miss on the exact key may be served, from the same source,
+            // by an entry whose device code covers the visible GPUs.
+            if ask.covering.is_some() {
+                if let Some(found) = source.cover(&mut ask)? {
+                    return Ok(Found::Entry(found, ask.covered.take()));
+                }
             }
         }
         if ask.guard.is_none() {
             if let Some(found) = lock(&mut ask)? {
-                return Ok(Found::Entry(found));
+                return Ok(Found::Entry(found, None));
             }
         }
         Ok(Found::Build {
@@ -570,6 +592,8 @@ impl Session {
             guard: None,
             remote_state: RemoteState::NotAsked,
             warnings,
+            covering: None,
+            covered: None,
         };
         for source in self.sources.iter().take_while(|s| !s.publishes_locally()) {
             if let Some(found) = source.lookup(&mut ask)? {
@@ -884,6 +908,17 @@ impl Session {
 }
 
 impl Session {
+    /// True when `env` (completed for `spec`) has the arch list of the
+    /// visible GPUs because nobody chose one ([`Prepared::archs_from_gpus`]).
+    fn archs_from_gpus(&self, spec: &ExtensionSpec, env: &Environment) -> bool {
+        spec.requires_cuda()
+            && spec.cuda_archs.is_none()
+            && self.env.cuda_archs.is_none()
+            && self.arch_list_env.is_none()
+            && env.cuda_archs.is_some()
+            && !abicache_key::user_sets_arch(&spec.extra_cuda_cflags)
+    }
+
     /// What the native CPU flags `native` (`-march=native`, …) resolve to
     /// with this machine's host compiler: asked once per compiler (path and
     /// stamp) and CPU, then remembered in the process and under the cache
@@ -1018,6 +1053,7 @@ mod tests {
             isa: Vec::new(),
             library_stamp: Some(stamp),
             layer: false,
+            covered_by: None,
         };
         let json = serde_json::to_value(&outcome).unwrap();
         assert_eq!(json["library_stamp"], serde_json::json!([1, 2, 3, -4, 5]));
