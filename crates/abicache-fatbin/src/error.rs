@@ -55,4 +55,15 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
+    /// An nvcc flag leaves the architectures to nvcc (`-arch=native`,
+    /// `all`, `all-major`): which images it builds cannot be told from the flags.
+    #[error(
+        "nvcc flag `{flag}` leaves the device code to nvcc (the visible GPUs for `native`, nvcc's \
+         own list for `all` and `all-major`), so the images it builds cannot be told from the \
+         flags. Name the architectures instead: TORCH_CUDA_ARCH_LIST or `-gencode` flags."
+    )]
+    ArchChosenByNvcc {
+        /// The flag as given.
+        flag: String,
+    },
 }

@@ -7,6 +7,7 @@ mod elf;
 mod error;
 mod fatbin;
 mod flags;
+mod source;
 
 pub use arch::{ArchVariant, Capability, DeviceImage, SmArch};
 pub use compat::{best_image, runs_on, Runs};

@@ -1,1 +1,7 @@
 //! The crate's one test binary.
+
+mod compatibility;
+mod flags;
+mod names;
+mod nvidia_agreement;
+mod support;
