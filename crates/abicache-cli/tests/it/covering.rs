@@ -2,6 +2,8 @@
 //! list comes from the visible GPUs, and a miss on that exact key is served
 //! by an entry of the same extension whose device code covers the GPUs.
 //!
+//! Through the local cache, a read-only layer and a `file://` remote.
+//!
 //! There is no GPU on the test machines: an `nvidia-smi` stub on `PATH`
 //! prints the GPUs each step pretends to have (NVML is absent here, so the
 //! stub is what abicache reads). The CUDA example is compiled for real with
@@ -102,9 +104,25 @@ fn an_entry_for_8_0_and_9_0_serves_9_0_and_8_6_machines_with_no_compile() {
     let work = tempfile::tempdir().unwrap();
     let spec = spec_without_archs(work.path());
     let ci = Cache::new();
+    let remote_dir = tempfile::tempdir().unwrap();
+    let remote = format!("file://{}", remote_dir.path().display());
 
-    // The shared entry: built once, for an arch list chosen explicitly.
-    let wide = build(&ci, stub, &spec, "9.0", Some("8.0 9.0"));
+    // The shared entry: built once, for an arch list chosen explicitly, and
+    // uploaded to a `file://` remote.
+    let out = with_gpus(&ci, stub, "9.0", Some("8.0 9.0"))
+        .env("ABICACHE_REMOTE", &remote)
+        .args(args![
+            "build",
+            &spec,
+            "--python",
+            python(),
+            "--json",
+            "--quiet"
+        ])
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let wide: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(wide["hit"], false, "{wide}");
     assert!(wide.get("covered_by").is_none(), "{wide}");
     assert_eq!(builds(&ci), 1);
@@ -170,6 +188,36 @@ fn an_entry_for_8_0_and_9_0_serves_9_0_and_8_6_machines_with_no_compile() {
         (0, 1),
         "{stats}"
     );
+
+    // Through the remote: downloaded under its own key, nothing built.
+    let fresh = Cache::new();
+    let out = with_gpus(&fresh, stub, "8.6", None)
+        .env("ABICACHE_REMOTE", &remote)
+        .args(args![
+            "build",
+            &spec,
+            "--python",
+            python(),
+            "--json",
+            "--quiet"
+        ])
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let pulled: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(pulled["remote"], true, "{pulled}");
+    assert_eq!(pulled["covered_by"]["key"], wide["key"], "{pulled}");
+    assert_eq!(strings(&pulled["compiled"]), Vec::<String>::new());
+    let stats = fresh.stats();
+    assert_eq!(
+        (u64_of(&stats, "builds"), u64_of(&stats, "remote_hits")),
+        (0, 1),
+        "{stats}"
+    );
+    // Published locally under its own key: next time a local covering hit.
+    let local_now = build(&fresh, stub, &spec, "8.6", None);
+    assert_eq!(local_now["covered_by"]["key"], wide["key"], "{local_now}");
+    assert_eq!(local_now.get("remote"), None, "{local_now}");
 
     // A 10.0 machine: nothing covers it (sm_80/sm_90 SASS, no PTX): it builds.
     let blackwell = build(&ci, stub, &spec, "10.0", None);

@@ -263,6 +263,28 @@ impl EntrySource for RemoteSource {
             }
         }
     }
+
+    fn cover(&self, ask: &mut Ask<'_>) -> Result<Option<Candidate>> {
+        // Only after this source's exact lookup, which the key's lock precedes.
+        let (Some(covering), Some(_), Ok(Some(remote))) = (
+            ask.covering.clone(),
+            ask.guard.as_ref(),
+            crate::remote_cache::resolve(&self.slot, &self.settings.remote),
+        ) else {
+            return Ok(None);
+        };
+        if ask.remote_state == RemoteState::Unavailable {
+            return Ok(None);
+        }
+        let Some((hit, coverage)) = remote.cover(ask.store, &covering, ask.warnings)? else {
+            return Ok(None);
+        };
+        ask.covered = Some(coverage);
+        Ok(Some(Candidate {
+            hit,
+            origin: Origin::Remote,
+        }))
+    }
 }
 
 #[cfg(test)]
