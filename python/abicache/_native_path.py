@@ -58,6 +58,10 @@ def native_args(ext: TorchOpsExtension) -> Tuple[str, str, str, Optional[str]]:
 _LOAD_ATTEMPTS = 3
 
 
+# The libraries whose PTX-JIT note (``gpu_jit``) this process printed.
+_jit_said: set = set()
+
+
 def load(ext: TorchOpsExtension, warm_name: str) -> Tuple[str, Optional[ModuleType]]:
     """``ext``'s load through the native module: a hit (verified, counted),
     or one build shared by every process (a rebuild when
@@ -99,6 +103,10 @@ def load(ext: TorchOpsExtension, warm_name: str) -> Tuple[str, Optional[ModuleTy
         if ext.verbose:
             how = "hit" if outcome["hit"] else "built"
             print(f"abicache: {how} `{ext.name}` key {key} in {outcome['seconds']:.3f}s: {path}", file=sys.stderr)
+            if outcome.get("gpu_jit") and path not in _jit_said:
+                # Said once per library and process: only PTX serves a GPU.
+                _jit_said.add(path)
+                print(f"abicache: note: {outcome['gpu_jit']}", file=sys.stderr)
         layer = outcome.get("layer", False)
         fd = open_checked(path, outcome.get("library_stamp"), layer)
         if fd is None and layer:

@@ -60,8 +60,8 @@ from typing import Any, Dict, List, Optional
 # Rust (`crates/abicache/src/session/warm_load.rs`; row positions are
 # indexed as its `WARM_*_ROW` say; tests/python/test_warm_reader.py pins them).
 # BEGIN warm-record format: generated from crates/abicache/src/session/warm_load.rs; do not edit
-WARM_RECORD_FORMAT = 3
-WARM_RECORD_FIELDS = ("format", "key", "library", "environ", "stat", "missing", "directory", "same", "entry", "entry_files", "last_used", "count", "isa", "gpus", "host_cpu")
+WARM_RECORD_FORMAT = 4
+WARM_RECORD_FIELDS = ("format", "key", "library", "environ", "stat", "missing", "directory", "same", "entry", "entry_files", "last_used", "count", "isa", "device_images", "gpus", "host_cpu")
 WARM_ENVIRON_ROW = ("variable", "value")
 WARM_STAMP_ROW = ("path", "dev", "ino", "size", "mtime_ns", "ctime_ns")
 WARM_IDENTITY_ROW = ("path", "dev", "ino")
@@ -70,7 +70,7 @@ WARM_COUNT_ROW = ("log", "line", "fold_at")
 WARM_ISA_ROW = ("feature", "flag")
 WARM_GPUS_ROW = ("directory", "names")
 WARM_HIT_VARIABLES = ("ABICACHE_DIR", "XDG_CACHE_HOME", "HOME", "ABICACHE_REBUILD")
-WARM_CUDA_HIT_VARIABLES = ("CUDA_HOME", "CUDA_PATH", "PATH", "TORCH_CUDA_ARCH_LIST")
+WARM_CUDA_HIT_VARIABLES = ("CUDA_HOME", "CUDA_PATH", "PATH", "TORCH_CUDA_ARCH_LIST", "CUDA_VISIBLE_DEVICES")
 WARM_HOST_CPU_HIT_VARIABLES = ("CXX", "PATH")
 WARM_CPU_IDENTITY_FIELDS = ("vendor_id", "cpu family", "model", "model name", "stepping", "microcode", "flags", "CPU implementer", "CPU architecture", "CPU variant", "CPU part", "CPU revision", "Features")
 WARM_CPUINFO_READ = 4096
@@ -296,6 +296,17 @@ def check_record(name: str, cache_dir: Optional[str]) -> Optional[Any]:
             from ._cpu import isa_guard_passes
 
             if not isa_guard_passes(isa):
+                return None
+        # The device code a CUDA library carries (none for a CPU one: then
+        # nothing more is read), compared with the visible GPUs, read once
+        # per process (NVML, else `nvidia-smi`, in `_gpu`); a GPU none of
+        # it can run is left to the native path, which refuses the load
+        # with the GPU and the fix (unless `ABICACHE_GPU_CHECK=0`).
+        images = record.get("device_images")
+        if images:
+            from ._gpu import guard_passes
+
+            if not guard_passes(images):
                 return None
         # The library is opened once, checked, and loaded from this descriptor.
         fd = os.open(library, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)

@@ -467,6 +467,18 @@ pub(crate) fn object_key(
             field("nvcc", &nvcc.tool.path.display().to_string());
             field("nvcc_version", &nvcc.tool.version);
         }
+        // nvcc reads these itself: an arch they add or remove changes the
+        // object's device code (the publish check refuses such a library,
+        // and its object must not outlive the variable). Only when set, so
+        // every other object key stays as it was.
+        for name in [
+            abicache_env_vars::NVCC_APPEND_FLAGS,
+            abicache_env_vars::NVCC_PREPEND_FLAGS,
+        ] {
+            if let Some(value) = std::env::var_os(name) {
+                field(name, &value.to_string_lossy());
+            }
+        }
     }
     for arg in command.key_argv() {
         if !unit.uses_extension_name && arg.starts_with("-DTORCH_EXTENSION_NAME=") {

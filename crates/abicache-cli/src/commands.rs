@@ -217,6 +217,13 @@ fn build(settings: &Arc<Settings>, verbose: bool, args: BuildArgs) -> Result<()>
     for warning in &outcome.warnings {
         eprintln!("warning: {warning}");
     }
+    // The GPU guard, as before a load: a library no visible GPU can run is
+    // an ABI refusal (exit 2) here, not a kernel launch failure later. It
+    // stays in the cache (another machine's GPUs may run it).
+    let gpu = outcome.check_gpu()?;
+    if let (true, Some(jit)) = (verbose, gpu.jit) {
+        eprintln!("note: {jit}");
+    }
     print_json_or(args.spec.json, &outcome, || {
         format!("{}\n", outcome.path.display())
     })
@@ -310,9 +317,29 @@ fn stats(settings: &Settings, args: StatsArgs) -> Result<()> {
     })
 }
 
+/// `abicache audit --json`: the audit's report plus the device-code images
+/// the library carries (absent for a library without device code).
+#[derive(serde::Serialize)]
+struct AuditOutput<'a> {
+    #[serde(flatten)]
+    report: &'a abicache::audit::AuditReport,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    device_images: Vec<String>,
+}
+
 fn audit(args: AuditArgs) -> Result<()> {
-    let report = abicache::audit::audit_file(Path::new(&args.library)).map_err(Error::from)?;
-    print_json_or(args.json, &report, || {
-        abicache::audit::render_human(&report)
+    let library = Path::new(&args.library);
+    let report = abicache::audit::audit_file(library).map_err(Error::from)?;
+    let mut images = abicache::fatbin::images_in_elf(library).map_err(Error::from)?;
+    images.sort_unstable();
+    images.dedup();
+    let output = AuditOutput {
+        report: &report,
+        device_images: images.iter().map(ToString::to_string).collect(),
+    };
+    print_json_or(args.json, &output, || {
+        let mut text = abicache::audit::render_human(&report);
+        text.push_str(&render::device_images_line(&output.device_images));
+        text
     })
 }

@@ -271,3 +271,12 @@ pub fn human_size(bytes: u64) -> String {
         format!("{value:.1} {}", UNITS[unit])
     }
 }
+
+/// The line `abicache audit` and `abicache explain` show for a library's
+/// device code: `device code: sm_80, compute_90` (`none` for a CPU library).
+pub fn device_images_line(images: &[String]) -> String {
+    match images {
+        [] => "device code: none (no CUDA fat binary)\n".to_owned(),
+        _ => format!("device code: {}\n", images.join(", ")),
+    }
+}

@@ -34,6 +34,14 @@ pub const PYTHONPATH: &str = "PYTHONPATH";
 pub const ABICACHE_PROBE_TIMEOUT: &str = "ABICACHE_PROBE_TIMEOUT";
 /// The instruction-set guard before a load: `1` (default) on, `0` off.
 pub const ABICACHE_ISA_CHECK: &str = "ABICACHE_ISA_CHECK";
+/// The GPU guard before a load: `1` (default) on, `0` off.
+pub const ABICACHE_GPU_CHECK: &str = "ABICACHE_GPU_CHECK";
+/// The GPUs CUDA may use (indices or UUIDs); the GPU guard checks those.
+pub const CUDA_VISIBLE_DEVICES: &str = "CUDA_VISIBLE_DEVICES";
+/// Flags nvcc appends to its command line (read by nvcc itself).
+pub const NVCC_APPEND_FLAGS: &str = "NVCC_APPEND_FLAGS";
+/// Flags nvcc prepends to its command line (read by nvcc itself).
+pub const NVCC_PREPEND_FLAGS: &str = "NVCC_PREPEND_FLAGS";
 /// Parallel compile jobs.
 pub const MAX_JOBS: &str = "MAX_JOBS";
 /// Host C++ compiler.

@@ -222,6 +222,15 @@ pub const ENV_VARS: &[EnvVar] = &[
         .meaning("Seconds probing an interpreter (`--python`) may take before it is stopped and refused; its output is capped at 4 MiB."),
     EnvVar::new(ABICACHE_ISA_CHECK, "`1`", ValueFormat::Choice(&["1", "0"]))
         .meaning("`0` turns the instruction-set guard off: a library whose compile flags require extensions this CPU lacks (`-mavx512bf16`, `-march=native` from another machine) is then loaded anyway instead of refused with `abicache.AbiError` (see [How the key is made](../key.md))."),
+    EnvVar::new(ABICACHE_GPU_CHECK, "`1`", ValueFormat::Choice(&["1", "0"]))
+        .meaning("`0` turns the GPU guard off: a CUDA library whose device code no visible GPU can run (built for `8.0`, loaded on a `9.0` GPU) is then loaded anyway, and fails at its first kernel launch, instead of refused with `abicache.AbiError` (see [Building](../building.md#gpus-device-code-checked-before-load))."),
+    EnvVar::new(CUDA_VISIBLE_DEVICES, "unset (every GPU)", ValueFormat::Text)
+        .empty_as_is()
+        .meaning("The GPUs the GPU guard checks, and whose capabilities make the default arch list, as CUDA reads it: indices (in `nvidia-smi`'s order) or `GPU-…` UUID prefixes, comma separated, up to the first invalid entry; empty: no GPU (no check). A `MIG-…` entry checks every GPU."),
+    EnvVar::new(NVCC_APPEND_FLAGS, "unset", ValueFormat::Text)
+        .meaning("Read by nvcc itself, not by abicache's arch parser: the CUDA objects' cache keys on it (not the entry key). A CUDA library whose device code then differs from what its flags ask for (an arch added or removed) is refused at publish (see [Building](../building.md#gpus-device-code-checked-before-load))."),
+    EnvVar::new(NVCC_PREPEND_FLAGS, "unset", ValueFormat::Text)
+        .meaning("As `NVCC_APPEND_FLAGS`, prepended."),
     EnvVar::new(ABICACHE_JOBS, "`MAX_JOBS`", ValueFormat::Count)
         .meaning("Parallel compile jobs when `ABICACHE_COMPILER_LAUNCHER` is set; may exceed the local cores (a distcc farm), up to 16 per core (more runs at that cap, with a warning). Without a launcher, and for a CUDA extension whose launcher cannot run nvcc (distcc, icecc), `MAX_JOBS` applies (see [Building](../building.md))."),
     EnvVar::new(MAX_JOBS, "number of cores", ValueFormat::Count)

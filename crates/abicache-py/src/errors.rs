@@ -26,7 +26,7 @@ pyo3::create_exception!(
     abicache,
     AbiError,
     Error,
-    "An ABI refusal: a non-stable header under a stable target, a torch below (or unparseable against) the stable target, or a library that requires instruction-set extensions this CPU lacks (`ABICACHE_ISA_CHECK=0` loads it anyway)."
+    "An ABI refusal: a non-stable header under a stable target, a torch below (or unparseable against) the stable target, a library that requires instruction-set extensions this CPU lacks (`ABICACHE_ISA_CHECK=0` loads it anyway), or a CUDA library whose device code no visible GPU can run (`ABICACHE_GPU_CHECK=0` loads it anyway)."
 );
 pyo3::create_exception!(
     abicache,

@@ -112,7 +112,10 @@ fn key(
 ///
 /// The library is for loading: one that requires instruction-set
 /// extensions this CPU lacks raises `AbiError` (unless
-/// `ABICACHE_ISA_CHECK=0`) and writes no warm-load record.
+/// `ABICACHE_ISA_CHECK=0`), and so does a CUDA library whose device code
+/// no visible GPU can run (unless `ABICACHE_GPU_CHECK=0`); neither writes a
+/// warm-load record. The dict's `gpu_jit` is the line to show the verbose
+/// when only PTX serves a GPU (`None` otherwise).
 ///
 /// `warm_record` names the warm-load record to write afterwards (see
 /// `Session::remember_warm_load`; `layers` are read-only cache roots
@@ -160,13 +163,17 @@ fn build<'py>(
         // The guard before the caller loads it: a library this CPU cannot
         // run is refused here, never handed to the loader.
         outcome.check_cpu(&spec.name)?;
+        // And one no visible GPU can run (built for `8.0`, on a `9.0` GPU):
+        // refused here, not at its first kernel launch.
+        let gpu = outcome.check_gpu()?;
         let warm = warm_record
             .is_some_and(|name| session.remember_warm_load(&spec, &root, &name, &warm_files));
-        Ok::<_, abicache::Error>((outcome, warm))
+        Ok::<_, abicache::Error>((outcome, warm, gpu.jit))
     };
-    let (outcome, warm) = interruptible(py, &cancel, build)?.map_err(|e| to_py(py, e))?;
+    let (outcome, warm, jit) = interruptible(py, &cancel, build)?.map_err(|e| to_py(py, e))?;
     let answer = to_python(py, &outcome)?;
     answer.set_item("warm_record", warm)?;
+    answer.set_item("gpu_jit", jit)?;
     Ok(answer)
 }
 

@@ -76,6 +76,30 @@ pub enum Error {
     /// variable is invalid.
     #[error(transparent)]
     Isa(#[from] abicache_isa::IsaError),
+    /// A CUDA library whose device code no visible GPU can run (the GPU
+    /// guard before a load, unless `ABICACHE_GPU_CHECK=0`).
+    #[error(transparent)]
+    GpuRefused(#[from] crate::gpu::GpuRefusal),
+    /// A CUDA library's device code cannot be read (a corrupt fat binary).
+    #[error("cannot read the device code of the built library: {0}")]
+    DeviceCode(#[from] abicache_fatbin::Error),
+    /// At publish: the device code a built CUDA library carries differs
+    /// from what its nvcc flags ask for (a flag the arch parser did not
+    /// see, `NVCC_APPEND_FLAGS`, a stale object).
+    #[error(
+        "refusing to publish `{name}`: its library carries device code for {found}, but its \
+         nvcc flags ask for {expected}; a flag abicache did not see (`NVCC_APPEND_FLAGS`, a \
+         wrapper script) or a stale object changed it. Remove that flag, or name the \
+         architectures in `cuda_archs` / `TORCH_CUDA_ARCH_LIST`, then rebuild"
+    )]
+    DeviceImagesMismatch {
+        /// The extension.
+        name: String,
+        /// The images found, `, `-joined.
+        found: String,
+        /// The images the flags ask for, `, `-joined.
+        expected: String,
+    },
     /// A spec with `-march=native` is keyed for another CPU than the one
     /// it would be compiled on.
     #[error(
@@ -120,7 +144,7 @@ pub enum ErrorKind {
     /// A compile, link or audit failure: exit code 1, `abicache.BuildError`.
     Build,
     /// An ABI refusal (stable-header violation, runtime floor, a library
-    /// this CPU cannot run): exit 2, `abicache.AbiError`.
+    /// this CPU or no visible GPU can run): exit 2, `abicache.AbiError`.
     Abi,
     /// Waiting for another builder timed out: exit 1 (the input was fine; try
     /// again later), `abicache.LockTimeout`.
@@ -140,6 +164,8 @@ impl Error {
             Error::AuditRefused { .. } => ErrorKind::Build,
             Error::Key(k) if k.is_abi_refusal() => ErrorKind::Abi,
             Error::Isa(abicache_isa::IsaError::Unsupported { .. }) => ErrorKind::Abi,
+            Error::GpuRefused(_) => ErrorKind::Abi,
+            Error::DeviceImagesMismatch { .. } => ErrorKind::Build,
             Error::Store(s) if s.is_lock_timeout() => ErrorKind::LockTimeout,
             _ => ErrorKind::Input,
         }

@@ -40,6 +40,14 @@ pub struct Explanation {
     /// The audit stored with the entry, when cached.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub audit: Option<serde_json::Value>,
+    /// The device-code images the cached library carries (`sm_80`,
+    /// `compute_90`), when cached; empty for a CPU library.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub device_images: Vec<String>,
+    /// What the GPU guard says of them on this machine's visible GPUs (the
+    /// refusal, or which GPUs they serve); `None` without images or GPUs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu_check: Option<String>,
 }
 
 /// A cached entry of the same extension and how its payload differs.
@@ -103,7 +111,30 @@ pub fn explain(session: &Session, prepared: &Prepared) -> Result<Explanation> {
         closest,
         covered_by,
         audit: exact.and_then(|e| e.manifest.audit.clone()),
+        gpu_check: exact.and_then(|e| gpu_check(&e.manifest.library, &e.manifest.device_images)),
+        device_images: exact.map_or_else(Vec::new, |e| e.manifest.device_images.clone()),
     })
+}
+
+/// The GPU guard's word on `images` for the visible GPUs: `None` without
+/// images or GPUs.
+fn gpu_check(library: &str, images: &[String]) -> Option<String> {
+    let gpus = crate::gpu::visible_gpus();
+    if images.is_empty() || gpus.is_empty() {
+        return None;
+    }
+    let names: Vec<String> = gpus
+        .iter()
+        .map(|g| format!("GPU {} ({}, {})", g.index, g.name, g.capability))
+        .collect();
+    Some(
+        match crate::gpu::check_device_code(library, images, &gpus) {
+            Ok(verdict) => verdict
+                .jit
+                .unwrap_or_else(|| format!("{} can run it (SASS)", names.join(" and "))),
+            Err(refusal) => format!("refused: {refusal}"),
+        },
+    )
 }
 
 /// The human rendering of an [`Explanation`].
@@ -127,6 +158,12 @@ pub fn render_explanation(e: &Explanation) -> String {
         out.push_str("cached: yes (a build would be a hit)\n");
         if let Some(audit) = &e.audit {
             out.push_str(&render_audit_counts(audit));
+        }
+        if !e.device_images.is_empty() {
+            out.push_str(&format!("device code: {}\n", e.device_images.join(", ")));
+        }
+        if let Some(check) = &e.gpu_check {
+            out.push_str(&format!("gpus: {check}\n"));
         }
         return out;
     }

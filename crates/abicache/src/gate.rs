@@ -20,8 +20,12 @@
 //! - **the instruction-set requirements** ([`isa_refusal`]): the library
 //!   requires no extension this CPU lacks (bundles, imported to be loaded
 //!   here; served entries are checked again before each load, as every
-//!   library is, by [`crate::Outcome::check_cpu`]). A GPU requirement is in
-//!   the key itself (the CUDA archs), so a served entry matches this GPU.
+//!   library is, by [`crate::Outcome::check_cpu`]). The device code a
+//!   CUDA entry carries (its manifest's `device_images`) is not the gate's:
+//!   a bundle or a cache wheel may carry entries for a whole fleet's GPUs,
+//!   so every library, whatever its source, is compared with the visible
+//!   GPUs before each load ([`crate::Outcome::check_gpu`]), and a bundle's
+//!   index must agree with its manifests' images.
 //!
 //! What the sources check themselves before the gate: the store checks a
 //! layer's ownership, modes, index listing and library BLAKE3

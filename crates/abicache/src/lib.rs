@@ -53,7 +53,10 @@ mod warning;
 pub use error::{os_errno, Error, ErrorKind, Result, TorchDirProblem};
 pub use explain::{explain, render_explanation, ClosestEntry, Explanation};
 pub use gate::{Refusal, Refused};
-pub use gpu::{default_cuda_archs, visible_gpu_archs};
+pub use gpu::{
+    check_device_code, default_cuda_archs, gpu_check_enabled, machine_gpus, visible_among,
+    visible_gpu_archs, visible_gpus, Gpu, GpuRefusal, GpuVerdict,
+};
 pub use key_audit::{audit_against_key, refusal_under_key, AuditVerdict};
 pub use pch::PchMode;
 pub use prepared::Prepared;
@@ -65,6 +68,7 @@ pub use warning::Warning;
 
 pub use abicache_audit as audit;
 pub use abicache_build as build;
+pub use abicache_fatbin as fatbin;
 pub use abicache_isa as isa;
 pub use abicache_key as key;
 pub use abicache_remote as remote;

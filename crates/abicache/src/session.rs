@@ -112,6 +112,11 @@ pub struct Outcome {
     /// manifest's): [`Outcome::check_cpu`] compares them with this CPU's.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub isa: Vec<Requirement>,
+    /// The device-code images the library carries (its manifest's:
+    /// `sm_80`, `compute_90`; empty for a CPU library):
+    /// [`Outcome::check_gpu`] compares them with the visible GPUs.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub device_images: Vec<String>,
     /// The library's stamp taken right after it was verified, serialized
     /// as the list `[dev, ino, size, mtime_ns, ctime_ns]`: a loader opens the
     /// file once, compares its `fstat` with this and loads what it opened
@@ -157,6 +162,7 @@ impl Outcome {
         Outcome {
             path: hit.library,
             isa: hit.manifest.isa,
+            device_images: hit.manifest.device_images,
             key,
             hit: true,
             seconds: started.elapsed().as_secs_f64(),
@@ -181,6 +187,18 @@ impl Outcome {
     pub fn check_cpu(&self, name: &str) -> Result<()> {
         let what = format!("extension `{name}` (`{}`)", self.path.display());
         Ok(abicache_isa::check(&self.isa, &what)?)
+    }
+
+    /// The GPU guard before the library is loaded, beside
+    /// [`Outcome::check_cpu`]: refuses it, as an
+    /// [`ErrorKind::Abi`](crate::ErrorKind::Abi) error naming its images,
+    /// each GPU none of them can run, and the arch list to rebuild with, when
+    /// a visible GPU can run none of its device code (unless
+    /// `ABICACHE_GPU_CHECK=0`; no visible GPU: nothing to check). The
+    /// verdict's `jit` says when only PTX serves a GPU (for the verbose).
+    /// Reads nothing for a CPU library; the GPUs are asked once per process.
+    pub fn check_gpu(&self) -> Result<crate::GpuVerdict> {
+        crate::gpu::guard(&self.path, &self.device_images)
     }
 
     /// Marks the library as a read-only layer's.
@@ -514,6 +532,7 @@ impl Session {
         Ok(Outcome {
             path: hit.library,
             isa: hit.manifest.isa,
+            device_images: hit.manifest.device_images,
             key: prepared.keyed.key.clone(),
             hit: false,
             seconds: started.elapsed().as_secs_f64(),
@@ -792,6 +811,14 @@ impl Session {
         let target_flags =
             abicache_isa::flags::spec_target_flags(&prepared.keyed.host_flags, cuda_flags);
         manifest.isa = abicache_build::isa_requirements(&toolchain.cxx.path, &target_flags)?;
+        if requires_cuda {
+            manifest.device_images = recorded_device_images(
+                &spec.name,
+                &report.library,
+                &prepared.keyed.gencode,
+                cuda_flags,
+            )?;
+        }
         let file_name = report
             .library
             .file_name()
@@ -905,6 +932,44 @@ impl Session {
         }
         Ok(env)
     }
+}
+
+/// The device-code images of the CUDA library `library` (sorted, as the
+/// manifest records them), refused ([`Error::DeviceImagesMismatch`]) when
+/// they differ from what the nvcc flags ask for: the arch list's `gencode`
+/// flags and the user's own `cuda_flags` (each `M.m` its `sm_Mm`, each
+/// `+PTX` its `compute_Mm`). Flags that ask for nothing readable (no arch
+/// flag: nvcc's default; one the flag reader cannot follow) are not compared.
+fn recorded_device_images(
+    name: &str,
+    library: &Path,
+    gencode: &[String],
+    cuda_flags: &[String],
+) -> Result<Vec<String>> {
+    let mut found = abicache_fatbin::images_in_elf(library)?;
+    found.sort_unstable();
+    found.dedup();
+    let flags: Vec<String> = gencode.iter().chain(cuda_flags).cloned().collect();
+    if let Ok(mut expected) = abicache_fatbin::expected_images(&flags) {
+        expected.sort_unstable();
+        expected.dedup();
+        if !expected.is_empty() && expected != found {
+            let join = |images: &[abicache_fatbin::DeviceImage]| match images {
+                [] => "no image".to_owned(),
+                _ => images
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            };
+            return Err(Error::DeviceImagesMismatch {
+                name: name.to_owned(),
+                found: join(&found),
+                expected: join(&expected),
+            });
+        }
+    }
+    Ok(found.iter().map(ToString::to_string).collect())
 }
 
 impl Session {
@@ -1051,6 +1116,7 @@ mod tests {
             remote: false,
             warnings: Vec::new(),
             isa: Vec::new(),
+            device_images: Vec::new(),
             library_stamp: Some(stamp),
             layer: false,
             covered_by: None,

@@ -15,6 +15,7 @@ mod defaults;
 mod distributed;
 mod errors;
 mod fleet;
+mod gpu_guard;
 mod hardening;
 mod hardening_inputs;
 mod isa;
