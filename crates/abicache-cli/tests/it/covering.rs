@@ -5,8 +5,9 @@
 //! Through the local cache, a read-only layer and a `file://` remote.
 //!
 //! There is no GPU on the test machines: an `nvidia-smi` stub on `PATH`
-//! prints the GPUs each step pretends to have (NVML is absent here, so the
-//! stub is what abicache reads). The CUDA example is compiled for real with
+//! prints the GPUs each step pretends to have, and
+//! `ABICACHE_TEST_ONLY_NO_NVML=1` keeps NVML out, so the stub is what
+//! abicache reads. The CUDA example is compiled for real with
 //! the pip nvcc; the `8.0 9.0` entry is built once and shared by the steps.
 
 use crate::common;
@@ -63,7 +64,10 @@ fn spec_without_archs(dir: &Path) -> PathBuf {
 fn with_gpus(cache: &Cache, stub: &Path, gpus: &str, archs: Option<&str>) -> Command {
     let path = format!("{}:{}", stub.display(), std::env::var("PATH").unwrap());
     let mut cmd = cache.cmd(Vec::<&str>::new());
-    cmd.env("PATH", path).env("STUB_GPUS", gpus);
+    cmd.env("PATH", path)
+        .env("STUB_GPUS", gpus)
+        // NVML is skipped so the stub stands in even where GPUs exist.
+        .env("ABICACHE_TEST_ONLY_NO_NVML", "1");
     if let Some(archs) = archs {
         cmd.env("TORCH_CUDA_ARCH_LIST", archs);
     }
