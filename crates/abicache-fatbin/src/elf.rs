@@ -16,7 +16,10 @@ use crate::{DeviceImage, Error};
 /// The section nvcc puts the fat binaries of a linked library or a
 /// whole-program (`-c`) object in.
 const FATBIN_SECTION: &[u8] = b".nv_fatbin";
-/// The section of a relocatable-device-code object (`-rdc=true -c`).
+/// The section of a relocatable-device-code object (`-rdc=true -c`). A
+/// linked library may keep its objects' copies too, but what it loads is the
+/// device-linked result in `.nv_fatbin`: this section is read in
+/// relocatable objects (`ET_REL`) only, as `cuobjdump` does.
 const RELFATBIN_SECTION: &[u8] = b"__nv_relfatbin";
 /// The section of `__fatBinC_Wrapper_t` records, each pointing at one fat binary.
 const WRAPPER_SECTION: &[u8] = b".nvFatBinSegment";
@@ -57,6 +60,8 @@ struct Sections {
     all: Vec<Section>,
     /// Whether the file is 64-bit (the size of a wrapper's pointers).
     is_64: bool,
+    /// Whether the file is a relocatable object (`ET_REL`), not a linked library.
+    is_relocatable: bool,
 }
 
 struct Section {
@@ -155,6 +160,7 @@ where
     Ok(Sections {
         all,
         is_64: header.is_type_64(),
+        is_relocatable: header.e_type(endian) == elf::ET_REL,
     })
 }
 
@@ -167,7 +173,9 @@ fn images_in_sections(
     let mut images = BTreeSet::new();
     let mut any_fatbin_section = false;
     for section in &sections.all {
-        if section.name == FATBIN_SECTION || section.name == RELFATBIN_SECTION {
+        if section.name == FATBIN_SECTION
+            || (section.name == RELFATBIN_SECTION && sections.is_relocatable)
+        {
             any_fatbin_section = true;
             let region = format!("section `{}`", String::from_utf8_lossy(&section.name));
             read_fatbins(source, section.offset, section.size, &region, &mut images)?;

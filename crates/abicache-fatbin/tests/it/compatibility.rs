@@ -50,11 +50,7 @@ fn every_image_runs_on_exactly_the_gpus_of_its_row() {
             DeviceImage::Ptx(_) => Runs::PtxJit(img),
         };
         for on in *runs {
-            assert_eq!(
-                runs_on(&img, gpu(on)),
-                want(on),
-                "{text} should run on {on}"
-            );
+            assert_eq!(runs_on(&img, gpu(on)), want, "{text} should run on {on}");
             checked += 1;
         }
         for on in *does_not {

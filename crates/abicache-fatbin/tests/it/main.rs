@@ -2,6 +2,7 @@
 
 mod compatibility;
 mod flags;
+mod malformed;
 mod names;
 mod nvidia_agreement;
 mod support;

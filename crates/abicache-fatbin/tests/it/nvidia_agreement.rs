@@ -159,3 +159,55 @@ pub fn rename_first(bytes: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
     out[at..at + to.len()].copy_from_slice(to);
     out
 }
+
+/// `<site-packages>/torch/lib` of the checkout's `.venv`.
+fn torch_lib_dir() -> Option<std::path::PathBuf> {
+    let python = abicache_test_support::repo_root().join(".venv/bin/python");
+    let output = std::process::Command::new(python)
+        .args([
+            "-c",
+            "import importlib.util; print(importlib.util.find_spec('torch').submodule_search_locations[0])",
+        ])
+        .output()
+        .ok()?;
+    let dir = std::path::PathBuf::from(String::from_utf8_lossy(&output.stdout).trim()).join("lib");
+    dir.is_dir().then_some(dir)
+}
+
+/// PyTorch's own CUDA libraries, built by NVIDIA's toolchain elsewhere: the
+/// small ones agree with `cuobjdump`; the 500 MB `libtorch_cuda.so` (whose
+/// `cuobjdump` takes most of a minute) is read in well under a second, and
+/// carries SASS for every architecture of torch's arch list.
+#[test]
+fn torchs_own_cuda_libraries_agree_with_cuobjdump_and_read_fast() {
+    let Some(lib) = torch_lib_dir() else {
+        return skip("no torch in the checkout's `.venv`; run scripts/setup-venv.sh");
+    };
+    let Some(tool) = venv_tool("cuobjdump") else {
+        return skip("no cuobjdump in the checkout's `.venv` (nvidia-cuda-cuobjdump, scripts/requirements-dev.txt)");
+    };
+    for name in ["libtorch_cuda_linalg.so", "libtorch_nvshmem.so"] {
+        let path = lib.join(name);
+        let ours = images_in_elf(&path).unwrap();
+        assert!(!ours.is_empty(), "{name}");
+        assert_eq!(
+            names(&ours),
+            names(&cuobjdump(&tool, &path).headers),
+            "{name}"
+        );
+    }
+    assert_eq!(images_in_elf(&lib.join("libc10_cuda.so")).unwrap(), []);
+
+    let path = lib.join("libtorch_cuda.so");
+    let started = std::time::Instant::now();
+    let images = names(&images_in_elf(&path).unwrap());
+    let took = started.elapsed();
+    eprintln!("libtorch_cuda.so: {images:?} in {took:.1?}");
+    for arch in ["sm_80", "sm_86", "sm_90", "sm_100", "sm_120"] {
+        assert!(
+            images.iter().any(|i| i == arch),
+            "{arch} missing from {images:?}"
+        );
+    }
+    assert!(took < std::time::Duration::from_secs(10), "{took:?}");
+}
