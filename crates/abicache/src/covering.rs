@@ -38,7 +38,17 @@ impl CoveringAsk {
         if !prepared.archs_from_gpus {
             return None;
         }
-        let list = prepared.env.cuda_archs.as_deref()?;
+        Self::from_parts(
+            &prepared.keyed.payload.text(),
+            prepared.env.cuda_archs.as_deref()?,
+        )
+    }
+
+    /// The covering lookup of a key whose payload is `payload` and whose
+    /// arch list `list` came from the visible GPUs (the caller has checked
+    /// that it did); `None` when the list is not plain capabilities or the
+    /// payload has no arch list.
+    pub fn from_parts(payload: &str, list: &str) -> Option<CoveringAsk> {
         let gpus = list
             .split([' ', ';'])
             .filter(|t| !t.is_empty())
@@ -46,7 +56,7 @@ impl CoveringAsk {
             .collect::<Result<Vec<Capability>, _>>()
             .ok()
             .filter(|g| !g.is_empty())?;
-        let arch_free = abicache_store::arch_free_key(&prepared.keyed.payload.text())?;
+        let arch_free = abicache_store::arch_free_key(payload)?;
         Some(CoveringAsk { arch_free, gpus })
     }
 }

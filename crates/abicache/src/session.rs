@@ -602,8 +602,14 @@ impl Session {
     }
 
     /// The warm path's lookup (no scan, no lock): the sources before the
-    /// first that publishes locally, in order, until one serves `key`.
-    fn find_served(&self, key: &str, warnings: &mut Vec<Warning>) -> Result<Option<Candidate>> {
+    /// first that publishes locally, in order, until one serves `key`, or
+    /// (with `covering`) an entry that covers the GPUs, with its coverage.
+    fn find_served(
+        &self,
+        key: &str,
+        covering: Option<CoveringAsk>,
+        warnings: &mut Vec<Warning>,
+    ) -> Result<Option<(Candidate, Option<Coverage>)>> {
         let mut ask = Ask {
             key,
             store: self.store()?,
@@ -611,12 +617,17 @@ impl Session {
             guard: None,
             remote_state: RemoteState::NotAsked,
             warnings,
-            covering: None,
+            covering,
             covered: None,
         };
         for source in self.sources.iter().take_while(|s| !s.publishes_locally()) {
             if let Some(found) = source.lookup(&mut ask)? {
-                return Ok(Some(found));
+                return Ok(Some((found, None)));
+            }
+            if ask.covering.is_some() {
+                if let Some(found) = source.cover(&mut ask)? {
+                    return Ok(Some((found, ask.covered.take())));
+                }
             }
         }
         Ok(None)
@@ -657,28 +668,39 @@ impl Session {
     ) -> Result<Option<Outcome>> {
         self.validate_spec(spec)?;
         let env = self.complete_env(spec)?;
-        let Some(key) = self.memo_key(spec, &env, root) else {
+        let Some((key, payload)) = self.memo_entry(spec, &env, root) else {
             return Ok(None);
         };
-        match self.find_served(&key, warnings)? {
-            Some(Candidate {
+        let covering = match (self.archs_from_gpus(spec, &env), &env.cuda_archs) {
+            (true, Some(list)) => CoveringAsk::from_parts(&payload, list),
+            _ => None,
+        };
+        let (found, covered_by) = match self.find_served(&key, covering, warnings)? {
+            Some(found) => found,
+            None => return Ok(None),
+        };
+        let outcome = match found {
+            Candidate {
                 hit,
                 origin: Origin::Local,
-            }) if hit.manifest.audit.is_some() => {
+            } if hit.manifest.audit.is_some() => {
                 let warnings = std::mem::take(warnings);
-                Ok(Some(self.hit_outcome(hit, key, started, warnings)))
+                self.hit_outcome(hit, key, started, warnings)
             }
-            // Audited on the full path; a miss is looked up there too.
-            Some(Candidate {
+            // Audited on the full path, and looked up there again.
+            Candidate {
                 origin: Origin::Local,
                 ..
-            })
-            | None => Ok(None),
-            Some(Candidate { hit, .. }) => {
+            } => return Ok(None),
+            Candidate { hit, .. } => {
                 let warnings = std::mem::take(warnings);
-                Ok(Some(Outcome::cached(hit, key, started, warnings).layered()))
+                Outcome::cached(hit, key, started, warnings).layered()
             }
-        }
+        };
+        Ok(Some(Outcome {
+            covered_by,
+            ..outcome
+        }))
     }
 
     /// Counts a hit and describes it.

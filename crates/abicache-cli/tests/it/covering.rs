@@ -145,6 +145,11 @@ fn an_entry_for_8_0_and_9_0_serves_9_0_and_8_6_machines_with_no_compile() {
         assert_eq!(covered["gpus"][0]["image"], image, "{served}");
         assert_eq!(covered["gpus"][0]["jit"], false, "{served}");
     }
+    // Again on 8.6: the key memo now answers the key without a scan, and
+    // the warm path covers too.
+    let warm = build(&ci, stub, &spec, "8.6", None);
+    assert_eq!(warm["covered_by"]["key"], wide["key"], "{warm}");
+    assert_eq!(warm["path"], wide["path"], "{warm}");
     // Two GPUs, each served by its own image.
     let both = build(&ci, stub, &spec, "8.6 9.0", None);
     assert_eq!(both["covered_by"]["key"], wide["key"], "{both}");
