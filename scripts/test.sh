@@ -25,7 +25,9 @@
 #    venv's torch;
 # 5. PyTorch's own JIT-extension tests with abicache's load/load_inline
 #    (the files from ../shared/torch-jit-upstream, used in place);
-# 6. the Python tests (pytest), which load the built extensions into torch.
+# 6. the Python tests (pytest), which load the built extensions into torch;
+# 7. the GPU check (scripts/gpu-check.sh) where `nvidia-smi` lists a GPU
+#    (it says that it skipped otherwise).
 #
 # --quick: `cargo fmt --check`, clippy and the Rust tests of the crates named
 #    with -p (default: the whole workspace); no venv is set up, no wheel
@@ -282,3 +284,8 @@ if [ -d tests/python ]; then
   echo "== Python tests" >&2
   .venv/bin/python -m pytest tests/python -q -rs 2>&1 | tee -a "$runner_log"
 fi
+
+# 7. the GPU check (issue 48): runs where `nvidia-smi` lists a GPU, and says
+#    it skipped otherwise.
+echo "== GPU check (scripts/gpu-check.sh)" >&2
+scripts/gpu-check.sh
