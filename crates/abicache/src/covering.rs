@@ -15,7 +15,7 @@
 //! fewer GPUs left to the JIT, then fewer images, then the key's order.
 
 use abicache_fatbin::{best_image, Capability, DeviceImage, Runs};
-use abicache_store::{ArchIndexed, Hit};
+use abicache_store::{ArchIndexed, Hit, HitRecipe, Manifest, Store};
 use serde::Serialize;
 
 use crate::prepared::Prepared;
@@ -158,6 +158,27 @@ pub fn covers(hit: &Hit, ask: &CoveringAsk) -> Option<Coverage> {
         images: abicache_store::entry_images(manifest),
     };
     coverage(&candidate, &ask.gpus)
+}
+
+/// The warm-path description ([`HitRecipe`]) of the best local entry that
+/// covers `ask`'s GPUs, judged from its own manifest as [`covers`] does;
+/// `None` when none has a recipe (see [`abicache_store::Store::hit_recipe`]).
+pub(crate) fn covering_recipe(store: &Store, ask: &CoveringAsk) -> Option<HitRecipe> {
+    let candidates = store.arch_free_entries(&ask.arch_free);
+    rank(&candidates, &ask.gpus).into_iter().find_map(|ranked| {
+        let recipe = store.hit_recipe(&ranked.key)?;
+        let manifest = Manifest::read(&recipe.dir.join(abicache_store::MANIFEST_FILE)).ok()?;
+        let own = abicache_store::arch_free_key(&manifest.payload)? == ask.arch_free
+            && coverage(
+                &ArchIndexed {
+                    key: manifest.key.clone(),
+                    images: abicache_store::entry_images(&manifest),
+                },
+                &ask.gpus,
+            )
+            .is_some();
+        own.then_some(recipe)
+    })
 }
 
 /// The candidates that cover every GPU, best first: fewest GPUs left to the
