@@ -145,12 +145,16 @@ pub fn coverage(candidate: &ArchIndexed, gpus: &[Capability]) -> Option<Coverage
 }
 
 /// How the verified entry `hit` covers the GPUs of `ask`, judged from its
-/// own manifest (not the index that named it): its payload must have the
-/// request's arch-free key, and its images must serve every GPU. `None`
-/// when it does not: the index line was stale, and that is a miss.
+/// own manifest (not the index that named it): it must have been audited
+/// (an entry from before audits is audited against its own key only, on an
+/// exact hit), its payload must have the request's arch-free key, and its
+/// images must serve every GPU. `None` when it does not: the index line was
+/// stale, and that is a miss.
 pub fn covers(hit: &Hit, ask: &CoveringAsk) -> Option<Coverage> {
     let manifest = &hit.manifest;
-    if abicache_store::arch_free_key(&manifest.payload).as_deref() != Some(&ask.arch_free) {
+    if manifest.audit.is_none()
+        || abicache_store::arch_free_key(&manifest.payload).as_deref() != Some(&ask.arch_free)
+    {
         return None;
     }
     let candidate = ArchIndexed {
@@ -226,6 +230,44 @@ mod tests {
             .collect();
         // `e` (sm_86) cannot run on 9.0; the PTX-only `a` comes last.
         assert_eq!(ranked, ["c", "d", "b", "a"]);
+    }
+
+    #[test]
+    fn an_entry_covers_by_its_own_manifest_never_by_the_index_alone() {
+        let payload = "format=1\nname=ext\ncuda_archs=-gencode=arch=compute_80,code=sm_80 \
+                       -gencode=arch=compute_90,code=sm_90\nnvcc=13.0\n";
+        let mut manifest = abicache_store::Manifest::new("c".repeat(32), "ext", payload);
+        manifest.audit = Some(serde_json::json!({}));
+        let hit = |manifest: abicache_store::Manifest| Hit {
+            dir: "/c/v1/entries/c".into(),
+            library: "/c/v1/entries/c/libext.so".into(),
+            manifest,
+            rehashed: false,
+        };
+        // A 9.0 machine's own payload: the same but for its arch list.
+        let nine =
+            "format=1\nname=ext\ncuda_archs=-gencode=arch=compute_90,code=sm_90\nnvcc=13.0\n";
+        let ask = CoveringAsk::from_parts(nine, "9.0").unwrap();
+        assert_eq!(
+            covers(&hit(manifest.clone()), &ask).unwrap().gpus[0].image,
+            "sm_90"
+        );
+        // Not audited, another extension's payload, or images that do not serve: a miss.
+        let unaudited = abicache_store::Manifest {
+            audit: None,
+            ..manifest.clone()
+        };
+        assert_eq!(covers(&hit(unaudited), &ask), None);
+        let other = abicache_store::Manifest {
+            payload: payload.replace("name=ext", "name=other"),
+            ..manifest.clone()
+        };
+        assert_eq!(covers(&hit(other), &ask), None);
+        let ada = CoveringAsk {
+            gpus: vec!["10.0".parse().unwrap()],
+            ..ask
+        };
+        assert_eq!(covers(&hit(manifest), &ada), None);
     }
 
     #[test]
