@@ -20,7 +20,7 @@ pub enum ArchVariant {
 }
 
 impl ArchVariant {
-    /// The suffix nvcc writes after the number: ``, `a` or `f`.
+    /// The suffix nvcc writes after the number: none, `a` or `f`.
     pub fn suffix(self) -> &'static str {
         match self {
             ArchVariant::Plain => "",

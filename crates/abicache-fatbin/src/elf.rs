@@ -1,6 +1,6 @@
 //! Finding the fat binaries in an ELF shared library or object.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::path::Path;
 
@@ -171,6 +171,7 @@ fn images_in_sections(
     sections: &Sections,
 ) -> Result<Vec<DeviceImage>, Failure> {
     let mut images = BTreeSet::new();
+    let mut read = ReadRegions::default();
     let mut any_fatbin_section = false;
     for section in &sections.all {
         if section.name == FATBIN_SECTION
@@ -178,15 +179,52 @@ fn images_in_sections(
         {
             any_fatbin_section = true;
             let region = format!("section `{}`", String::from_utf8_lossy(&section.name));
-            read_fatbins(source, section.offset, section.size, &region, &mut images)?;
+            if read.first_time(section.offset, section.size, &region)? {
+                read_fatbins(source, section.offset, section.size, &region, &mut images)?;
+            }
         }
     }
     if !any_fatbin_section {
         for section in sections.all.iter().filter(|s| s.name == WRAPPER_SECTION) {
-            read_wrapped_fatbins(source, sections, section, &mut images)?;
+            if read.first_time(section.offset, section.size, "section `.nvFatBinSegment`")? {
+                read_wrapped_fatbins(source, sections, section, &mut read, &mut images)?;
+            }
         }
     }
     Ok(images.into_iter().collect())
+}
+
+/// The file ranges already read. Reading each range once, and refusing
+/// ranges that overlap, keeps the work within one pass over the file
+/// however many sections or wrappers name the same bytes.
+#[derive(Default)]
+struct ReadRegions {
+    /// Start → (end, what it was).
+    by_start: BTreeMap<u64, (u64, String)>,
+}
+
+impl ReadRegions {
+    /// `true` when `[start, start + len)` is new, `false` when exactly that
+    /// range was read before; an error when it overlaps another.
+    fn first_time(&mut self, start: u64, len: u64, what: &str) -> Result<bool, Failure> {
+        let end = start.saturating_add(len);
+        if let Some((read_end, _)) = self.by_start.get(&start) {
+            if *read_end == end {
+                return Ok(false);
+            }
+        }
+        let before = self.by_start.range(..=start).next_back();
+        let after = self.by_start.range(start..).next();
+        for (&other_start, (other_end, other)) in before.into_iter().chain(after) {
+            if other_start < end && start < *other_end {
+                return Err(Failure::Malformed(format!(
+                    "{what} ({start:#x}..{end:#x} in the file) overlaps {other} ({other_start:#x}..{other_end:#x})"
+                )));
+            }
+        }
+        self.by_start.insert(start, (end, what.to_string()));
+        Ok(true)
+    }
 }
 
 /// Follows each `__fatBinC_Wrapper_t { u32 magic, u32 version, ptr data,
@@ -197,6 +235,7 @@ fn read_wrapped_fatbins(
     source: Source<'_>,
     sections: &Sections,
     wrappers: &Section,
+    read: &mut ReadRegions,
     images: &mut BTreeSet<DeviceImage>,
 ) -> Result<(), Failure> {
     let record_len: u64 = if sections.is_64 { 24 } else { 16 };
@@ -204,7 +243,16 @@ fn read_wrapped_fatbins(
     for index in 0..count {
         let mut record = [0u8; 24];
         let record = &mut record[..record_len as usize];
-        source.read_at(wrappers.offset + index * record_len, record)?;
+        let at = wrappers
+            .offset
+            .checked_add(index * record_len)
+            .ok_or_else(|| {
+                Failure::Malformed(format!(
+                    "section `.nvFatBinSegment` starts at offset {:#x}, past any file",
+                    wrappers.offset
+                ))
+            })?;
+        source.read_at(at, record)?;
         if u32_at(record, 0) != WRAPPER_MAGIC {
             return Err(Failure::Malformed(format!(
                 "record {index} of section `.nvFatBinSegment` starts with {:#010x}, not the wrapper magic {WRAPPER_MAGIC:#010x}",
@@ -228,7 +276,15 @@ fn read_wrapped_fatbins(
                     "record {index} of section `.nvFatBinSegment` points at address {address:#x}, which no section of the file holds"
                 ))
             })?;
-        let offset = holder.offset + (address - holder.address);
+        let offset = holder
+            .offset
+            .checked_add(address - holder.address)
+            .ok_or_else(|| {
+                Failure::Malformed(format!(
+                    "the section holding address {address:#x} starts at offset {:#x}, past any file",
+                    holder.offset
+                ))
+            })?;
         let left = holder.size - (address - holder.address);
         let mut header = [0u8; 16];
         if left < 16 {
@@ -252,7 +308,9 @@ fn read_wrapped_fatbins(
                 ))
             })?;
         let region = format!("the fat binary at address {address:#x}");
-        read_fatbins(source, offset, total, &region, images)?;
+        if read.first_time(offset, total, &region)? {
+            read_fatbins(source, offset, total, &region, images)?;
+        }
     }
     Ok(())
 }

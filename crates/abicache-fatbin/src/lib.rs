@@ -39,7 +39,10 @@
 //! Nothing in the file is trusted. Every size and offset is checked against
 //! the region that holds it, with checked arithmetic, before it is used; a
 //! loop over fat binaries or images advances by at least one header each
-//! time, so it ends within the file's size; the reader allocates a fixed
+//! time, so it ends within the file's size; each file range is read once
+//! (sections or wrappers naming the same bytes again are passed over, and
+//! ranges that overlap are refused), so the work stays one pass over the
+//! file whatever the section table says; the reader allocates a fixed
 //! amount beyond the image list (at most one entry per distinct image) and
 //! the section table (`object` checks it against the file's size). A file
 //! is read with `pread` at the offsets needed, never whole: the 500 MB

@@ -35,8 +35,9 @@ struct Target {
     fatbin_headers: Vec<usize>,
     image_headers: Vec<usize>,
     /// A shared library with `.nv_fatbin` renamed, so its wrappers are
-    /// followed, and the file range of its `.nvFatBinSegment`.
-    renamed: Option<(Vec<u8>, Range<usize>)>,
+    /// followed, the file range of its `.nvFatBinSegment` and the file
+    /// offset of that section's header.
+    renamed: Option<(Vec<u8>, Range<usize>, usize)>,
 }
 
 fn targets() -> Option<Vec<Target>> {
@@ -64,13 +65,13 @@ fn targets() -> Option<Vec<Target>> {
                 .find(|s| matches!(s.name(), Ok(".nv_fatbin" | "__nv_relfatbin")))
                 .expect("a fat binary section");
             let (offset, size) = section.file_range().unwrap();
-            let shoff = u64::from_le_bytes(bytes[0x28..0x30].try_into().unwrap()) as usize;
-            let section_header = shoff + 64 * section.index().0;
+            let section_header = u64_at(&bytes, 0x28) as usize + 64 * section.index().0;
             let range = offset as usize..(offset + size) as usize;
             let (fatbin_headers, image_headers) = walk(&bytes, range.clone());
             let renamed = try_rename(&bytes).map(|renamed| {
                 let wrappers = section_range(&renamed, ".nvFatBinSegment");
-                (renamed, wrappers)
+                let header = section_header_offset(&renamed, ".nvFatBinSegment");
+                (renamed, wrappers, header)
             });
             Target {
                 name: library.name.to_string(),
@@ -276,16 +277,29 @@ fn corrupt(target: &Target, case: u64, rng: &mut Rng) -> (Input, String) {
         }
         7 => {
             // The wrappers are followed when the fat binary section has another name.
-            let Some((renamed, wrappers)) = &target.renamed else {
+            let Some((renamed, wrappers, wrappers_header)) = &target.renamed else {
                 return (
                     elf(lib),
                     "no .nv_fatbin to rename (an object): unchanged".into(),
                 );
             };
             let mut lib = renamed.clone();
+            if rng.below(4) == 0 {
+                let (what, at) = *rng.pick(&[("sh_offset", 24), ("sh_size", 32)]);
+                let value = *rng.pick(HUGE_U64);
+                put(&mut lib, wrappers_header + at, &value.to_le_bytes());
+                return (
+                    Input::Elf {
+                        bytes: lib,
+                        also_file: true,
+                    },
+                    format!("`.nvFatBinSegment`'s {what} set to {value:#x}"),
+                );
+            }
             let record = wrappers.start + 24 * rng.below(wrappers.len() / 24);
             let pointer = u64_at(&lib, record + 8);
-            let value = match rng.below(4) {
+            let value = match rng.below(5) {
+                4 => u64_at(&lib, wrappers.start + 8), // the first wrapper's fat binary, again
                 0 => *rng.pick(HUGE_U64),
                 1 => pointer + 1 + rng.below(64) as u64,
                 2 => pointer.wrapping_sub(1 + rng.below(64) as u64),
@@ -337,6 +351,13 @@ fn try_rename(lib: &[u8]) -> Option<Vec<u8>> {
     lib.windows(needle.len())
         .any(|w| w == needle)
         .then(|| rename_first(lib, needle, b"\0.nv_fatbiX\0"))
+}
+
+/// The file offset of the ELF64 section header of section `name`.
+fn section_header_offset(bytes: &[u8], name: &str) -> usize {
+    let file = object::File::parse(bytes).unwrap();
+    let index = file.section_by_name(name).unwrap().index().0;
+    u64_at(bytes, 0x28) as usize + 64 * index
 }
 
 fn section_range(bytes: &[u8], name: &str) -> Range<usize> {
@@ -572,5 +593,36 @@ fn files_that_are_not_elf_or_cannot_be_read_are_errors_naming_them() {
             .to_string()
             .contains("`empty.so` is not an ELF file: it is empty"),
         "{error}"
+    );
+}
+
+/// A second section header naming the same `.nv_fatbin` bytes is read once;
+/// one naming bytes that overlap them is refused.
+#[test]
+fn sections_naming_the_same_bytes_are_read_once_and_overlapping_ones_refused() {
+    let Some(targets) = targets() else { return };
+    let target = targets
+        .iter()
+        .find(|t| t.name == "arch_8.0_9.0+PTX")
+        .unwrap();
+    let path = Path::new("/lib/ops.so");
+    let want = images_in_elf_bytes(&target.bytes, path).unwrap();
+    // `__nv_module_id`'s header becomes a second `.nv_fatbin` header.
+    let other = section_header_offset(&target.bytes, "__nv_module_id");
+    let fatbin = target.section_header;
+    let mut twice = target.bytes.clone();
+    twice.copy_within(fatbin..fatbin + 64, other);
+    assert_eq!(images_in_elf_bytes(&twice, path).unwrap(), want);
+
+    let mut overlapping = twice.clone();
+    let shifted = u64_at(&overlapping, other + 24) + 16;
+    put(&mut overlapping, other + 24, &shifted.to_le_bytes());
+    let message = images_in_elf_bytes(&overlapping, path)
+        .unwrap_err()
+        .to_string();
+    assert!(message.contains("`/lib/ops.so`"), "{message}");
+    assert!(
+        message.contains("overlaps section `.nv_fatbin`"),
+        "{message}"
     );
 }

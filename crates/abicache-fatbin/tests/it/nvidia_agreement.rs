@@ -211,3 +211,35 @@ fn torchs_own_cuda_libraries_agree_with_cuobjdump_and_read_fast() {
     }
     assert!(took < std::time::Duration::from_secs(10), "{took:?}");
 }
+
+/// Wrappers that all point at one fat binary: it is read once, and the
+/// images are that fat binary's.
+#[test]
+fn wrappers_pointing_at_one_fat_binary_read_it_once() {
+    let libraries = match built_libraries() {
+        Ok(libraries) => libraries,
+        Err(why) => return skip(&why),
+    };
+    let library = libraries
+        .iter()
+        .find(|l| l.name == "arch_8.0_9.0+PTX")
+        .unwrap();
+    let bytes = std::fs::read(&library.path).unwrap();
+    let mut renamed = rename_first(&bytes, b"\0.nv_fatbin\0", b"\0.nv_fatbiX\0");
+    let file = object::File::parse(&*renamed).unwrap();
+    let (offset, size) = object::ObjectSection::file_range(
+        &object::Object::section_by_name(&file, ".nvFatBinSegment").unwrap(),
+    )
+    .unwrap();
+    let (offset, size) = (offset as usize, size as usize);
+    assert_eq!(
+        size, 48,
+        "two wrappers: the device-linked fat binary and the kernel's"
+    );
+    // The second wrapper now points where the first does.
+    let first: [u8; 8] = renamed[offset + 8..offset + 16].try_into().unwrap();
+    renamed[offset + 32..offset + 40].copy_from_slice(&first);
+    let images = names(&images_in_elf_bytes(&renamed, &library.path).unwrap());
+    // The device-linked fat binary holds the SASS only.
+    assert_eq!(images, ["sm_80", "sm_90"]);
+}
