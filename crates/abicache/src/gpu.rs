@@ -405,6 +405,42 @@ mod tests {
     }
 
     #[test]
+    fn the_refusal_names_the_images_each_gpu_refused_and_the_fix() {
+        let h100 = gpu(0, "NVIDIA H100", "9.0", "");
+        let images = ["sm_80".to_owned(), "sm_86".to_owned()];
+        let refusal = check_device_code("muladd_cuda.so", &images, &[h100.clone()]).unwrap_err();
+        assert_eq!(
+            refusal.to_string(),
+            "muladd_cuda.so has device code for sm_80, sm_86; GPU 0 (NVIDIA H100, 9.0) can run \
+             none of it; set TORCH_CUDA_ARCH_LIST=\"9.0\" or add \"+PTX\", then rebuild (or set \
+             `ABICACHE_GPU_CHECK=0` to load it anyway, and fail at its first kernel launch)"
+        );
+        // PTX of a later architecture cannot be JIT-compiled for an earlier
+        // GPU: no `+PTX` advice then.
+        let a100 = gpu(1, "NVIDIA A100", "8.0", "");
+        let later = check_device_code("x.so", &["sm_90".to_owned()], &[a100.clone(), h100.clone()])
+            .unwrap_err();
+        assert_eq!(later.gpus, "GPU 1 (NVIDIA A100, 8.0)");
+        assert_eq!(later.fix, "set TORCH_CUDA_ARCH_LIST=\"8.0 9.0\"");
+        // SASS for one GPU and PTX for the other: served, the JIT said.
+        let both = ["sm_80".to_owned(), "compute_80".to_owned()];
+        let verdict = check_device_code("x.so", &both, &[a100, h100.clone()]).unwrap();
+        assert_eq!(
+            verdict.jit.as_deref(),
+            Some("x.so: the driver will JIT-compile PTX for GPU 0 (NVIDIA H100, 9.0) from compute_80 at load")
+        );
+        // No image (a CPU library) or no GPU: nothing to check.
+        assert_eq!(
+            check_device_code("x.so", &[], &[h100]),
+            Ok(GpuVerdict::default())
+        );
+        assert_eq!(
+            check_device_code("x.so", &both, &[]),
+            Ok(GpuVerdict::default())
+        );
+    }
+
+    #[test]
     fn cuda_visible_devices_selects_by_index_or_uuid_prefix_up_to_the_first_invalid() {
         let all = [
             gpu(0, "A", "8.0", "GPU-aaaa"),
