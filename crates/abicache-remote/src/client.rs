@@ -12,6 +12,8 @@ use crate::entry_blob::{self, Header};
 use crate::error::{RemoteError, Result};
 use crate::verify::{verify_entry, Rejection};
 
+mod arch_index;
+
 /// The folder of entry blobs inside the remote (versioned like the local
 /// layout). Its value is the on-remote layout and never changes with the
 /// name in code (it was `OBJECT_DIR`): existing remote caches stay readable.
@@ -261,6 +263,7 @@ impl Remote {
             let marker = name_marker(&manifest.name, &manifest.key);
             self.bounded("write", &marker, self.op.write(&marker, Vec::<u8>::new()))?;
         }
+        self.index_arch_free(manifest)?;
         Ok(Upload::Uploaded { bytes: size })
     }
 

@@ -228,6 +228,9 @@ impl Store {
             }
         }
         report.bytes_after = total;
+        // The arch-free index names only candidates: lines of evicted
+        // entries are misses already; this only keeps it small.
+        self.sweep_arch_index();
         if !report.evicted.is_empty() {
             if let Err(err) = self.record(Event::Evicted(report.evicted.len() as u64)) {
                 report.errors.push(err.to_string());

@@ -42,6 +42,10 @@
 //! - **Generated sources** (`load_inline`) stored by content under
 //!   `v1/sources/<digest>/` ([`Store::store_generated_sources`]): written
 //!   atomically, never rewritten when intact, replaced when corrupt.
+//! - **An arch-free index** (`v1/arch-index/`, [`Store::arch_free_entries`]):
+//!   the entries that differ only in their CUDA arch list, with their device
+//!   images; derived from the manifests at each publish, rebuildable, and
+//!   only ever naming candidates that are then verified like any lookup.
 //! - **Bundles** ([`write_bundle`], [`UnpackedBundle`]): entries carried as one
 //!   zstd-compressed tar with an index of every file's size and BLAKE3; an
 //!   import is verified in full before anything is published.
@@ -63,6 +67,7 @@
 
 #![deny(missing_docs)]
 
+mod arch_index;
 mod bundle;
 mod entry_stamp;
 pub mod env;
@@ -90,6 +95,7 @@ mod store;
 mod warm_hit;
 mod warning;
 
+pub use arch_index::{arch_free_key, entry_images, ArchIndexed, ARCH_INDEX_DIR};
 pub use bundle::{
     write_bundle, BundleEntry, BundleFile, BundleIndex, BundleLimits, BundleMeta, Imported,
     StagedEntry, UnpackedBundle, BUNDLE_FORMAT,

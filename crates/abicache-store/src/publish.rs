@@ -76,7 +76,8 @@ impl BuildGuard {
     /// fills `manifest`'s `format`, `library`, `library_blake3` and `size`
     /// (and `key`/`created` when empty/zero), writes `manifest.json` last and
     /// fsyncs it and the directory, then renames the directory to
-    /// `entries/<key>` (replacing a stale entry) and fsyncs `entries/`.
+    /// `entries/<key>` (replacing a stale entry) and fsyncs `entries/`,
+    /// then records it in the arch-free index ([`Store::index_arch_free`]).
     /// A reader sees either no entry or the complete one. When the store has
     /// a maximum size, collects it afterwards, sparing this entry.
     pub fn publish(self, library_file_name: &str, mut manifest: Manifest) -> Result<Published> {
@@ -130,6 +131,7 @@ impl BuildGuard {
         fs_err::rename(temp.path(), &entry)?;
         let _ = temp.keep();
         fsync_dir(&store.layout().entries_dir())?;
+        store.index_arch_free(&manifest);
 
         let gc = store
             .max_size()

@@ -5,6 +5,9 @@ use abicache_key::{FieldChange, Payload, PythonAbiReason};
 use abicache_scan::PythonMarker;
 use serde::Serialize;
 
+use abicache_store::ArchIndexed;
+
+use crate::covering::{Coverage, CoveringAsk};
 use crate::error::Result;
 use crate::prepared::Prepared;
 use crate::session::Session;
@@ -29,6 +32,11 @@ pub struct Explanation {
     /// On a miss, the closest cached entry of the same name, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub closest: Option<ClosestEntry>,
+    /// On a miss whose arch list came from the visible GPUs: the cached
+    /// entry, built for other archs, whose device code covers those GPUs
+    /// and would be served ([`crate::covering`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub covered_by: Option<Coverage>,
     /// The audit stored with the entry, when cached.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub audit: Option<serde_json::Value>,
@@ -73,6 +81,25 @@ pub fn explain(session: &Session, prepared: &Prepared) -> Result<Explanation> {
                 changes,
             })
     };
+    let covered_by = match (exact, CoveringAsk::of(prepared)) {
+        (None, Some(covering)) => {
+            let candidates: Vec<ArchIndexed> = entries
+                .iter()
+                .filter(|e| {
+                    abicache_store::arch_free_key(&e.manifest.payload).as_ref()
+                        == Some(&covering.arch_free)
+                })
+                .map(|e| ArchIndexed {
+                    key: e.key.clone(),
+                    images: abicache_store::entry_images(&e.manifest),
+                })
+                .collect();
+            crate::covering::rank(&candidates, &covering.gpus)
+                .into_iter()
+                .next()
+        }
+        _ => None,
+    };
     Ok(Explanation {
         name: keyed.name.clone(),
         key: keyed.key.clone(),
@@ -82,6 +109,7 @@ pub fn explain(session: &Session, prepared: &Prepared) -> Result<Explanation> {
         python_markers: prepared.scan.python_markers.clone(),
         torch_abi: keyed.torch_abi.clone(),
         closest,
+        covered_by,
         audit: exact.and_then(|e| e.manifest.audit.clone()),
         gpu_check: exact.and_then(|e| gpu_check(&e.manifest.library, &e.manifest.device_images)),
         device_images: exact.map_or_else(Vec::new, |e| e.manifest.device_images.clone()),
@@ -138,6 +166,13 @@ pub fn render_explanation(e: &Explanation) -> String {
             out.push_str(&format!("gpus: {check}\n"));
         }
         return out;
+    }
+    if let Some(covered) = &e.covered_by {
+        out.push_str(&format!(
+            "cached: no, but covered (the arch list came from the visible GPUs, so a build \
+             would serve this instead of compiling): {}\n",
+            covered.describe()
+        ));
     }
     out.push_str(&render_closest(&e.name, e.closest.as_ref()));
     out

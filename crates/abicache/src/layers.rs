@@ -22,6 +22,7 @@ use abicache_remote::{Keys, PublicKey};
 use abicache_settings::RemoteSettings;
 use abicache_store::{Hit, ReadOnlyLayer};
 
+use crate::covering::{Coverage, CoveringAsk};
 use crate::gate::{self, Refusal, Refused, Source};
 use crate::warning::Warning;
 
@@ -93,6 +94,31 @@ pub fn lookup(layers: &[Layer], key: &str, keys: &RemoteSettings) -> (Option<Hit
                 Warning::Refused(Refused::entry(layer.source.clone(), key, refusal)),
                 &mut warnings,
             ),
+        }
+    }
+    (None, warnings)
+}
+
+/// The best entry of the first layer, in order, that has one whose device
+/// code covers the visible GPUs of `covering` ([`crate::covering::rank`]),
+/// with its coverage and the warnings about entries skipped on the way.
+/// Each candidate passes exactly the checks [`lookup`] makes, then must
+/// still cover by its own manifest ([`crate::covering::covers`]).
+pub fn lookup_covering(
+    layers: &[Layer],
+    covering: &CoveringAsk,
+    keys: &RemoteSettings,
+) -> (Option<(Hit, Coverage)>, Vec<Warning>) {
+    let mut warnings = Vec::new();
+    for layer in layers {
+        let candidates = layer.store.arch_free_entries(&covering.arch_free);
+        for ranked in crate::covering::rank(&candidates, &covering.gpus) {
+            let (hit, found) = lookup(std::slice::from_ref(layer), &ranked.key, keys);
+            warnings.extend(found);
+            let Some(hit) = hit else { continue };
+            if let Some(coverage) = crate::covering::covers(&hit, covering) {
+                return (Some((hit, coverage)), warnings);
+            }
         }
     }
     (None, warnings)

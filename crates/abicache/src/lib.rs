@@ -34,6 +34,7 @@
 
 #![deny(missing_docs)]
 
+pub mod covering;
 pub mod env_vars;
 mod error;
 mod explain;

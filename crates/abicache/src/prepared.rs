@@ -13,4 +13,9 @@ pub struct Prepared {
     pub scan: ScanReport,
     /// The key and everything decided on the way.
     pub keyed: Keyed,
+    /// True when nobody chose the CUDA arch list (no `cuda_archs` in the
+    /// spec or the environment, no `TORCH_CUDA_ARCH_LIST`, no arch flag in
+    /// the nvcc flags) and it came from the visible GPUs: a miss may then be
+    /// served by an entry that covers them ([`crate::covering`]).
+    pub archs_from_gpus: bool,
 }

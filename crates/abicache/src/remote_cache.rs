@@ -11,6 +11,7 @@ use abicache_remote::{Fetched, Keys, Remote, RemoteConfig, RemoteError, Upload};
 use abicache_settings::RemoteSettings;
 use abicache_store::{BuildGuard, Claim, EntryInfo, Event, Hit, Provenance, Store};
 
+use crate::covering::{Coverage, CoveringAsk};
 use crate::gate::{self, Refusal, Refused, Signed, Source};
 use crate::prepared::Prepared;
 use crate::warning::Warning;
@@ -120,14 +121,7 @@ impl RemoteCache {
             }
             Err(e) => return Err(e),
         };
-        let admitted = self.admit(key, &fetched).and_then(|signed| {
-            let payload = gate::payload_for_key(key, &fetched.manifest.payload)
-                .map_err(|r| self.refused(key, r))?;
-            gate::audit_against_payload(&fetched.library, &fetched.manifest.name, payload)
-                .map(|report| (signed, serde_json::to_value(&report).unwrap_or_default()))
-                .map_err(|r| self.refused(key, r))
-        });
-        let (signed, audit) = match admitted {
+        let (signed, audit) = match self.admit_unkeyed(key, &fetched) {
             Ok(admitted) => admitted,
             Err(refused) => {
                 let _ = store.record(Event::RemoteError);
@@ -164,6 +158,83 @@ impl RemoteCache {
             compile_seconds,
         })?;
         Ok(published.hit)
+    }
+
+    /// The gate's checks of a download with no spec at hand: [`Self::admit`],
+    /// then the audit against what its payload claims; the audit as the
+    /// manifest's JSON.
+    fn admit_unkeyed(
+        &self,
+        key: &str,
+        fetched: &Fetched,
+    ) -> Result<(Signed, serde_json::Value), Refused> {
+        self.admit(key, fetched).and_then(|signed| {
+            let payload = gate::payload_for_key(key, &fetched.manifest.payload)
+                .map_err(|r| self.refused(key, r))?;
+            gate::audit_against_payload(&fetched.library, &fetched.manifest.name, payload)
+                .map(|report| (signed, serde_json::to_value(&report).unwrap_or_default()))
+                .map_err(|r| self.refused(key, r))
+        })
+    }
+
+    /// The covering lookup on the remote ([`crate::covering`]), after the
+    /// exact key missed there: the candidates its arch-free markers name,
+    /// best first, each downloaded under its own key's lock, passed through
+    /// the gate as [`RemoteCache::pull`] does, published locally and served
+    /// when it covers the GPUs by its own manifest. A backend that cannot
+    /// list has no markers: nothing covers. Failures are warnings.
+    pub(crate) fn cover(
+        &self,
+        store: &Store,
+        covering: &CoveringAsk,
+        warnings: &mut Vec<Warning>,
+    ) -> crate::Result<Option<(Hit, Coverage)>> {
+        let candidates = match self.remote.arch_free_entries(&covering.arch_free) {
+            Ok(candidates) => candidates,
+            Err(RemoteError::CannotList { .. }) => return Ok(None),
+            Err(e) => {
+                store.record(Event::RemoteError)?;
+                warnings.push(Warning::RemoteFetch(Arc::new(e)));
+                return Ok(None);
+            }
+        };
+        for ranked in crate::covering::rank(&candidates, &covering.gpus) {
+            let key = &ranked.key;
+            let guard = match store.lookup_or_lock(key)? {
+                Claim::Hit { hit, .. } => match crate::covering::covers(&hit, covering) {
+                    Some(coverage) => return Ok(Some((hit, coverage))),
+                    None => continue,
+                },
+                Claim::Build { guard, .. } => guard,
+            };
+            let fetched = match self.remote.fetch(key, guard.temp_dir()) {
+                Ok(Some(fetched)) => fetched,
+                // A stale marker: a miss.
+                Ok(None) => continue,
+                Err(e) => {
+                    store.record(Event::RemoteError)?;
+                    let unavailable = e.is_unavailable();
+                    warnings.push(Warning::RemoteFetch(Arc::new(e)));
+                    if unavailable {
+                        return Ok(None);
+                    }
+                    continue;
+                }
+            };
+            match self.admit_unkeyed(key, &fetched) {
+                Ok((signed, audit)) => {
+                    let hit = self.publish_admitted(store, guard, fetched, signed, audit)?;
+                    if let Some(coverage) = crate::covering::covers(&hit, covering) {
+                        return Ok(Some((hit, coverage)));
+                    }
+                }
+                Err(refused) => {
+                    store.record(Event::RemoteError)?;
+                    warnings.push(Warning::Refused(refused));
+                }
+            }
+        }
+        Ok(None)
     }
 
     /// The gate's checks of a downloaded entry that need no spec: its

@@ -15,6 +15,7 @@ use abicache_scan::{ScanConfig, StatCache};
 use abicache_store::{BuildGuard, Claim, Event, Hit, Manifest, Store};
 use serde::Serialize;
 
+use crate::covering::{Coverage, CoveringAsk};
 use crate::error::{Error, Result, TorchDirProblem};
 use crate::key_audit::{audit_against_key, AuditVerdict};
 use crate::pch::{default_umbrellas, PchMode, PchPlan};
@@ -136,13 +137,19 @@ pub struct Outcome {
     /// tied by `tests/python/test_intercept_and_owner_rules.py::test_the_outcome_says_when_a_library_is_a_layers`.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub layer: bool,
+    /// When the exact key missed and the library is another entry's whose
+    /// device code covers the visible GPUs: that entry and why
+    /// ([`crate::covering`]). `key` is still the key asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub covered_by: Option<Coverage>,
 }
 
 /// What [`Session::find_entry`] came to: an entry a source serves, or the
 /// key's build lock to build it with.
 enum Found {
-    /// An entry to serve.
-    Entry(Candidate),
+    /// An entry to serve, and how it covers the GPUs when it was found by
+    /// the covering lookup ([`crate::covering`]).
+    Entry(Candidate, Option<Coverage>),
     /// No source has it: build it under this lock.
     Build {
         /// The key's build lock.
@@ -169,6 +176,7 @@ impl Outcome {
             warnings,
             library_stamp: None,
             layer: false,
+            covered_by: None,
         }
     }
 
@@ -425,10 +433,12 @@ impl Session {
                 let _ = memo.put(&inputs, &value, &deps);
             }
         });
+        let archs_from_gpus = self.archs_from_gpus(spec, &env);
         Ok(Prepared {
             env,
             scan,
             keyed: keyed?,
+            archs_from_gpus,
         })
     }
 
@@ -484,8 +494,10 @@ impl Session {
         }
         let prepared = self.prepare(spec, root)?;
         let (guard, remote_state) = match self.find_entry(&prepared, &mut warnings)? {
-            Found::Entry(found) => {
-                return self.serve(found, &prepared, started, warnings);
+            Found::Entry(found, covered) => {
+                let mut outcome = self.serve(found, &prepared, started, warnings)?;
+                outcome.covered_by = covered;
+                return Ok(outcome);
             }
             Found::Build {
                 guard,
@@ -545,6 +557,7 @@ impl Session {
             warnings,
             library_stamp: None,
             layer: false,
+            covered_by: None,
         })
     }
 
@@ -678,20 +691,29 @@ impl Session {
             guard: None,
             remote_state: RemoteState::NotAsked,
             warnings,
+            covering: CoveringAsk::of(prepared),
+            covered: None,
         };
         for source in &self.sources {
             if source.publishes_locally() && ask.guard.is_none() {
                 if let Some(found) = lock(&mut ask)? {
-                    return Ok(Found::Entry(found));
+                    return Ok(Found::Entry(found, None));
                 }
             }
             if let Some(found) = source.lookup(&mut ask)? {
-                return Ok(Found::Entry(found));
+                return Ok(Found::Entry(found, None));
+            }
+            // A miss on the exact key may be served, from the same source,
+            // by an entry whose device code covers the visible GPUs.
+            if ask.covering.is_some() {
+                if let Some(found) = source.cover(&mut ask)? {
+                    return Ok(Found::Entry(found, ask.covered.take()));
+                }
             }
         }
         if ask.guard.is_none() {
             if let Some(found) = lock(&mut ask)? {
-                return Ok(Found::Entry(found));
+                return Ok(Found::Entry(found, None));
             }
         }
         Ok(Found::Build {
@@ -701,8 +723,14 @@ impl Session {
     }
 
     /// The warm path's lookup (no scan, no lock): the sources before the
-    /// first that publishes locally, in order, until one serves `key`.
-    fn find_served(&self, key: &str, warnings: &mut Vec<Warning>) -> Result<Option<Candidate>> {
+    /// first that publishes locally, in order, until one serves `key`, or
+    /// (with `covering`) an entry that covers the GPUs, with its coverage.
+    fn find_served(
+        &self,
+        key: &str,
+        covering: Option<CoveringAsk>,
+        warnings: &mut Vec<Warning>,
+    ) -> Result<Option<(Candidate, Option<Coverage>)>> {
         let mut ask = Ask {
             key,
             store: self.store()?,
@@ -710,10 +738,17 @@ impl Session {
             guard: None,
             remote_state: RemoteState::NotAsked,
             warnings,
+            covering,
+            covered: None,
         };
         for source in self.sources.iter().take_while(|s| !s.publishes_locally()) {
             if let Some(found) = source.lookup(&mut ask)? {
-                return Ok(Some(found));
+                return Ok(Some((found, None)));
+            }
+            if ask.covering.is_some() {
+                if let Some(found) = source.cover(&mut ask)? {
+                    return Ok(Some((found, ask.covered.take())));
+                }
             }
         }
         Ok(None)
@@ -754,28 +789,39 @@ impl Session {
     ) -> Result<Option<Outcome>> {
         self.validate_spec(spec)?;
         let env = self.complete_env(spec)?;
-        let Some(key) = self.memo_key(spec, &env, root) else {
+        let Some((key, payload)) = self.memo_entry(spec, &env, root) else {
             return Ok(None);
         };
-        match self.find_served(&key, warnings)? {
-            Some(Candidate {
+        let covering = match (self.archs_from_gpus(spec, &env), &env.cuda_archs) {
+            (true, Some(list)) => CoveringAsk::from_parts(&payload, list),
+            _ => None,
+        };
+        let (found, covered_by) = match self.find_served(&key, covering, warnings)? {
+            Some(found) => found,
+            None => return Ok(None),
+        };
+        let outcome = match found {
+            Candidate {
                 hit,
                 origin: Origin::Local,
-            }) if hit.manifest.audit.is_some() => {
+            } if hit.manifest.audit.is_some() => {
                 let warnings = std::mem::take(warnings);
-                Ok(Some(self.hit_outcome(hit, key, started, warnings)))
+                self.hit_outcome(hit, key, started, warnings)
             }
-            // Audited on the full path; a miss is looked up there too.
-            Some(Candidate {
+            // Audited on the full path, and looked up there again.
+            Candidate {
                 origin: Origin::Local,
                 ..
-            })
-            | None => Ok(None),
-            Some(Candidate { hit, .. }) => {
+            } => return Ok(None),
+            Candidate { hit, .. } => {
                 let warnings = std::mem::take(warnings);
-                Ok(Some(Outcome::cached(hit, key, started, warnings).layered()))
+                Outcome::cached(hit, key, started, warnings).layered()
             }
-        }
+        };
+        Ok(Some(Outcome {
+            covered_by,
+            ..outcome
+        }))
     }
 
     /// Counts a hit and describes it.
@@ -1076,6 +1122,17 @@ fn recorded_device_images(
 }
 
 impl Session {
+    /// True when `env` (completed for `spec`) has the arch list of the
+    /// visible GPUs because nobody chose one ([`Prepared::archs_from_gpus`]).
+    fn archs_from_gpus(&self, spec: &ExtensionSpec, env: &Environment) -> bool {
+        spec.requires_cuda()
+            && spec.cuda_archs.is_none()
+            && self.env.cuda_archs.is_none()
+            && self.arch_list_env.is_none()
+            && env.cuda_archs.is_some()
+            && !abicache_key::user_sets_arch(&spec.extra_cuda_cflags)
+    }
+
     /// What the native CPU flags `native` (`-march=native`, …) resolve to
     /// with this machine's host compiler: asked once per compiler (path and
     /// stamp) and CPU, then remembered in the process and under the cache
@@ -1223,6 +1280,7 @@ mod tests {
             device_images: Vec::new(),
             library_stamp: Some(stamp),
             layer: false,
+            covered_by: None,
         };
         let json = serde_json::to_value(&outcome).unwrap();
         assert_eq!(json["library_stamp"], serde_json::json!([1, 2, 3, -4, 5]));

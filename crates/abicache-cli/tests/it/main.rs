@@ -9,6 +9,7 @@ mod cache_wheel;
 mod cli_reference;
 mod compiler_environment;
 mod computed_include;
+mod covering;
 mod cpu_muladd;
 mod defaults;
 mod distributed;

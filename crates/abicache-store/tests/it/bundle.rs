@@ -335,3 +335,33 @@ fn a_library_with_a_long_name_round_trips() {
     assert_eq!(ours.library.file_name().unwrap().len(), 126);
     assert_eq!(std::fs::read(&ours.library).unwrap(), b"\x7fELF long");
 }
+
+#[test]
+fn an_imported_cuda_entry_is_in_the_arch_free_index_so_it_can_cover_gpus() {
+    let payload = "format=1\nname=k\ncuda_archs=-gencode=arch=compute_80,code=sm_80 \
+                   -gencode=arch=compute_90,code=sm_90\nnvcc=13.0\n";
+    let (_d1, source) = temp_store();
+    let guard = source.begin_build(&key("cuda")).unwrap();
+    std::fs::write(guard.temp_dir().join("libk.so"), b"\x7fELF k").unwrap();
+    let hit = guard
+        .publish(
+            "libk.so",
+            abicache_store::Manifest::new(key("cuda"), "k", payload),
+        )
+        .unwrap()
+        .hit;
+    let mut bundle = Vec::new();
+    write_bundle(&mut bundle, &[hit], &no_signature).unwrap();
+
+    let (_d2, target) = temp_store();
+    let arch_free = abicache_store::arch_free_key(payload).unwrap();
+    assert!(target.arch_free_entries(&arch_free).is_empty());
+    UnpackedBundle::unpack(&target, &bundle[..])
+        .unwrap()
+        .publish(&target)
+        .unwrap();
+    let listed = target.arch_free_entries(&arch_free);
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0].key, key("cuda"));
+    assert_eq!(listed[0].images, ["sm_80", "sm_90"]);
+}

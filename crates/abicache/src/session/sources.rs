@@ -11,6 +11,7 @@ use std::sync::{Arc, OnceLock};
 use abicache_settings::Settings;
 use abicache_store::{BuildGuard, Event, Hit, Store, StoreWarning};
 
+use crate::covering::{Coverage, CoveringAsk};
 use crate::error::Result;
 use crate::layers::Layer;
 use crate::prepared::Prepared;
@@ -55,6 +56,14 @@ pub(crate) trait EntrySource: Send + Sync {
     /// The verified entry for [`Ask::key`]; `None` to try the next source.
     /// What was skipped on the way goes to [`Ask::warnings`].
     fn lookup(&self, ask: &mut Ask<'_>) -> Result<Option<Candidate>>;
+
+    /// After [`EntrySource::lookup`] missed, with [`Ask::covering`] set:
+    /// the best verified entry of this source whose device code covers the
+    /// visible GPUs ([`crate::covering`]), its coverage in [`Ask::covered`].
+    /// `None` (the default) to try the next source.
+    fn cover(&self, _ask: &mut Ask<'_>) -> Result<Option<Candidate>> {
+        Ok(None)
+    }
 }
 
 /// Which kind of source served an entry (how the outcome describes it).
@@ -92,6 +101,10 @@ pub(crate) struct Ask<'a> {
     pub remote_state: RemoteState,
     /// Warnings of the call.
     pub warnings: &'a mut Vec<Warning>,
+    /// The covering lookup a miss may take (`None`: the arch list was chosen).
+    pub covering: Option<CoveringAsk>,
+    /// How the entry a source's [`EntrySource::cover`] served covers the GPUs.
+    pub covered: Option<Coverage>,
 }
 
 impl Ask<'_> {
@@ -132,6 +145,28 @@ impl EntrySource for LocalCache {
             origin: Origin::Local,
         }))
     }
+
+    fn cover(&self, ask: &mut Ask<'_>) -> Result<Option<Candidate>> {
+        let Some(covering) = ask.covering.clone() else {
+            return Ok(None);
+        };
+        let candidates = ask.store.arch_free_entries(&covering.arch_free);
+        for ranked in crate::covering::rank(&candidates, &covering.gpus) {
+            // The index only names candidates: each is verified as any
+            // lookup, and must still cover by its own manifest.
+            let lookup = ask.store.lookup(&ranked.key)?;
+            ask.note_corrupt(lookup.warnings);
+            let Some(hit) = lookup.hit else { continue };
+            if let Some(coverage) = crate::covering::covers(&hit, &covering) {
+                ask.covered = Some(coverage);
+                return Ok(Some(Candidate {
+                    hit,
+                    origin: Origin::Local,
+                }));
+            }
+        }
+        Ok(None)
+    }
 }
 
 /// The read-only layers and installed cache wheels, resolved on the first
@@ -162,6 +197,26 @@ impl EntrySource for Layers {
         ask.count(&[Event::LayerHit {
             compile_seconds: hit.manifest.compile_seconds,
         }]);
+        Ok(Some(Candidate {
+            hit,
+            origin: Origin::Layer,
+        }))
+    }
+
+    fn cover(&self, ask: &mut Ask<'_>) -> Result<Option<Candidate>> {
+        let (Some(covering), Some(layers)) = (ask.covering.clone(), self.resolved.get()) else {
+            return Ok(None);
+        };
+        let (found, warnings) =
+            crate::layers::lookup_covering(layers, &covering, &self.settings.remote);
+        ask.warnings.extend(warnings);
+        let Some((hit, coverage)) = found else {
+            return Ok(None);
+        };
+        ask.count(&[Event::LayerHit {
+            compile_seconds: hit.manifest.compile_seconds,
+        }]);
+        ask.covered = Some(coverage);
         Ok(Some(Candidate {
             hit,
             origin: Origin::Layer,
@@ -207,6 +262,28 @@ impl EntrySource for RemoteSource {
                 Ok(None)
             }
         }
+    }
+
+    fn cover(&self, ask: &mut Ask<'_>) -> Result<Option<Candidate>> {
+        // Only after this source's exact lookup, which the key's lock precedes.
+        let (Some(covering), Some(_), Ok(Some(remote))) = (
+            ask.covering.clone(),
+            ask.guard.as_ref(),
+            crate::remote_cache::resolve(&self.slot, &self.settings.remote),
+        ) else {
+            return Ok(None);
+        };
+        if ask.remote_state == RemoteState::Unavailable {
+            return Ok(None);
+        }
+        let Some((hit, coverage)) = remote.cover(ask.store, &covering, ask.warnings)? else {
+            return Ok(None);
+        };
+        ask.covered = Some(coverage);
+        Ok(Some(Candidate {
+            hit,
+            origin: Origin::Remote,
+        }))
     }
 }
 

@@ -87,10 +87,21 @@ impl Session {
         env: &Environment,
         root: &Path,
     ) -> Option<String> {
+        self.memo_entry(spec, env, root).map(|(key, _)| key)
+    }
+
+    /// [`Session::memo_key`] with the remembered payload's text.
+    pub(super) fn memo_entry(
+        &self,
+        spec: &ExtensionSpec,
+        env: &Environment,
+        root: &Path,
+    ) -> Option<(String, String)> {
         // A memo this session is still writing is waited for.
         self.settle();
         let value = self.key_memo()?.get(&inputs(spec, env, root)?)?;
-        Some(memo_parts(&value).0.to_owned())
+        let (key, payload) = memo_parts(&value);
+        Some((key.to_owned(), payload.to_owned()))
     }
 
     /// The key and payload of `spec` from the key memo, when every file

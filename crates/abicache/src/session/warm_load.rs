@@ -632,8 +632,17 @@ impl Session {
         let env = self.complete_env(spec).ok()?;
         self.settle();
         let (value, deps) = self.key_memo()?.get_with_deps(&inputs(spec, &env, root)?)?;
-        let key = super::warm_key::memo_parts(&value).0;
-        let recipe = self.store().ok()?.hit_recipe(key)?;
+        let (key, payload) = super::warm_key::memo_parts(&value);
+        let store = self.store().ok()?;
+        // A key covered by another entry ([`crate::covering`]) records
+        // that entry: the record holds only for these GPUs (`gpus` below).
+        let recipe = store.hit_recipe(key).or_else(|| {
+            let list = env.cuda_archs.as_deref()?;
+            let covering = crate::covering::CoveringAsk::from_parts(payload, list)?;
+            self.archs_from_gpus(spec, &env)
+                .then(|| crate::covering::covering_recipe(store, &covering))
+                .flatten()
+        })?;
         let pulled = recipe
             .dir
             .join(abicache_store::PROVENANCE_FILE)
