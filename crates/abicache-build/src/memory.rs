@@ -14,7 +14,7 @@
 //!   recorded in the store's [`abicache_store::PeakRecords`]); until a unit
 //!   was measured, [`DEFAULT_PEAK_NVCC`] or [`DEFAULT_PEAK_CXX`].
 //! - **Jobs** are `usable / peak` (the largest peak among the units to
-//!   compile), at least 1; [`crate::jobs`] takes the smaller of that and the
+//!   compile), at least 1; the build (`compile.rs`) takes the smaller of that and the
 //!   cores when nobody asked for a job count.
 
 use std::path::{Path, PathBuf};
