@@ -115,6 +115,12 @@ pub struct Checked {
     pub stamp: Option<FileStamp>,
     /// True when the file was read and hashed in this call.
     pub rehashed: bool,
+    /// The `fstat` stamp of the descriptor that was checked (hashed, or
+    /// found equal to the known stamp), whatever the path names now: a
+    /// loader that opens the path again loads the checked bytes only when
+    /// its own descriptor has this stamp. `None` when the file changed while
+    /// it was read (nothing then proves which bytes were hashed).
+    pub opened: Option<FileStamp>,
 }
 
 /// Why a file failed [`verify_file`]. Every variant means "do not use it".
@@ -166,6 +172,7 @@ pub fn verify_file(
             return Ok(Checked {
                 stamp: Some(*known),
                 rehashed: false,
+                opened: Some(*known),
             });
         }
     }
@@ -175,11 +182,12 @@ pub fn verify_file(
         blake3: found,
     })?;
     let after = file.metadata().map_err(|e| FsError::io(path, e))?;
-    let stamp =
-        FileStamp::trusted(&meta, SystemTime::now()).filter(|s| *s == FileStamp::of(&after));
+    let opened = Some(FileStamp::of(&meta)).filter(|s| *s == FileStamp::of(&after));
+    let stamp = FileStamp::trusted(&meta, SystemTime::now()).filter(|_| opened.is_some());
     Ok(Checked {
         stamp,
         rehashed: true,
+        opened,
     })
 }
 

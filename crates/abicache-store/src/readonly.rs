@@ -228,6 +228,7 @@ impl ReadOnlyLayer {
             library,
             manifest,
             rehashed: checked.rehashed,
+            stamp: checked.opened,
         }))
     }
 
