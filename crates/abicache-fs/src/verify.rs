@@ -259,6 +259,26 @@ mod tests {
     }
 
     #[test]
+    fn the_opened_stamp_is_the_checked_files_not_the_one_renamed_into_place_since() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, b"abc").unwrap();
+        let checked = verify_file(&path, &expected(b"abc"), None, Follow::No).unwrap();
+        let hashed = FileStamp::of(&std::fs::symlink_metadata(&path).unwrap());
+        assert_eq!(checked.opened, Some(hashed));
+        // Another file renamed over the path after the check: the stamp a
+        // loader compares with still names the file that was hashed.
+        let other = dir.path().join("g");
+        std::fs::write(&other, b"abd").unwrap();
+        std::fs::rename(&other, &path).unwrap();
+        let now = FileStamp::of(&std::fs::symlink_metadata(&path).unwrap());
+        assert_ne!(checked.opened, Some(now));
+        // A known stamp that still matches: the descriptor's stamp too.
+        let again = verify_file(&path, &expected(b"abd"), Some(&now), Follow::No).unwrap();
+        assert_eq!((again.rehashed, again.opened), (false, Some(now)));
+    }
+
+    #[test]
     fn a_matching_stamp_skips_the_hash_and_a_changed_file_is_rehashed() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f");
