@@ -270,12 +270,42 @@ def _accepted(function):
     return shape[1] if shape is not None else _signature(function).parameters
 
 
+def _is_refusal(error):
+    """Whether ``error`` is a refusal: ``abicache.AbiError`` (exit 2), which
+    abicache raises when a library must not be loaded here (an instruction
+    set this CPU lacks, a GPU it cannot run on, a stable-ABI target above the
+    running torch). torch's build of the same call would load anyway and
+    crash (SIGILL), so a refusal is never handed to torch. An ``AbiError``
+    comes only from abicache's native module: without it imported, nothing
+    is a refusal (and nothing is imported to find out)."""
+    native = sys.modules.get("abicache._native")
+    refusal = getattr(native, "AbiError", None)
+    return refusal is not None and isinstance(error, refusal)
+
+
+def _fallback_name(arguments):
+    """The name torch's function is given for a fallback: the call's, unless
+    abicache already loaded that name in this process; then a fresh one
+    (``<name>_v<N>``, as torch's versioner names a changed reload), so that
+    torch builds and imports the new code rather than returning the module
+    already imported under the name (``abicache._dropins.fresh_name``)."""
+    name = arguments.get("name")
+    dropins = sys.modules.get("abicache._dropins")
+    if dropins is None or not isinstance(name, str):
+        return name
+    return dropins.fallback_name(name)
+
+
 def _call(original, name, args, kwargs):
     """One intercepted call: abicache's function when it supports the call,
     else torch's. torch's also gets every call abicache fails (a cache it
     cannot use, a failed build: torch then fails or succeeds as it would
     have, with one line on stderr first), so interception never breaks a
-    program that works without it. ``KeyboardInterrupt`` is not caught.
+    program that works without it; except a refusal (``abicache.AbiError``:
+    a library this machine must not load), which reaches the program as the
+    error. A fallback for a name abicache already loaded in this process is
+    given a fresh name (``_fallback_name``): it never returns the module
+    imported before. ``KeyboardInterrupt`` is not caught.
 
     Offline (``ABICACHE_OFFLINE=1``): torch's function, which compiles, is
     never called for a call that binds: abicache's ``CacheMiss`` (or any
@@ -306,18 +336,24 @@ def _call(original, name, args, kwargs):
         if verbose:
             _say("%s: %s is not supported; torch.utils.cpp_extension.%s builds it" % (label, reason, name))
         return original(*args, **kwargs)
+    given = arguments
     if _verbose:
         arguments = dict(arguments, verbose=True)
     try:
         return replacement(**arguments)
-    except Exception as e:  # noqa: BLE001 - torch's function is the authority on any failure
-        # Offline: a miss (`abicache.CacheMiss`), or any failure, reaches
-        # the program; torch's function would compile.
-        if isinstance(e, abicache.CacheMiss) or _offline_forbids_torch():
+    except Exception as e:  # noqa: BLE001 - torch's function is the authority on any failure but a refusal
+        # A refusal reaches the program; offline, so does a miss
+        # (`abicache.CacheMiss`) or any failure: torch's function would compile.
+        if _is_refusal(e) or isinstance(e, abicache.CacheMiss) or _offline_forbids_torch():
             raise
         first = (str(e).strip().splitlines() or [""])[0]
+        fresh = _fallback_name(given)
+        if fresh != given.get("name"):
+            first += "; `%s` is already loaded in this process, so torch builds it as `%s`" % (given.get("name"), fresh)
         _say("%s failed (%s: %s); falling back to torch.utils.cpp_extension.%s" % (label, type(e).__name__, first, name))
     # Outside the handler: an error of torch's is not chained to abicache's.
+    if fresh != given.get("name"):
+        return original(**dict(given, name=fresh))
     return original(*args, **kwargs)
 
 

@@ -7,7 +7,7 @@ build, an error, a shell-quoted flag or ``build_directory`` needs is in
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Callable, Dict, Iterable, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Callable, Dict, Iterable, List, Optional, Set, Tuple, Union
 
 from ._extension import TorchOpsExtension, _registry_lock, paths
 
@@ -22,10 +22,40 @@ if TYPE_CHECKING:
 # (as torch does) and an unchanged one returns its first result.
 _by_name: Dict[str, Dict[str, Tuple[str, str, Optional[ModuleType]]]] = {}
 _dropin_locks: Dict[str, threading.Lock] = {}
+# Every name this process imported (or registered) an extension as through
+# load/load_inline, and every name interception handed to torch's fallback:
+# a later changed load never reuses one (`fresh_name`).
+_taken: Set[str] = set()
 
 # What makes `shlex.split` (POSIX mode) do more than return a stripped word:
 # blanks between words, quotes and escapes.
 _SHELL_SPECIAL = frozenset(" \t\n\r\x0b\x0c\"'\\")
+
+
+def fresh_name(name: str) -> str:
+    """``<name>_v<N>`` for the smallest ``N`` >= 1 that is neither in
+    ``sys.modules`` nor taken in this process (``_taken``): the name a
+    changed extension is imported as, so that the import runs its new code
+    (pybind11 and CPython return the module already imported under a name)."""
+    import sys
+
+    version = 1
+    while f"{name}_v{version}" in _taken or f"{name}_v{version}" in sys.modules:
+        version += 1
+    return f"{name}_v{version}"
+
+
+def fallback_name(name: str) -> str:
+    """The name interception gives torch's function when abicache failed a
+    call for ``name``: ``name`` itself unless this process already loaded an
+    extension under it (through abicache, or through an earlier fallback),
+    else a fresh name (``fresh_name``; torch's versioner does the same for a
+    changed reload), so the fallback never returns the module already
+    imported. The name returned is taken."""
+    with _registry_lock:
+        chosen = fresh_name(name) if _by_name.get(name) or name in _taken else name
+        _taken.add(chosen)
+        return chosen
 
 
 def split_flags(flags: Optional[Iterable[str]], what: str) -> List[str]:
@@ -110,7 +140,13 @@ def load_sources(
         if key is not None and key in loaded:
             as_name, path, module = loaded[key]
         else:
-            as_name = f"{name}_v{len(loaded)}" if loaded and is_python_module else name
+            # A name taken before (an earlier load, or torch's fallback) is
+            # never imported again: its module would be returned.
+            if is_python_module and (loaded or name in _taken):
+                with _registry_lock:
+                    as_name = fresh_name(name)
+            else:
+                as_name = name
             if as_name != name:
                 ext = TorchOpsExtension(as_name, sources, **options)  # type: ignore[arg-type]
                 ext._store_sources = store_sources
@@ -128,6 +164,8 @@ def load_sources(
                 key = ext._loaded_key
             assert key is not None
             loaded[key] = (as_name, path, module)
+            with _registry_lock:
+                _taken.add(as_name)
     if build_directory is not None:
         from ._load import copy_to_build_directory
 

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 import threading
@@ -29,15 +30,31 @@ _checked_records: Dict[str, Any] = {}
 _registry_lock = threading.Lock()
 
 
+# Libraries loaded from a descriptor in this process so far (`fd_path`).
+_fd_loads = itertools.count()
+
+
+def fd_path(fd: int) -> str:
+    """A path that opens the descriptor ``fd`` (``/proc/self/fd/N``), spelled
+    as no earlier load in this process spelled one. The dynamic loader
+    returns the library it already loaded under a name it is given again,
+    and a descriptor's number is free for another file once it is closed
+    after the load; a new spelling per load (the load's ordinal in binary as
+    ``./`` and ``.//`` components, which the kernel skips) makes that
+    harmless, so no loaded library holds a descriptor."""
+    digits = "".join(".//" if bit == "1" else "./" for bit in bin(next(_fd_loads))[2:])
+    return f"/proc/self/fd/{digits}{fd}"
+
+
 def import_module_from_fd(name: str, path: str, fd: int) -> ModuleType:
     # The library `path`, opened and checked as `fd`, imported from that
-    # descriptor (`/proc/self/fd/N`) as the Python module `name`; its
-    # `__file__` is `path`. (Here, not in `_native_path`: a warm load of a
-    # Python module loads no native module.)
+    # descriptor (`fd_path`) as the Python module `name`; its `__file__` is
+    # `path`. (Here, not in `_native_path`: a warm load of a Python module
+    # loads no native module.)
     import importlib.machinery
     import importlib.util
 
-    opened = f"/proc/self/fd/{fd}"
+    opened = fd_path(fd)
     loader = importlib.machinery.ExtensionFileLoader(name, opened)
     spec = importlib.util.spec_from_file_location(name, opened, loader=loader)
     if spec is None or spec.loader is None:
@@ -304,9 +321,9 @@ class TorchOpsExtension:
         # whatever is at ``path`` now), as ``torch.ops.load_library`` does
         # (or an import when ``is_python_module``); checks ``required_ops``
         # and remembers it as this process's library of ``key``. Takes
-        # ``fd``: closed when the load fails, else kept open for the life of
-        # the process (the loader knows the library by the name
-        # ``/proc/self/fd/N``, which must never name another file).
+        # ``fd`` and closes it: the loader maps the library, and knows it by
+        # a name no other load uses (``fd_path``), so a loaded library holds
+        # no descriptor.
         module = None
         try:
             if self.is_python_module:
@@ -317,13 +334,12 @@ class TorchOpsExtension:
                 import torch
 
                 try:
-                    ctypes.CDLL(f"/proc/self/fd/{fd}")
+                    ctypes.CDLL(fd_path(fd))
                 except OSError as e:
                     raise OSError(f"Could not load this library: {path} ({e})") from e
                 torch.ops.loaded_libraries.add(path)
-        except BaseException:
+        finally:
             os.close(fd)
-            raise
         self._check_required_ops()
         _loaded[key] = (path, module)
         _loaded_names.add(self.name)

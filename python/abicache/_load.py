@@ -87,16 +87,42 @@ def copy_to_build_directory(build_directory: StrPath, name: str, library: str) -
 _FICLONE = 0x40049409
 
 
+def _same_bytes(dest: str, src: int, size: int) -> bool:
+    # Whether `dest` is a regular file (not followed) holding exactly the
+    # `size` bytes of the descriptor `src` (read from its start).
+    import stat
+
+    try:
+        fd = os.open(dest, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size != size:
+            return False
+        offset = 0
+        while offset < size:
+            want = min(1 << 20, size - offset)
+            theirs, ours = os.pread(fd, want, offset), os.pread(src, want, offset)
+            if not ours or theirs != ours:
+                return False
+            offset += len(ours)
+        return True
+    finally:
+        os.close(fd)
+
+
 def copy_into(build_directory: StrPath, name: str, library: str) -> str:
     """Puts a copy of ``library`` (a verified cache entry) at
     ``<build_directory>/<name>.so``: a reflink where the file system can make
     one, else a plain copy, written under a temporary name and renamed into
     place. Never a link: writing through the copy (``chmod``, ``patchelf``,
-    ``cp x.so``) cannot change the cache entry. Left alone when it already
-    is a regular file of the library's size and modification time."""
+    ``cp x.so``) cannot change the cache entry. Left alone only when it
+    already is a regular file with the library's bytes (compared in full, not
+    by size and modification time, which a stale or tampered copy can share:
+    the path returned always names the loaded library's bytes)."""
     import fcntl
     import shutil
-    import stat
 
     directory = os.path.abspath(os.fspath(build_directory))
     os.makedirs(directory, exist_ok=True)
@@ -104,12 +130,8 @@ def copy_into(build_directory: StrPath, name: str, library: str) -> str:
     src = os.open(library, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         st = os.fstat(src)
-        try:
-            now = os.lstat(dest)
-            if stat.S_ISREG(now.st_mode) and (now.st_size, now.st_mtime_ns) == (st.st_size, st.st_mtime_ns):
-                return dest
-        except OSError:
-            pass
+        if _same_bytes(dest, src, st.st_size):
+            return dest
         temp = os.path.join(directory, f".{name}.so.{os.getpid()}.{threading.get_ident()}.tmp")
         if os.path.lexists(temp):
             os.unlink(temp)

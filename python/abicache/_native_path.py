@@ -137,7 +137,8 @@ def load(ext: TorchOpsExtension, warm_name: str) -> Tuple[str, Optional[ModuleTy
 
 def open_checked(path: str, stamp: Optional[List[int]], layer: bool = False) -> Optional[int]:
     """``path`` opened (``O_NOFOLLOW``) when it is still the file the native
-    lookup verified (``stamp``: ``[dev, ino, size, mtime_ns, ctime_ns]``), a
+    lookup verified (``stamp``: ``[dev, ino, size, mtime_ns, ctime_ns]``, the
+    verified descriptor's; none: the file changed while it was verified), a
     regular file of this user's (or, when ``layer``, as the native outcome
     says of a read-only layer's library, e.g. an installed cache wheel's,
     root's: ``abicache._warm_record.trusted_owner``) that no one else can write, with one
@@ -150,7 +151,8 @@ def open_checked(path: str, stamp: Optional[List[int]], layer: bool = False) -> 
         return None
     st = os.fstat(fd)
     if (
-        (stamp is not None and list(stamp) != [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns])
+        stamp is None
+        or list(stamp) != [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
         or not stat.S_ISREG(st.st_mode)
         or not trusted_owner(st.st_uid, os.geteuid(), layer)
         or st.st_mode & 0o022

@@ -193,11 +193,6 @@ def test_the_drop_in_load_refuses_on_a_stubbed_9_0_gpu_and_loads_on_8_6(built: D
     assert served == first, served
 
 
-@pytest.mark.xfail(
-    reason="needs branch s16-fall46 (interception re-raises `AbiError` refusals instead of falling back "
-    "to torch); passes once it is merged, then drop this mark",
-    strict=False,
-)
 def test_under_interception_the_refusal_reaches_the_program(built: Dict[str, Any]) -> None:
     # No GPU here: the stub stands in for an H100. torch's own `load`,
     # intercepted, raises the guard's AbiError; it is not handed to torch's

@@ -115,6 +115,12 @@ pub struct Checked {
     pub stamp: Option<FileStamp>,
     /// True when the file was read and hashed in this call.
     pub rehashed: bool,
+    /// The `fstat` stamp of the descriptor that was checked (hashed, or
+    /// found equal to the known stamp), whatever the path names now: a
+    /// loader that opens the path again loads the checked bytes only when
+    /// its own descriptor has this stamp. `None` when the file changed while
+    /// it was read (nothing then proves which bytes were hashed).
+    pub opened: Option<FileStamp>,
 }
 
 /// Why a file failed [`verify_file`]. Every variant means "do not use it".
@@ -166,6 +172,7 @@ pub fn verify_file(
             return Ok(Checked {
                 stamp: Some(*known),
                 rehashed: false,
+                opened: Some(*known),
             });
         }
     }
@@ -175,11 +182,12 @@ pub fn verify_file(
         blake3: found,
     })?;
     let after = file.metadata().map_err(|e| FsError::io(path, e))?;
-    let stamp =
-        FileStamp::trusted(&meta, SystemTime::now()).filter(|s| *s == FileStamp::of(&after));
+    let opened = Some(FileStamp::of(&meta)).filter(|s| *s == FileStamp::of(&after));
+    let stamp = FileStamp::trusted(&meta, SystemTime::now()).filter(|_| opened.is_some());
     Ok(Checked {
         stamp,
         rehashed: true,
+        opened,
     })
 }
 
@@ -248,6 +256,26 @@ mod tests {
             expected(b"abcd").check(&digest),
             Err(Mismatch::Size { .. })
         ));
+    }
+
+    #[test]
+    fn the_opened_stamp_is_the_checked_files_not_the_one_renamed_into_place_since() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, b"abc").unwrap();
+        let checked = verify_file(&path, &expected(b"abc"), None, Follow::No).unwrap();
+        let hashed = FileStamp::of(&std::fs::symlink_metadata(&path).unwrap());
+        assert_eq!(checked.opened, Some(hashed));
+        // Another file renamed over the path after the check: the stamp a
+        // loader compares with still names the file that was hashed.
+        let other = dir.path().join("g");
+        std::fs::write(&other, b"abd").unwrap();
+        std::fs::rename(&other, &path).unwrap();
+        let now = FileStamp::of(&std::fs::symlink_metadata(&path).unwrap());
+        assert_ne!(checked.opened, Some(now));
+        // A known stamp that still matches: the descriptor's stamp too.
+        let again = verify_file(&path, &expected(b"abd"), Some(&now), Follow::No).unwrap();
+        assert_eq!((again.rehashed, again.opened), (false, Some(now)));
     }
 
     #[test]

@@ -4,7 +4,7 @@ use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use abicache_fs::{open_regular, Follow};
+use abicache_fs::{open_regular, FileStamp, Follow};
 
 use crate::error::{Result, StoreError};
 use crate::gc::GcReport;
@@ -111,6 +111,9 @@ impl BuildGuard {
         manifest.size = meta.len();
         manifest.library_blake3 =
             hash_reader(&file).map_err(StoreError::io_at("hash", &library))?;
+        // The hashed descriptor's stamp, taken after its mode was set
+        // (renaming the entry directory into place leaves it as it is).
+        let stamp = file.metadata().ok().map(|m| FileStamp::of(&m));
         manifest.library = library_file_name.to_owned();
         manifest.format = MANIFEST_FORMAT;
         if manifest.created == 0 {
@@ -144,6 +147,7 @@ impl BuildGuard {
                 library,
                 manifest,
                 rehashed: false,
+                stamp,
             },
             gc,
         })

@@ -236,6 +236,7 @@ impl ReadOnlyLayer {
             library,
             manifest,
             rehashed: checked.rehashed,
+            stamp: checked.opened,
         }))
     }
 

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use abicache_fs::{read_bounded, verify_file, Expected, Follow};
+use abicache_fs::{read_bounded, verify_file, Expected, FileStamp, Follow};
 use abicache_settings::StoreSettings;
 
 use crate::entry_stamp;
@@ -43,6 +43,12 @@ pub struct Hit {
     /// True when this lookup read and hashed the library; false when the
     /// stamp of an earlier full check still matched (or when just published).
     pub rehashed: bool,
+    /// The `fstat` stamp of the library file that was verified (hashed,
+    /// stamp-checked or just published), taken from its descriptor: a
+    /// loader that opens [`Hit::library`] loads the verified bytes only when
+    /// its descriptor has this stamp (a file renamed into place since has
+    /// another). `None` when the file changed while it was read.
+    pub stamp: Option<FileStamp>,
 }
 
 /// The answer of [`Store::lookup`]: a verified hit or a miss, plus warnings
@@ -394,6 +400,7 @@ impl Store {
             library,
             manifest,
             rehashed: checked.rehashed,
+            stamp: checked.opened,
         }))
     }
 

@@ -243,6 +243,7 @@ mod tests {
             library: "/c/v1/entries/c/libext.so".into(),
             manifest,
             rehashed: false,
+            stamp: None,
         };
         // A 9.0 machine's own payload: the same but for its arch list.
         let nine =

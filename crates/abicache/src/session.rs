@@ -120,11 +120,12 @@ pub struct Outcome {
     /// [`Outcome::check_gpu`] compares them with the visible GPUs.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub device_images: Vec<String>,
-    /// The library's stamp taken right after it was verified, serialized
+    /// The `fstat` stamp of the library's descriptor that was verified (see
+    /// [`abicache_store::Hit::stamp`]), serialized
     /// as the list `[dev, ino, size, mtime_ns, ctime_ns]`: a loader opens the
     /// file once, compares its `fstat` with this and loads what it opened
     /// (`/proc/self/fd/N`), never a file put in its place since. `None` when
-    /// it could not be read.
+    /// the file changed while it was verified (the loader then refuses it).
     #[serde(
         skip_serializing_if = "Option::is_none",
         serialize_with = "stamp_as_list"
@@ -146,6 +147,8 @@ pub struct Outcome {
 
 /// What [`Session::find_entry`] came to: an entry a source serves, or the
 /// key's build lock to build it with.
+// One value per lookup, moved once: boxing the entry would only add an allocation.
+#[allow(clippy::large_enum_variant)]
 enum Found {
     /// An entry to serve, and how it covers the GPUs when it was found by
     /// the covering lookup ([`crate::covering`]).
@@ -163,6 +166,7 @@ impl Outcome {
     /// A library that was already built: nothing compiled in this call.
     fn cached(hit: Hit, key: String, started: Instant, warnings: Vec<Warning>) -> Self {
         Outcome {
+            library_stamp: hit.stamp,
             path: hit.library,
             isa: hit.manifest.isa,
             device_images: hit.manifest.device_images,
@@ -174,7 +178,6 @@ impl Outcome {
             pch_units: Vec::new(),
             remote: false,
             warnings,
-            library_stamp: None,
             layer: false,
             covered_by: None,
         }
@@ -465,21 +468,10 @@ impl Session {
     /// Returns a verified library for `spec`: from the cache when its key
     /// is there, else built once (other processes asking for the same key
     /// wait for this build and then use it), audited against its key and
-    /// published atomically. `progress` receives build events.
+    /// published atomically. `progress` receives build events. The
+    /// outcome's [`Outcome::library_stamp`] is the stamp of the descriptor
+    /// that was verified, never of whatever the path names afterwards.
     pub fn build(
-        &self,
-        spec: &ExtensionSpec,
-        root: &Path,
-        progress: &dyn Fn(Progress),
-    ) -> Result<Outcome> {
-        let mut outcome = self.build_unstamped(spec, root, progress)?;
-        outcome.library_stamp = std::fs::symlink_metadata(&outcome.path)
-            .ok()
-            .map(|m| FileStamp::of(&m));
-        Ok(outcome)
-    }
-
-    fn build_unstamped(
         &self,
         spec: &ExtensionSpec,
         root: &Path,
@@ -544,6 +536,7 @@ impl Session {
             }
         }
         Ok(Outcome {
+            library_stamp: hit.stamp,
             path: hit.library,
             isa: hit.manifest.isa,
             device_images: hit.manifest.device_images,
@@ -555,7 +548,6 @@ impl Session {
             pch_units: report.pch_units,
             remote: false,
             warnings,
-            library_stamp: None,
             layer: false,
             covered_by: None,
         })
@@ -599,7 +591,8 @@ impl Session {
                 .and_then(|line| crate::misses::append_line(report, &line));
             if let Err(e) = written {
                 eprintln!(
-                    "abicache: warning: cannot append to the miss report `{}`                      (`ABICACHE_MISS_REPORT`): {e}",
+                    "abicache: warning: cannot append to the miss report `{}` \
+                     (`ABICACHE_MISS_REPORT`): {e}",
                     report.display()
                 );
             }
