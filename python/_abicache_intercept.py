@@ -9,7 +9,9 @@ finder first on ``sys.meta_path`` that, the moment
 ``load`` and ``load_inline`` with wrappers. A wrapper sends a call that
 abicache supports to ``abicache.load``/``abicache.load_inline`` and any other
 call to torch's own function, so a program that works without interception
-works with it.
+works with it. Under offline mode (``ABICACHE_OFFLINE=1``) nothing goes to
+torch's function: abicache's error (``abicache.CacheMiss`` on a miss)
+reaches the program.
 
 A top-level module, not part of the ``abicache`` package, so that turning
 interception on costs an interpreter start this file, not the package's
@@ -273,7 +275,11 @@ def _call(original, name, args, kwargs):
     else torch's. torch's also gets every call abicache fails (a cache it
     cannot use, a failed build: torch then fails or succeeds as it would
     have, with one line on stderr first), so interception never breaks a
-    program that works without it. ``KeyboardInterrupt`` is not caught."""
+    program that works without it. ``KeyboardInterrupt`` is not caught.
+
+    Offline (``ABICACHE_OFFLINE=1``): torch's function, which compiles, is
+    never called for a call that binds: abicache's ``CacheMiss`` (or any
+    other error of abicache's) is raised to the program."""
     try:
         arguments = _arguments(original, args, kwargs)
     except TypeError:
@@ -287,6 +293,16 @@ def _call(original, name, args, kwargs):
         replacement = getattr(abicache, name)
         reason = _unsupported(name, arguments, _accepted(replacement))
     if reason is not None:
+        if _offline_forbids_torch():
+            import abicache
+
+            miss = abicache.CacheMiss(
+                "%s: %s is not supported by abicache, and offline mode (`ABICACHE_OFFLINE=1`) forbids "
+                "torch.utils.cpp_extension.%s building it; nothing was compiled. Build it where compiling "
+                "is allowed (`ABICACHE_OFFLINE` unset or `warn`)" % (label, reason, name)
+            )
+            miss.extension = arguments.get("name")
+            raise miss
         if verbose:
             _say("%s: %s is not supported; torch.utils.cpp_extension.%s builds it" % (label, reason, name))
         return original(*args, **kwargs)
@@ -295,7 +311,26 @@ def _call(original, name, args, kwargs):
     try:
         return replacement(**arguments)
     except Exception as e:  # noqa: BLE001 - torch's function is the authority on any failure
+        # Offline: a miss (`abicache.CacheMiss`), or any failure, reaches
+        # the program; torch's function would compile.
+        if isinstance(e, abicache.CacheMiss) or _offline_forbids_torch():
+            raise
         first = (str(e).strip().splitlines() or [""])[0]
         _say("%s failed (%s: %s); falling back to torch.utils.cpp_extension.%s" % (label, type(e).__name__, first, name))
     # Outside the handler: an error of torch's is not chained to abicache's.
     return original(*args, **kwargs)
+
+
+def _offline_forbids_torch():
+    """Whether offline mode (``ABICACHE_OFFLINE=1``, or ``offline`` in the
+    config file) forbids handing a call to torch's own function, which
+    compiles. Asked only on the way to torch's function (never on a hit). A
+    setting abicache cannot read forbids it when ``ABICACHE_OFFLINE`` itself
+    is set to anything but ``0``: an operator who asked for offline never
+    gets a compile."""
+    import abicache
+
+    try:
+        return abicache._native.offline_mode() == "1"
+    except Exception:  # noqa: BLE001 - an unusable setting is judged by the variable alone
+        return os.environ.get("ABICACHE_OFFLINE", "").strip(_BLANKS) not in ("", "0")

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from ._extension import TorchOpsExtension
     from ._inline import load_inline
     from ._intercept import intercept
-    from ._native import AbiError, BuildError, Error, LockTimeout
+    from ._native import AbiError, BuildError, CacheMiss, Error, LockTimeout
     from ._warm_record import (
         WARM_COUNT_ROW,
         WARM_CPU_IDENTITY_FIELDS,
@@ -56,6 +56,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AbiError",
     "BuildError",
+    "CacheMiss",
     "Error",
     "LockTimeout",
     "TorchOpsExtension",
@@ -89,6 +90,7 @@ _LAZY = {
     "BuildError": "_native",
     "AbiError": "_native",
     "LockTimeout": "_native",
+    "CacheMiss": "_native",
     "WARM_RECORD_FORMAT": "_warm_record",
     "WARM_RECORD_FIELDS": "_warm_record",
     "WARM_ENVIRON_ROW": "_warm_record",

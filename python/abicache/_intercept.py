@@ -17,7 +17,10 @@ def intercept(verbose: bool = False) -> None:
     A call abicache does not support (``is_standalone=True``, SYCL, a keyword
     abicache's function does not take) goes to torch's own function, as does
     a call abicache fails with any exception (after one line on stderr), so
-    torch fails or succeeds as it would have. ``verbose``: one line on stderr for every intercepted call.
+    torch fails or succeeds as it would have; except under offline mode
+    (``ABICACHE_OFFLINE=1``), where nothing goes to torch's function (it
+    would compile): a miss raises :class:`abicache.CacheMiss`, and abicache's
+    other errors are raised as they are. ``verbose``: one line on stderr for every intercepted call.
     Calling it again does nothing more (``verbose`` only ever turns on)."""
     import _abicache_intercept
 

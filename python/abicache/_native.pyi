@@ -12,6 +12,7 @@ __all__ = [
     "BuildError",
     "AbiError",
     "LockTimeout",
+    "CacheMiss",
     "torch_stable_abi_target_define",
     "default_cache_dir",
     "cli_main",
@@ -29,6 +30,7 @@ __all__ = [
     "fingerprint_root",
     "rebuild_requested",
     "intercept_mode",
+    "offline_mode",
     "library_owner_trusted",
 ]
 
@@ -40,6 +42,13 @@ class BuildError(Error):
 
 class AbiError(Error): ...
 class LockTimeout(Error): ...
+
+class CacheMiss(Error):
+    extension: Optional[str]
+    key: Optional[str]
+    closest_key: Optional[str]
+    differs: Sequence[str]
+    command: Optional[str]
 
 def torch_stable_abi_target_define(major: int, minor: int) -> str: ...
 def default_cache_dir() -> str: ...
@@ -88,4 +97,5 @@ def warm_record_format() -> Dict[str, Any]: ...
 def fingerprint_root(spec: str) -> str: ...
 def rebuild_requested() -> bool: ...
 def intercept_mode(value: Optional[str]) -> str: ...
+def offline_mode() -> str: ...
 def library_owner_trusted(path: _Path, layer: bool) -> bool: ...

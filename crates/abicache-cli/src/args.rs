@@ -63,6 +63,8 @@ pub enum Command {
     /// Run a command whose Python processes build torch extensions through abicache
     /// (`torch.utils.cpp_extension.load`/`load_inline` intercepted; no code change).
     Run(crate::run_cmd::RunArgs),
+    /// Print the miss report (one JSON line per cache miss) as a table.
+    Misses(MissesArgs),
 }
 
 /// `abicache scan`.
@@ -161,6 +163,22 @@ pub struct BuildArgs {
     /// Do not upload what this call builds to the remote cache (downloads still happen).
     #[arg(long)]
     pub no_upload: bool,
+    /// Never compile: a key no source holds (local cache, read-only layers, cache wheels,
+    /// remote) is an error naming the closest cached entry, exit code 3
+    /// [default: `ABICACHE_OFFLINE`, else `offline` in the config file].
+    #[arg(long)]
+    pub offline: bool,
+}
+
+/// `abicache misses`.
+#[derive(Debug, Args)]
+pub struct MissesArgs {
+    /// The miss report [default: `ABICACHE_MISS_REPORT`, else `miss_report` in the config file].
+    #[arg(value_name = "FILE")]
+    pub file: Option<PathBuf>,
+    /// Print the report's lines as one JSON array.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Commands whose only option is `--json`.

@@ -34,6 +34,7 @@ pub fn run(cli: Cli, settings: Arc<Settings>) -> Result<()> {
         Command::Rm(args) => rm(&s, args),
         Command::Stats(args) => stats(&s, args),
         Command::Audit(args) => audit(args),
+        Command::Misses(args) => crate::misses_cmd::misses(&s, args),
         Command::Push(args) => crate::remote_cmds::push(open_store(&s)?, &s, args),
         Command::Pull(args) => crate::remote_cmds::pull(open_store(&s)?, &s, args),
         Command::Keygen(args) => crate::remote_cmds::keygen(args),
@@ -202,10 +203,12 @@ fn build(settings: &Arc<Settings>, verbose: bool, args: BuildArgs) -> Result<()>
         session,
         ..
     } = session_for(settings, &args.spec, options, verbose)?;
-    let session = session.with_remote(crate::remote_cmds::remote_for_build(
-        settings,
-        args.no_upload,
-    ));
+    let session = session
+        .with_remote(crate::remote_cmds::remote_for_build(
+            settings,
+            args.no_upload,
+        ))
+        .with_build_command(build_command(&args.spec, &name));
     let spec = file.extension(Some(&name)).map_err(Error::from)?;
     let mode = if args.quiet {
         ProgressMode::Quiet
@@ -220,6 +223,37 @@ fn build(settings: &Arc<Settings>, verbose: bool, args: BuildArgs) -> Result<()>
     print_json_or(args.spec.json, &outcome, || {
         format!("{}\n", outcome.path.display())
     })
+}
+
+/// The `abicache build` command line that builds extension `name` of
+/// `spec` where compiling is allowed (what an offline miss names).
+fn build_command(spec: &SpecArgs, name: &str) -> String {
+    let mut words = vec![
+        "abicache".to_owned(),
+        "build".to_owned(),
+        spec.spec.display().to_string(),
+        "--extension".to_owned(),
+        name.to_owned(),
+    ];
+    if let Some(env) = &spec.env.env {
+        words.extend(["--env".to_owned(), env.display().to_string()]);
+    }
+    if let Some(python) = &spec.env.python {
+        words.extend(["--python".to_owned(), python.display().to_string()]);
+    }
+    let quoted: Vec<String> = words.iter().map(|w| shell_quote(w)).collect();
+    format!("`{}`", quoted.join(" "))
+}
+
+/// `word` as a POSIX shell reads it back: as it is when it holds only
+/// safe characters, else in single quotes.
+fn shell_quote(word: &str) -> String {
+    let safe = |c: char| c.is_ascii_alphanumeric() || "-_./=:+@%,".contains(c);
+    if !word.is_empty() && word.chars().all(safe) {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
 }
 
 fn explain(settings: &Arc<Settings>, verbose: bool, args: SpecArgs) -> Result<()> {

@@ -5,7 +5,8 @@
 //! (`src/main.rs`) and the Python wheel's `abicache` console script, which
 //! calls it through `abicache._native.cli_main`, so a `pip install` ships
 //! the command without a second native build. Exit codes: 0 success, 1 a
-//! failed build, 2 bad input or an ABI refusal, with the reason on stderr.
+//! failed build, 2 bad input or an ABI refusal, 3 a cache miss under
+//! offline mode, with the reason on stderr.
 //!
 //! ```
 //! // `--version` prints and succeeds; an unknown subcommand is a usage error (2).
@@ -20,6 +21,7 @@ mod commands;
 mod config_cmd;
 mod fleet_cmds;
 mod interpreter;
+mod misses_cmd;
 mod output;
 mod reference;
 mod remote_cmds;
@@ -71,9 +73,14 @@ where
     }
     // Every other command: the settings, resolved and checked once, before
     // any work (a value that cannot be used is refused here, naming it).
+    let offline = match &cli.command {
+        args::Command::Build(build) if build.offline => Some(abicache::settings::OfflineMode::On),
+        _ => None,
+    };
     let flags = abicache::settings::Flags {
         cache_dir: cli.cache_dir.clone(),
         remote: cli.remote.clone(),
+        offline,
     };
     let settings = match abicache::settings::Settings::resolve(&flags) {
         Ok(settings) => std::sync::Arc::new(settings),

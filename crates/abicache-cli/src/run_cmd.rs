@@ -1,4 +1,4 @@
-//! `abicache run [--cache-dir DIR] [--verbose] -- CMD [ARGS…]`: runs `CMD`
+//! `abicache run [--cache-dir DIR] [--verbose] [--offline] -- CMD [ARGS…]`: runs `CMD`
 //! with interception on for every Python process it starts.
 //!
 //! This command only sets up the environment and replaces itself with `CMD`
@@ -14,14 +14,17 @@
 //!   directory);
 //! - `--record PLAN` as `ABICACHE_RECORD` (made absolute, the directory
 //!   created): every load of every Python process is recorded into that
-//!   prebuild plan (`abicache_fleet::plan`).
+//!   prebuild plan (`abicache_fleet::plan`);
+//! - `--offline` as `ABICACHE_OFFLINE=1`.
 //!
 //! The interception itself is Python (`python/_abicache_intercept.py`).
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use abicache::env_vars::{self, ABICACHE_DIR, ABICACHE_INTERCEPT, ABICACHE_RECORD, PYTHONPATH};
+use abicache::env_vars::{
+    self, ABICACHE_DIR, ABICACHE_INTERCEPT, ABICACHE_OFFLINE, ABICACHE_RECORD, PYTHONPATH,
+};
 use clap::Args;
 
 /// The directory, inside the installed `abicache` package, that holds the
@@ -35,6 +38,10 @@ pub struct RunArgs {
     /// PLAN (created; entries already there are kept): build it with `abicache prebuild --plan PLAN`.
     #[arg(long, value_name = "PLAN")]
     pub record: Option<PathBuf>,
+    /// Never compile in `CMD`: sets `ABICACHE_OFFLINE=1`, so a cache miss raises
+    /// `abicache.CacheMiss` in the program instead of building (torch's own build included).
+    #[arg(long)]
+    pub offline: bool,
     /// The command and its arguments (after `--` when an argument starts with `-`).
     #[arg(
         required = true,
@@ -109,7 +116,12 @@ pub fn run(
         args.record.as_deref(),
         verbose,
     ) {
-        Ok(vars) => vars,
+        Ok(mut vars) => {
+            if args.offline {
+                vars.push((ABICACHE_OFFLINE, OsString::from("1")));
+            }
+            vars
+        }
         Err(e) => {
             eprintln!("error: abicache run: cannot make the cache or package path absolute: {e}");
             return 2;

@@ -36,6 +36,11 @@ pub const PYTHONPATH: &str = "PYTHONPATH";
 pub const ABICACHE_PROBE_TIMEOUT: &str = "ABICACHE_PROBE_TIMEOUT";
 /// The instruction-set guard before a load: `1` (default) on, `0` off.
 pub const ABICACHE_ISA_CHECK: &str = "ABICACHE_ISA_CHECK";
+/// Offline mode: `1` a cache miss never compiles (it is an error), `warn`
+/// reports each miss and builds it.
+pub const ABICACHE_OFFLINE: &str = "ABICACHE_OFFLINE";
+/// A file every cache miss appends one JSON line to.
+pub const ABICACHE_MISS_REPORT: &str = "ABICACHE_MISS_REPORT";
 /// Parallel compile jobs.
 pub const MAX_JOBS: &str = "MAX_JOBS";
 /// Host C++ compiler.

@@ -224,6 +224,12 @@ pub const ENV_VARS: &[EnvVar] = &[
         .meaning("Seconds probing an interpreter (`--python`) may take before it is stopped and refused; its output is capped at 4 MiB."),
     EnvVar::new(ABICACHE_ISA_CHECK, "`1`", ValueFormat::Choice(&["1", "0"]))
         .meaning("`0` turns the instruction-set guard off: a library whose compile flags require extensions this CPU lacks (`-mavx512bf16`, `-march=native` from another machine) is then loaded anyway instead of refused with `abicache.AbiError` (see [How the key is made](../key.md))."),
+    EnvVar::new(ABICACHE_OFFLINE, "unset (off)", ValueFormat::Choice(&["1", "warn", "0"]))
+        .config_key("offline")
+        .meaning("`1`: a cache miss never compiles: every source is looked in as usual (local cache, read-only layers, cache wheels, the remote), and a key none of them holds is an `abicache.CacheMiss` error (exit code 3) naming the extension, the key, the closest cached entry with the fields that differ, and the command that would build it; under interception torch's own compile is forbidden too. `warn`: each miss is reported on stderr (and in `ABICACHE_MISS_REPORT`), then built (staging). `0`: off. Also `--offline` (see [Production](../production.md))."),
+    EnvVar::new(ABICACHE_MISS_REPORT, "unset (no report)", ValueFormat::Path)
+        .config_key("miss_report")
+        .meaning("A file every cache miss (offline or not) appends one JSON line to: time, extension, key, reason and what rebuilds it; `abicache misses` prints it as a table (see [Production](../production.md))."),
     EnvVar::new(ABICACHE_JOBS, "`MAX_JOBS`", ValueFormat::Count)
         .meaning("Parallel compile jobs when `ABICACHE_COMPILER_LAUNCHER` is set; may exceed the local cores (a distcc farm), up to 16 per core (more runs at that cap, with a warning). Without a launcher, and for a CUDA extension whose launcher cannot run nvcc (distcc, icecc), `MAX_JOBS` applies (see [Building](../building.md))."),
     EnvVar::new(MAX_JOBS, "number of cores", ValueFormat::Count)
@@ -264,7 +270,7 @@ pub const ENV_VARS: &[EnvVar] = &[
         .secret()
         .meaning("ed25519 secret key (hex, or a file holding it, as `abicache keygen` writes) that uploads are signed with."),
     EnvVar::new(ABICACHE_CONFIG, "`$XDG_CONFIG_HOME/abicache/config.toml`, else `~/.config/abicache/config.toml`", ValueFormat::Path)
-        .meaning("Config file with `remote`, `remote_mode`, `remote_timeout`, `trusted_keys`, `signing_key`, `readonly_dirs` (the variables win; see the table below)."),
+        .meaning("Config file with `remote`, `remote_mode`, `remote_timeout`, `trusted_keys`, `signing_key`, `readonly_dirs`, `offline`, `miss_report` (the variables win; see the table below)."),
     EnvVar::new(XDG_CONFIG_HOME, "`~/.config`", ValueFormat::Path)
         .meaning("Base of the default config file when `ABICACHE_CONFIG` is unset."),
     EnvVar::new(AWS_ENDPOINT_URL, "AWS's endpoint for the region", ValueFormat::Url)

@@ -35,6 +35,13 @@ pyo3::create_exception!(
     "Waiting for another process building the same key timed out (`ABICACHE_LOCK_TIMEOUT`)."
 );
 
+pyo3::create_exception!(
+    abicache,
+    CacheMiss,
+    Error,
+    "Offline mode (`ABICACHE_OFFLINE=1`): no cache source holds the key and nothing was compiled. The message names the extension, the key, the closest cached entry with the fields that differ, and the command that would build it; `.extension`, `.key`, `.closest_key` (None when the cache holds no entry of the extension), `.differs` (each differing field as `abicache explain` prints it) and `.command` hold them."
+);
+
 /// The I/O error at the bottom of `e`, when `e` is one and nothing more.
 fn io_source(e: &CoreError) -> Option<&std::io::Error> {
     match e {
@@ -103,5 +110,23 @@ pub fn to_py(py: Python<'_>, e: CoreError) -> PyErr {
         ErrorKind::LockTimeout => LockTimeout::new_err(message),
         ErrorKind::Input => Error::new_err(message),
         ErrorKind::Interrupted => pyo3::exceptions::PyKeyboardInterrupt::new_err(message),
+        ErrorKind::CacheMiss => {
+            let err = CacheMiss::new_err(message);
+            if let CoreError::CacheMiss(miss) = &e {
+                let value = err.value(py);
+                let differs: Vec<String> = miss
+                    .closest
+                    .iter()
+                    .flat_map(|c| c.changes.iter().map(ToString::to_string))
+                    .collect();
+                // Setting attributes on a fresh exception instance cannot fail.
+                let _ = value.setattr("extension", &miss.extension);
+                let _ = value.setattr("key", &miss.key);
+                let _ = value.setattr("closest_key", miss.closest.as_ref().map(|c| &c.key));
+                let _ = value.setattr("differs", differs);
+                let _ = value.setattr("command", &miss.command);
+            }
+            err
+        }
     }
 }

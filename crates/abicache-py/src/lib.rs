@@ -259,7 +259,7 @@ fn explain<'py>(
 pub(crate) fn settings(cache_dir: Option<PathBuf>) -> abicache::Result<Arc<Settings>> {
     let flags = Flags {
         cache_dir,
-        remote: None,
+        ..Flags::default()
     };
     Ok(Arc::new(Settings::resolve(&flags)?))
 }
@@ -336,6 +336,12 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("BuildError", build_error)?;
     m.add("AbiError", py.get_type::<errors::AbiError>())?;
     m.add("LockTimeout", py.get_type::<errors::LockTimeout>())?;
+    let cache_miss = py.get_type::<errors::CacheMiss>();
+    for attribute in ["extension", "key", "closest_key", "command"] {
+        cache_miss.setattr(attribute, py.None())?;
+    }
+    cache_miss.setattr("differs", pyo3::types::PyTuple::empty(py))?;
+    m.add("CacheMiss", cache_miss)?;
     m.add_function(wrap_pyfunction!(torch_stable_abi_target_define, m)?)?;
     m.add_function(wrap_pyfunction!(default_cache_dir, m)?)?;
     m.add_function(wrap_pyfunction!(cli_main, m)?)?;
@@ -354,6 +360,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(rules::fingerprint_root, m)?)?;
     m.add_function(wrap_pyfunction!(rules::rebuild_requested, m)?)?;
     m.add_function(wrap_pyfunction!(rules::intercept_mode, m)?)?;
+    m.add_function(wrap_pyfunction!(rules::offline_mode, m)?)?;
     m.add_function(wrap_pyfunction!(rules::library_owner_trusted, m)?)?;
     Ok(())
 }

@@ -110,3 +110,14 @@ pub fn library_owner_trusted(path: std::path::PathBuf, layer: bool) -> PyResult<
         .uid();
     Ok(abicache::store::trusted_owner(owner, uid, layer))
 }
+
+/// This process's offline mode (`--offline` has no say here:
+/// `ABICACHE_OFFLINE`, else `offline` in the config file): `"0"`, `"1"` or
+/// `"warn"`. Interception asks it before it lets torch's own function
+/// build (`python/_abicache_intercept.py`); a setting that cannot be used
+/// raises `abicache.Error` naming it.
+#[pyfunction]
+pub fn offline_mode(py: Python<'_>) -> PyResult<&'static str> {
+    let settings = crate::settings(None).map_err(|e| crate::errors::to_py(py, e))?;
+    Ok(settings.misses.offline.as_str())
+}

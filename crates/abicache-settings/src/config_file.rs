@@ -7,8 +7,9 @@ use serde::Deserialize;
 
 use crate::error::{Result, SettingsError};
 use abicache_env_vars::{
-    ABICACHE_CONFIG, ABICACHE_READONLY_DIRS, ABICACHE_REMOTE, ABICACHE_REMOTE_MODE,
-    ABICACHE_REMOTE_TIMEOUT, ABICACHE_SIGNING_KEY, ABICACHE_TRUSTED_KEYS,
+    ABICACHE_CONFIG, ABICACHE_MISS_REPORT, ABICACHE_OFFLINE, ABICACHE_READONLY_DIRS,
+    ABICACHE_REMOTE, ABICACHE_REMOTE_MODE, ABICACHE_REMOTE_TIMEOUT, ABICACHE_SIGNING_KEY,
+    ABICACHE_TRUSTED_KEYS,
 };
 
 /// The config file's fields. Every key names a variable that wins over it
@@ -30,6 +31,10 @@ pub(crate) struct ConfigFile {
     /// Read-only cache layers (`ABICACHE_READONLY_DIRS`).
     #[serde(default)]
     pub(crate) readonly_dirs: Vec<PathBuf>,
+    /// `ABICACHE_OFFLINE`: `true`, `false`, `0`, `1` or `"warn"`.
+    pub(crate) offline: Option<toml::Value>,
+    /// `ABICACHE_MISS_REPORT`.
+    pub(crate) miss_report: Option<PathBuf>,
 }
 
 /// The config file: `ABICACHE_CONFIG`, else `$XDG_CONFIG_HOME/abicache/config.toml`,
@@ -76,6 +81,17 @@ pub fn config_file_settings(path: &Path) -> Result<Vec<(&'static str, String)>> 
         (
             ABICACHE_READONLY_DIRS,
             Some(join_paths(&file.readonly_dirs)).filter(|d| !d.is_empty()),
+        ),
+        (
+            ABICACHE_OFFLINE,
+            file.offline.as_ref().map(|v| match v {
+                toml::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            }),
+        ),
+        (
+            ABICACHE_MISS_REPORT,
+            file.miss_report.as_ref().map(|p| p.display().to_string()),
         ),
     ];
     Ok(settings

@@ -11,7 +11,7 @@
 //!   [`Settings::resolve`]; a value that cannot be used is a
 //!   [`SettingsError`] naming the variable (or the config key and the file)
 //!   and what to set instead, before a key is computed or a file scanned.
-//! - **One precedence**: a flag (`--cache-dir`, `--remote`) wins over its
+//! - **One precedence**: a flag (`--cache-dir`, `--remote`, `--offline`) wins over its
 //!   variable, and a variable wins over its config-file key
 //!   (`abicache_env_vars::EnvVar::config_key`).
 //! - What is checked here is the form of a value. Key files named by
@@ -43,6 +43,7 @@
 mod build;
 mod config_file;
 mod error;
+mod misses;
 mod remote;
 mod store;
 
@@ -52,6 +53,7 @@ use std::path::PathBuf;
 pub use build::{parse_isa_check, BuildSettings, PchMode};
 pub use config_file::{config_file_settings, config_path};
 pub use error::{Result, SettingsError};
+pub use misses::{MissSettings, OfflineMode};
 pub use remote::{
     RemoteMode, RemoteSettings, DEFAULT_MAX_SIZE, DEFAULT_TIMEOUT, TRUSTED_KEYS_FROM_ENV,
     TRUSTED_KEYS_FROM_FILE,
@@ -72,6 +74,8 @@ pub struct Flags {
     pub cache_dir: Option<PathBuf>,
     /// `--remote`: the remote cache URL (`none` turns a configured one off).
     pub remote: Option<String>,
+    /// `--offline`: what a cache miss may do.
+    pub offline: Option<OfflineMode>,
 }
 
 /// The read-only cache layers.
@@ -98,6 +102,8 @@ pub struct Settings {
     pub remote: RemoteSettings,
     /// The read-only cache layers'.
     pub layers: LayerSettings,
+    /// What a cache miss does (offline mode) and where it is reported.
+    pub misses: MissSettings,
 }
 
 impl Default for Settings {
@@ -110,6 +116,7 @@ impl Default for Settings {
             build: BuildSettings::default(),
             remote: RemoteSettings::default(),
             layers: LayerSettings::default(),
+            misses: MissSettings::default(),
         }
     }
 }
@@ -151,6 +158,12 @@ impl Settings {
             &file,
             config_file.as_deref().unwrap_or(std::path::Path::new("")),
         )?;
+        let misses = MissSettings::resolve(
+            flags.offline,
+            &text,
+            &file,
+            config_file.as_deref().unwrap_or(std::path::Path::new("")),
+        )?;
         let readonly_dirs = match text(abicache_env_vars::ABICACHE_READONLY_DIRS) {
             Some(value) => value
                 .split(':')
@@ -165,6 +178,7 @@ impl Settings {
             build,
             remote,
             layers: LayerSettings { readonly_dirs },
+            misses,
         })
     }
 }

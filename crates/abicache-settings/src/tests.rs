@@ -260,3 +260,58 @@ fn an_unreadable_config_file_is_refused_naming_it() {
         "a missing file sets nothing"
     );
 }
+
+#[test]
+fn offline_flag_beats_variable_beats_config_file_and_the_report_comes_from_either() {
+    let (_dir, file) = config("offline = true\nmiss_report = \"/r/from-file.jsonl\"\n");
+    let s = resolve(&Flags::default(), &[("ABICACHE_CONFIG", &file)]).unwrap();
+    assert_eq!(s.misses.offline, OfflineMode::On);
+    assert_eq!(
+        s.misses.report.as_deref(),
+        Some(Path::new("/r/from-file.jsonl"))
+    );
+    let vars = [
+        ("ABICACHE_CONFIG", file.as_str()),
+        ("ABICACHE_OFFLINE", " WARN "),
+        ("ABICACHE_MISS_REPORT", "/r/var.jsonl"),
+    ];
+    let s = resolve(&Flags::default(), &vars).unwrap();
+    assert_eq!(s.misses.offline, OfflineMode::Warn);
+    assert_eq!(s.misses.report.as_deref(), Some(Path::new("/r/var.jsonl")));
+    let flag = Flags {
+        offline: Some(OfflineMode::On),
+        ..Flags::default()
+    };
+    assert_eq!(
+        resolve(&flag, &vars).unwrap().misses.offline,
+        OfflineMode::On
+    );
+    let (_dir, warn_file) = config("offline = \"warn\"\n");
+    let s = resolve(&Flags::default(), &[("ABICACHE_CONFIG", &warn_file)]).unwrap();
+    assert_eq!(s.misses.offline, OfflineMode::Warn);
+    let s = resolve(&Flags::default(), &[("ABICACHE_OFFLINE", "0")]).unwrap();
+    assert_eq!(s.misses, MissSettings::default());
+    let shown = config_file_settings(Path::new(&file)).unwrap();
+    assert!(
+        shown.contains(&("ABICACHE_OFFLINE", "true".to_owned())),
+        "{shown:?}"
+    );
+}
+
+#[test]
+fn a_bad_offline_value_is_refused_naming_the_variable_or_the_key() {
+    let err = resolve(&Flags::default(), &[("ABICACHE_OFFLINE", "yes")]).unwrap_err();
+    assert_eq!(err.variable(), Some("ABICACHE_OFFLINE"));
+    assert!(
+        err.to_string().contains("`ABICACHE_OFFLINE=yes`") && err.to_string().contains("`warn`"),
+        "{err}"
+    );
+    let (_dir, file) = config("offline = \"sometimes\"\n");
+    let err = resolve(&Flags::default(), &[("ABICACHE_CONFIG", &file)])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("`offline = \"sometimes\"`") && err.contains("ABICACHE_OFFLINE"),
+        "{err}"
+    );
+}

@@ -95,6 +95,10 @@ pub enum Error {
         /// What the flag resolves to here.
         here: String,
     },
+    /// Offline mode (`ABICACHE_OFFLINE=1`, `--offline`): no source holds
+    /// the key and nothing was compiled (exit 3, `abicache.CacheMiss`).
+    #[error("{0}")]
+    CacheMiss(Box<crate::misses::CacheMiss>),
     /// An I/O error with its path already named.
     #[error(transparent)]
     Io(#[from] std::io::Error),
@@ -129,6 +133,9 @@ pub enum ErrorKind {
     Input,
     /// The build was cancelled (Ctrl-C): exit 130, `KeyboardInterrupt`.
     Interrupted,
+    /// Offline mode refused to compile a key no source holds: exit 3,
+    /// `abicache.CacheMiss`.
+    CacheMiss,
 }
 
 impl Error {
@@ -141,17 +148,20 @@ impl Error {
             Error::Key(k) if k.is_abi_refusal() => ErrorKind::Abi,
             Error::Isa(abicache_isa::IsaError::Unsupported { .. }) => ErrorKind::Abi,
             Error::Store(s) if s.is_lock_timeout() => ErrorKind::LockTimeout,
+            Error::CacheMiss(_) => ErrorKind::CacheMiss,
             _ => ErrorKind::Input,
         }
     }
 
     /// The process exit code of the command line: 1 for a failed build or a
     /// lock time-out (nothing wrong with the request), 2 for bad input or an
-    /// ABI refusal, 130 for an interrupted build.
+    /// ABI refusal, 3 for a cache miss under offline mode, 130 for an
+    /// interrupted build.
     pub fn exit_code(&self) -> i32 {
         match self.kind() {
             ErrorKind::Build | ErrorKind::LockTimeout => 1,
             ErrorKind::Abi | ErrorKind::Input => 2,
+            ErrorKind::CacheMiss => 3,
             ErrorKind::Interrupted => 130,
         }
     }

@@ -102,22 +102,24 @@ pub fn render_explanation(e: &Explanation) -> String {
         }
         return out;
     }
-    match &e.closest {
-        None => out.push_str(&format!(
-            "cached: no, and no entry of `{}` is in the cache\n",
-            e.name
-        )),
+    out.push_str(&render_closest(&e.name, e.closest.as_ref()));
+    out
+}
+
+/// The lines of a miss: the closest entry of `name` and the fields that
+/// differ, one per line, or that the cache holds no entry of `name`
+/// (`abicache explain`'s wording; offline mode's `CacheMiss` says the same).
+pub fn render_closest(name: &str, closest: Option<&ClosestEntry>) -> String {
+    match closest {
+        None => format!("cached: no, and no entry of `{name}` is in the cache\n"),
         Some(c) => {
-            out.push_str(&format!(
-                "cached: no; closest entry {} differs in:\n",
-                c.key
-            ));
+            let mut out = format!("cached: no; closest entry {} differs in:\n", c.key);
             for change in &c.changes {
                 out.push_str(&format!("  {change}\n"));
             }
+            out
         }
     }
-    out
 }
 
 /// One line with the number of imports per group of a stored audit, e.g.

@@ -81,6 +81,9 @@ pub struct Session {
     /// The cache wheels given by [`Session::with_layers`], kept to rebuild
     /// the sources when [`Session::with_settings`] replaces the settings.
     wheels: Vec<PathBuf>,
+    /// The command a miss names as the one that would build the key
+    /// ([`Session::with_build_command`]); `None`: a generic one.
+    build_command: Option<String>,
 }
 
 /// The answer of [`Session::build`].
@@ -244,6 +247,7 @@ impl Session {
         Session {
             sources: sources::in_order(&settings, Vec::new(), &remote),
             wheels: Vec::new(),
+            build_command: None,
             remote,
             store: OnceLock::new(),
             cache_dir,
@@ -273,6 +277,16 @@ impl Session {
     /// local cache's entries skip the gate ([`crate::gate`]).
     pub fn source_order(&self) -> Vec<&'static str> {
         self.sources.iter().map(|s| s.describe()).collect()
+    }
+
+    /// The command that builds this session's extensions where compiling is
+    /// allowed (`abicache build SPEC --extension NAME …`), which a cache
+    /// miss names (offline mode's error, the miss report). Without it a
+    /// miss names running the program once with `ABICACHE_OFFLINE=warn`, or
+    /// recording it into a prebuild plan.
+    pub fn with_build_command(mut self, command: String) -> Self {
+        self.build_command = Some(command);
+        self
     }
 
     /// Replaces the directories searched for NVIDIA's pip wheels.
@@ -458,7 +472,7 @@ impl Session {
             Found::Build {
                 guard,
                 remote_state,
-            } => (guard, remote_state),
+            } => (self.on_miss(spec, &prepared, root, guard)?, remote_state),
         };
         let remote = self.remote().unwrap_or_else(|e| {
             warnings.push(Warning::RemoteDisabled(e));
@@ -512,6 +526,113 @@ impl Session {
             warnings,
             library_stamp: None,
             layer: false,
+        })
+    }
+
+    /// The miss decision (see [`crate::misses`]): reports the miss when a
+    /// miss report is set, then under offline mode releases the key's lock
+    /// and returns [`Error::CacheMiss`]; under `warn` says so on stderr and
+    /// hands the lock back to build with; otherwise hands it back at once.
+    fn on_miss(
+        &self,
+        spec: &ExtensionSpec,
+        prepared: &Prepared,
+        root: &Path,
+        guard: BuildGuard,
+    ) -> Result<BuildGuard> {
+        use abicache_settings::OfflineMode;
+        let misses = &self.settings.misses;
+        if misses.offline == OfflineMode::Off && misses.report.is_none() {
+            return Ok(guard);
+        }
+        let miss = self.describe_miss(spec, prepared)?;
+        if let Some(report) = &misses.report {
+            let line = crate::misses::MissLine {
+                time: crate::misses::utc_timestamp(std::time::SystemTime::now()),
+                pid: std::process::id(),
+                extension: &miss.extension,
+                key: &miss.key,
+                reason: miss.reason,
+                offline: misses.offline.as_str(),
+                closest: miss.closest.as_ref().map(crate::misses::ClosestLine::of),
+                rebuild: crate::misses::RebuildLine {
+                    command: &miss.command,
+                    spec,
+                    root: std::path::absolute(root).unwrap_or_else(|_| root.to_path_buf()),
+                    environment: &prepared.env,
+                },
+            };
+            let written = serde_json::to_string(&line)
+                .map_err(std::io::Error::other)
+                .and_then(|line| crate::misses::append_line(report, &line));
+            if let Err(e) = written {
+                eprintln!(
+                    "abicache: warning: cannot append to the miss report `{}`                      (`ABICACHE_MISS_REPORT`): {e}",
+                    report.display()
+                );
+            }
+        }
+        match misses.offline {
+            OfflineMode::On => {
+                drop(guard);
+                Err(Error::CacheMiss(Box::new(miss)))
+            }
+            OfflineMode::Warn => {
+                let differs = match &miss.closest {
+                    Some(c) => format!(
+                        "; closest entry {} differs in: {}",
+                        c.key,
+                        c.changes
+                            .iter()
+                            .map(ToString::to_string)
+                            .collect::<Vec<_>>()
+                            .join("; ")
+                    ),
+                    None => String::new(),
+                };
+                eprintln!(
+                    "abicache: cache miss (`ABICACHE_OFFLINE=warn`): extension `{}` key {} ({}{differs}); building it",
+                    miss.extension,
+                    miss.key,
+                    miss.reason.describe()
+                );
+                Ok(guard)
+            }
+            OfflineMode::Off => Ok(guard),
+        }
+    }
+
+    /// What a miss of the prepared key is: the closest entry of the
+    /// extension the local cache holds (as `abicache explain` finds it) and
+    /// the command that would build it.
+    fn describe_miss(
+        &self,
+        spec: &ExtensionSpec,
+        prepared: &Prepared,
+    ) -> Result<crate::misses::CacheMiss> {
+        use crate::misses::MissReason;
+        let explanation = crate::explain::explain(self, prepared)?;
+        let reason = if self.options.rebuild {
+            MissReason::Rebuild
+        } else if explanation.closest.is_some() {
+            MissReason::KeyDiffers
+        } else {
+            MissReason::NotCached
+        };
+        let command = self.build_command.clone().unwrap_or_else(|| {
+            format!(
+                "the same program with `ABICACHE_OFFLINE` unset or `warn` (which builds                  `{}` and reports it), or `abicache run --record PLAN -- CMD` then                  `abicache prebuild --plan PLAN`",
+                spec.name
+            )
+        });
+        Ok(crate::misses::CacheMiss {
+            extension: prepared.keyed.name.clone(),
+            key: prepared.keyed.key.clone(),
+            reason,
+            sources: self.source_order(),
+            // A rebuild of a cached key: the entry is the key's own.
+            closest: explanation.closest,
+            command,
         })
     }
 

@@ -18,6 +18,7 @@ mod hardening;
 mod hardening_inputs;
 mod isa;
 mod matrix;
+mod offline;
 mod readonly_layers;
 mod regression;
 mod relocatable;
