@@ -1,10 +1,11 @@
 """Record, then prebuild (docs/fleet.md, "Record, then prebuild"): a real
 program (``tests/fixtures/record_plan``: one ``load`` whose source includes a
-header from another directory, one ``load_inline``) runs under
+header from another directory, as a plain library; one ``load_inline``) runs under
 ``abicache run --record PLAN``; ``abicache prebuild --plan PLAN`` builds the
 plan into an empty cache from the plan's own copy of the sources (the
 project is moved away meanwhile); the same program then runs on that cache
-with 0 compiles. Compiles are counted by a ``CXX`` wrapper that logs every
+offline (``abicache run --offline``) with 0 compiles, and with a changed
+flag fails with ``CacheMiss``. Compiles are counted by a ``CXX`` wrapper that logs every
 compiler call with ``-c`` (abicache compiles with ``CXX``)."""
 
 from __future__ import annotations
@@ -108,17 +109,23 @@ def test_a_recorded_plan_round_trips_into_an_empty_cache_with_no_compile(tmp_pat
     assert _compiles(prebuild_log) >= 2
     shutil.move(str(tmp_path / "away"), str(tmp_path / "app"))
 
-    # The same program on the prebuilt cache: two hits, no compile.
+    # The same program on the prebuilt cache, offline: two hits, no compile.
     run_log = tmp_path / "run.compiles"
     import abicache
 
+    offline = _abicache("run", "--offline", "--cache-dir", str(second_cache), "--", sys.executable, str(program))
     before = abicache.stats(str(second_cache))
-    again = _result(_run(_abicache("run", "--cache-dir", str(second_cache), "--", sys.executable, str(program)),
-                         _env(run_log)))
+    again = _result(_run(offline, _env(run_log)))
     after = abicache.stats(str(second_cache))
     assert again == recorded
     assert _compiles(run_log) == 0, run_log.read_text()
     assert after["builds"] == before["builds"] and after["hits"] == before["hits"] + 2, (before, after)
+
+    # What the plan did not record is a miss offline, naming the changed flag.
+    proc = _run(offline, _env(run_log, {"RECORD_PLAN_FLAG": "-O2"}))
+    assert proc.returncode != 0 and "RESULT " not in proc.stdout, proc.stdout
+    assert "CacheMiss" in proc.stderr and "record_plan_scale" in proc.stderr and "-O2" in proc.stderr, proc.stderr
+    assert _compiles(run_log) == 0, run_log.read_text()
 
 
 def _plan_keys(text: str) -> List[str]:
@@ -126,23 +133,25 @@ def _plan_keys(text: str) -> List[str]:
 
 
 def test_processes_recording_into_one_plan_at_once_lose_no_entry(tmp_path: Path) -> None:
-    # Four processes of one run, each loading its own `load_inline` extension
-    # (a different flag: a different key), all recording into one plan.
-    program = _program(tmp_path)
+    # Four processes of one run, each loading the same library with its own
+    # `-D` value (four keys; no torch header, so quick compiles), all
+    # recording into one plan at once.
+    program = _program(tmp_path).parent / "plain_program.py"
     plan, cache = tmp_path / "plan", tmp_path / "cache"
-    log = tmp_path / "compiles"
-    flags = ["-O0", "-O1", "-O2", "-O3"]
-    script = " & ".join(f'RECORD_PLAN_FLAG={flag} "$0" "$1"' for flag in flags) + " & wait"
+    values = ["11", "12", "13", "14"]
+    script = " & ".join(f'RECORD_PLAN_VALUE={v} "$0" "$1"' for v in values) + " & wait"
     argv = _abicache("run", "--cache-dir", str(cache), "--record", str(plan), "--", "sh", "-c", script,
                      sys.executable, str(program))
-    proc = _run(argv, _env(log))
-    assert proc.stdout.count("RESULT ") == 4, proc.stdout + proc.stderr
+    proc = _run(argv, _env(tmp_path / "compiles"))
+    assert sorted(json.loads(line[len("RESULT "):])["value"] for line in proc.stdout.splitlines()
+                  if line.startswith("RESULT ")) == [11, 12, 13, 14], proc.stdout + proc.stderr
     text = (plan / "plan.toml").read_text()
-    # 4 scale entries and the one answer entry all four loaded.
-    assert text.count("[[extension]]") == 5, text
-    assert len(set(_plan_keys(text))) == 5, text
-    for flag in flags:
-        assert f'"{flag}"' in text, text
+    assert text.count("[[extension]]") == 4, text
+    assert len(set(_plan_keys(text))) == 4, text
+    for v in values:
+        assert f'"-DPLAIN_VALUE={v}"' in text, text
+    # One source, stored once.
+    assert len(list((plan / "sources").iterdir())) == 1
 
 
 def test_prebuild_plan_refuses_a_damaged_plan_naming_the_file(tmp_path: Path) -> None:
