@@ -54,7 +54,8 @@ def _overlay_venv(where: Path, wheels: List[Path]) -> Path:
     env = dict(os.environ, DS_BUILD_OPS="0", DS_ACCELERATOR="cpu")
     pip = [str(python), "-m", "pip", "install", "--quiet", "--no-deps", "--disable-pip-version-check"]
     subprocess.run([*pip, "-r", str(REQUIREMENTS)], check=True, env=env, timeout=900)
-    subprocess.run([*pip, *map(str, wheels)], check=True, env=env, timeout=300)
+    # `--ignore-installed`: the torch venv seen through the `.pth` may have its own abicache.
+    subprocess.run([*pip, "--ignore-installed", *map(str, wheels)], check=True, env=env, timeout=300)
     return python
 
 
