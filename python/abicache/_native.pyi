@@ -24,6 +24,7 @@ __all__ = [
     "check_isa",
     "store_generated_sources",
     "prebuild",
+    "record_plan_entry",
     "visible_cuda_archs",
     "requires_cuda",
     "warm_record_format",
