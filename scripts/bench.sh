@@ -134,7 +134,7 @@ ABICACHE_BIN=$bin/abicache "$venv/bin/python" -m pytest -m slow -q tests/python/
 # `abicache run --record`, prebuild the plan into an empty cache, export a
 # cache wheel, install it into a fresh venv, run there offline (0 compiles,
 # the same numbers), then one changed flag fails with `CacheMiss` (the slow
-# marker; ~6 minutes on 2 cores: six compiles of DeepSpeed's CPU ops; the
+# marker; six compiles of DeepSpeed's CPU ops, about 20 minutes on a busy 2-core machine; the
 # bench-only venvs get scripts/requirements-bench-deepspeed.txt with --no-deps).
 ABICACHE_TEST_WHEEL=$(scripts/install-python-package.sh --print-wheel) ABICACHE_BENCH_OUT=$work \
   "$venv/bin/python" -m pytest -m slow -q -s tests/python/test_record_deepspeed.py
