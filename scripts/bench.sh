@@ -130,3 +130,11 @@ python3 benches/readme_figures.py
 # (the slow pytest marker: three ATen compiles).
 python3 benches/check_gptq.py --abicache "$bin/abicache" --work "$work"
 ABICACHE_BIN=$bin/abicache "$venv/bin/python" -m pytest -m slow -q tests/python/test_gptq_cpu_kernels.py
+# The production recipe with DeepSpeed 0.19.8's CPU optimizers: record under
+# `abicache run --record`, prebuild the plan into an empty cache, export a
+# cache wheel, install it into a fresh venv, run there offline (0 compiles,
+# the same numbers), then one changed flag fails with `CacheMiss` (the slow
+# marker; six compiles of DeepSpeed's CPU ops, about 20 minutes on a busy 2-core machine; the
+# bench-only venvs get scripts/requirements-bench-deepspeed.txt with --no-deps).
+ABICACHE_TEST_WHEEL=$(scripts/install-python-package.sh --print-wheel) ABICACHE_BENCH_OUT=$work \
+  "$venv/bin/python" -m pytest -m slow -q -s tests/python/test_record_deepspeed.py

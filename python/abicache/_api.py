@@ -39,6 +39,7 @@ def prebuild(
     matrix: Optional[str] = None,
     uv: Optional[Union[str, "os.PathLike[str]"]] = None,
     keep_envs: Optional[Union[str, "os.PathLike[str]"]] = None,
+    plans: Iterable[Union[str, "os.PathLike[str]"]] = (),
 ) -> Dict[str, Any]:
     """``abicache prebuild`` from Python, e.g. in a package's build step.
 
@@ -54,6 +55,10 @@ def prebuild(
     that matrix; those no interpreter of ``pythons`` covers are created
     with ``uv`` (``uv``: its path, default ``uv`` on ``PATH``) in a
     throwaway directory, or kept in ``keep_envs``, as ``--matrix`` does.
+
+    ``plans``: prebuild plan directories (``abicache run --record PLAN``,
+    ``--plan``), whose every extension is built too, from the plan's own
+    copy of its sources (``specs`` may then be empty).
     """
     if isinstance(specs, (str, os.PathLike)):
         specs = [specs]
@@ -72,4 +77,5 @@ def prebuild(
         matrix=matrix,
         uv=None if uv is None else os.fspath(uv),
         keep_envs=None if keep_envs is None else os.fspath(keep_envs),
+        plans=[os.fspath(p) for p in plans],
     )

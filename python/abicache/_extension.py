@@ -269,6 +269,17 @@ class TorchOpsExtension:
         return self.key
 
     def _load(self) -> Tuple[str, Optional[ModuleType]]:
+        # `_loaded_or_built`, then, when `ABICACHE_RECORD` names a prebuild
+        # plan (`abicache run --record`), the load recorded into it.
+        loaded = self._loaded_or_built()
+        plan = os.environ.get("ABICACHE_RECORD", "").strip()
+        if plan:
+            from ._native_path import record
+
+            record(self, plan)
+        return loaded
+
+    def _loaded_or_built(self) -> Tuple[str, Optional[ModuleType]]:
         # The path and (for a Python module) the module: a hit from the
         # warm-load record (no native call), else the native path.
         # `ABICACHE_REBUILD` set (not blank) is the native path's to read

@@ -24,6 +24,7 @@ __all__ = [
     "check_isa",
     "store_generated_sources",
     "prebuild",
+    "record_plan_entry",
     "visible_cuda_archs",
     "requires_cuda",
     "warm_record_format",
@@ -88,7 +89,9 @@ def prebuild(
     matrix: Optional[str] = None,
     uv: Optional[_Path] = None,
     keep_envs: Optional[_Path] = None,
+    plans: Sequence[_Path] = ...,
 ) -> Dict[str, Any]: ...
+def record_plan_entry(plan: _Path, spec: str, env: str, root: _Path, cache_dir: Optional[_Path] = None) -> bool: ...
 def visible_cuda_archs() -> Optional[str]: ...
 def requires_cuda(spec: str) -> bool: ...
 def warm_record_format() -> Dict[str, Any]: ...

@@ -53,6 +53,18 @@ def native_args(ext: TorchOpsExtension) -> Tuple[str, str, str, Optional[str]]:
     return spec, _env.environment_json(), _root_of(ext, spec), ext.cache_dir
 
 
+def record(ext: TorchOpsExtension, plan: str) -> None:
+    """Records ``ext`` (just loaded) into the prebuild plan directory
+    ``plan`` (``ABICACHE_RECORD``): its spec, the environment facts of its
+    key and a copy of every file the key hashed (``load_inline``'s generated
+    sources stored first). A failure is raised: a recording run that cannot
+    record must not look complete."""
+    spec, env, root_dir, cache_dir = native_args(ext)
+    added = _native.record_plan_entry(plan, spec, env, root_dir, cache_dir)
+    if ext.verbose and added:
+        print(f"abicache: recorded `{ext.name}` into the prebuild plan {plan}", file=sys.stderr)
+
+
 # How many times a library that vanished between the lookup and the load
 # (gc, a concurrent rebuild) is looked up again before its error is raised.
 _LOAD_ATTEMPTS = 3

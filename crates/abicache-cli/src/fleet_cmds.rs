@@ -22,8 +22,13 @@ use crate::render::human_size;
 #[derive(Debug, Args)]
 pub struct PrebuildArgs {
     /// Spec files (`abicache.toml`); each one's directory is its extensions' fingerprint root.
-    #[arg(required = true, value_name = "SPEC.toml")]
+    #[arg(required_unless_present = "plan", value_name = "SPEC.toml")]
     pub specs: Vec<PathBuf>,
+    /// A prebuild plan directory written by `abicache run --record PLAN` (repeatable): every
+    /// extension it lists, from its own copy of the sources. Without `--python`, `--env` or
+    /// `--matrix`, for this environment's interpreter (`$VIRTUAL_ENV`, else `python3` on `PATH`).
+    #[arg(long, value_name = "PLAN")]
+    pub plan: Vec<PathBuf>,
     /// Only these extensions (repeatable) [default: every extension of every spec].
     #[arg(long, value_name = "NAME")]
     pub extension: Vec<String>,
@@ -98,14 +103,20 @@ pub struct ImportArgs {
     pub json: bool,
 }
 
-/// `abicache prebuild SPEC... (--python PATH)... (--env FILE)...`; exits 1
+/// `abicache prebuild SPEC... (--plan PLAN)... (--python PATH)... (--env FILE)...`; exits 1
 /// after printing the table when a build failed.
 pub fn prebuild(store: Store, settings: &Arc<Settings>, args: PrebuildArgs) -> Result<()> {
+    let mut pythons = args.python;
+    // A plan is built for this environment unless another one is named.
+    if !args.plan.is_empty() && pythons.is_empty() && args.env.is_empty() && args.matrix.is_none() {
+        pythons.push(crate::interpreter::choose(None)?.path);
+    }
     let request = PrebuildRequest {
         specs: args.specs,
+        plans: args.plan,
         settings: Arc::clone(settings),
         extensions: args.extension,
-        pythons: args.python,
+        pythons,
         env_files: args.env,
         matrix: args.matrix,
         matrix_options: MatrixOptions {

@@ -12,6 +12,9 @@
 //!   directory (which is where `.pth` files are read) turns it on too;
 //! - `--cache-dir` as `ABICACHE_DIR` (made absolute: `CMD` may change
 //!   directory);
+//! - `--record PLAN` as `ABICACHE_RECORD` (made absolute, the directory
+//!   created): every load of every Python process is recorded into that
+//!   prebuild plan (`abicache_fleet::plan`);
 //! - `--offline` as `ABICACHE_OFFLINE=1`.
 //!
 //! The interception itself is Python (`python/_abicache_intercept.py`).
@@ -19,7 +22,9 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use abicache::env_vars::{self, ABICACHE_DIR, ABICACHE_INTERCEPT, ABICACHE_OFFLINE, PYTHONPATH};
+use abicache::env_vars::{
+    self, ABICACHE_DIR, ABICACHE_INTERCEPT, ABICACHE_OFFLINE, ABICACHE_RECORD, PYTHONPATH,
+};
 use clap::Args;
 
 /// The directory, inside the installed `abicache` package, that holds the
@@ -29,6 +34,10 @@ pub const SITECUSTOMIZE_DIR: &str = "_sitecustomize";
 /// `abicache run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
+    /// Record every extension the run loads (hit or build) into the prebuild plan directory
+    /// PLAN (created; entries already there are kept): build it with `abicache prebuild --plan PLAN`.
+    #[arg(long, value_name = "PLAN")]
+    pub record: Option<PathBuf>,
     /// Never compile in `CMD`: sets `ABICACHE_OFFLINE=1`, so a cache miss raises
     /// `abicache.CacheMiss` in the program instead of building (torch's own build included).
     #[arg(long)]
@@ -46,12 +55,13 @@ pub struct RunArgs {
 /// The variables `CMD` runs with, in the order they are set, given the
 /// current values of `ABICACHE_INTERCEPT` and `PYTHONPATH`, the
 /// `sitecustomize` directory (`None`: unknown, only the `.pth` hook turns
-/// interception on) and the flags.
+/// interception on) and the flags (`record`: the plan directory).
 pub fn environment(
     intercept: Option<&str>,
     pythonpath: Option<OsString>,
     sitecustomize: Option<&Path>,
     cache_dir: Option<&Path>,
+    record: Option<&Path>,
     verbose: bool,
 ) -> std::io::Result<Vec<(&'static str, OsString)>> {
     let verbose =
@@ -79,6 +89,9 @@ pub fn environment(
     if let Some(dir) = cache_dir {
         vars.push((ABICACHE_DIR, std::path::absolute(dir)?.into_os_string()));
     }
+    if let Some(plan) = record {
+        vars.push((ABICACHE_RECORD, std::path::absolute(plan)?.into_os_string()));
+    }
     Ok(vars)
 }
 
@@ -100,6 +113,7 @@ pub fn run(
         env_vars::var_os(PYTHONPATH),
         sitecustomize.as_deref(),
         cache_dir.as_deref(),
+        args.record.as_deref(),
         verbose,
     ) {
         Ok(mut vars) => {
@@ -113,6 +127,16 @@ pub fn run(
             return 2;
         }
     };
+    if let Some(plan) = &args.record {
+        if let Err(e) = std::fs::create_dir_all(plan) {
+            eprintln!(
+                "error: abicache run: cannot create the plan directory `{}`: {e}; pass a \
+                 writable `--record` directory",
+                plan.display()
+            );
+            return 2;
+        }
+    }
     let (program, rest) = args
         .command
         .split_first()
@@ -182,10 +206,13 @@ mod tests {
             Some("/a:/b".into()),
             Some(Path::new("/pkg/_sitecustomize")),
             Some(Path::new("rel/cache")),
+            Some(Path::new("rel/plan")),
             false,
         )
         .unwrap();
         assert_eq!(value(&vars, ABICACHE_INTERCEPT), Some("1"));
+        let plan = PathBuf::from(value(&vars, ABICACHE_RECORD).unwrap());
+        assert!(plan.is_absolute() && plan.ends_with("rel/plan"), "{plan:?}");
         assert_eq!(value(&vars, PYTHONPATH), Some("/pkg/_sitecustomize:/a:/b"));
         let cache = PathBuf::from(value(&vars, ABICACHE_DIR).unwrap());
         assert!(
@@ -201,6 +228,7 @@ mod tests {
             Some("/pkg/_sitecustomize:/a".into()),
             Some(Path::new("/pkg/_sitecustomize")),
             None,
+            None,
             false,
         )
         .unwrap();
@@ -211,7 +239,7 @@ mod tests {
 
     #[test]
     fn without_a_package_only_the_variable_is_set() {
-        let vars = environment(None, None, None, None, true).unwrap();
+        let vars = environment(None, None, None, None, None, true).unwrap();
         assert_eq!(vars, vec![(ABICACHE_INTERCEPT, OsString::from("verbose"))]);
     }
 }

@@ -28,6 +28,8 @@ pub const ABICACHE_PCH_MAX_SIZE: &str = "ABICACHE_PCH_MAX_SIZE";
 pub const ABICACHE_PCH_JOBS: &str = "ABICACHE_PCH_JOBS";
 /// Interception of torch's `load`/`load_inline` in every Python process: `1` or `verbose`.
 pub const ABICACHE_INTERCEPT: &str = "ABICACHE_INTERCEPT";
+/// The prebuild plan directory every load of the run is recorded into (`abicache run --record`).
+pub const ABICACHE_RECORD: &str = "ABICACHE_RECORD";
 /// Python's module search path, which `abicache run` extends.
 pub const PYTHONPATH: &str = "PYTHONPATH";
 /// Seconds an interpreter probe (`--python`) may take.

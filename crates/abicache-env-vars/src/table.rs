@@ -216,6 +216,8 @@ pub const ENV_VARS: &[EnvVar] = &[
         .meaning("Background precompiled-header compiles at once for this user on this machine (lock files in `$XDG_RUNTIME_DIR/abicache/pch-slots`, else `$TMPDIR/abicache-UID/pch-slots`; in the cache's `v1/locks/pch-slots` when that directory is another user's or writable by others); one cache never runs more than one."),
     EnvVar::new(ABICACHE_INTERCEPT, "unset (off)", ValueFormat::Choice(&["1", "verbose", "0"]))
         .meaning("`1`: in every Python process with abicache installed, `torch.utils.cpp_extension.load` and `load_inline` become abicache's (calls abicache does not support go to torch's); `verbose` (any case) also prints one line per call on stderr; `0`: off. Any other value leaves interception off, with one line on stderr naming the variable and these values. Set by `abicache run` (see [Interception](../interception.md))."),
+    EnvVar::new(ABICACHE_RECORD, "unset (off)", ValueFormat::Path)
+        .meaning("A prebuild plan directory: every extension a Python process loads through abicache (hit or build, interception included) is added to it, with a copy of its sources; build it elsewhere with `abicache prebuild --plan`. Set by `abicache run --record PLAN` (see [Record, then prebuild](../fleet.md#record-then-prebuild))."),
     EnvVar::new(PYTHONPATH, "unset", ValueFormat::PathList)
         .meaning("`abicache run` puts the package's `sitecustomize` directory first on it for `CMD`, keeping the rest."),
     EnvVar::new(ABICACHE_PROBE_TIMEOUT, "`60`", ValueFormat::Seconds)

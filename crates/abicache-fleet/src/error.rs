@@ -45,6 +45,15 @@ pub enum Error {
          file, or a `python=… torch=…` matrix"
     )]
     NoFleetEnvironment,
+    /// A prebuild plan (`abicache run --record`, `prebuild --plan`) could not
+    /// be written, read or laid out.
+    #[error("prebuild plan `{}`: {message}", path.display())]
+    Plan {
+        /// The plan file, directory or source file at fault.
+        path: PathBuf,
+        /// What went wrong and what to do.
+        message: String,
+    },
     /// A prebuild whose spec files define no extension.
     #[error("no extension to prebuild: the spec files define none")]
     NoFleetExtension,

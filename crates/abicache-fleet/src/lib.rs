@@ -6,7 +6,8 @@
 //! interpreter's environment without importing torch); [`bundle`] exports
 //! entries as one signed file and imports one only after verifying all of
 //! it; [`wheel`] ships entries as a pip-installable cache wheel, which the
-//! load pipeline uses as a read-only layer ([`abicache::layers`]).
+//! load pipeline uses as a read-only layer ([`abicache::layers`]); [`plan`]
+//! records what a run loaded and lays it out again for a prebuild.
 //!
 //! Its errors are its own ([`Error`]); a failure of the load pipeline is
 //! [`Error::Core`], with the message and [`abicache::ErrorKind`] it has there.
@@ -18,6 +19,7 @@ mod error;
 pub mod fleet;
 pub mod matrix;
 pub mod partial;
+pub mod plan;
 mod prebuild;
 mod probe;
 pub mod wheel;

@@ -23,6 +23,10 @@ pub struct PrebuildRequest {
     /// Spec files (`abicache.toml`); each one's directory is its
     /// extensions' fingerprint root.
     pub specs: Vec<PathBuf>,
+    /// Prebuild plan directories (`abicache run --record PLAN`); each
+    /// entry is laid out again under a throwaway directory (its root) for
+    /// the run ([`crate::plan::stage`]).
+    pub plans: Vec<PathBuf>,
     /// The settings the caller resolved and checked before any work; every
     /// session of the run uses them (the default: every documented default).
     pub settings: Arc<Settings>,
@@ -74,7 +78,28 @@ pub fn prebuild(
         .iter()
         .map(|path| SpecFile::load(path))
         .collect::<std::result::Result<Vec<_>, _>>()?;
-    let extensions = FleetExtension::select(&files, &request.extensions)?;
+    // Held until the builds are done: the plans' entries are laid out there.
+    let staging = if request.plans.is_empty() {
+        None
+    } else {
+        Some(tempfile::tempdir().map_err(|e| Error::Plan {
+            path: std::env::temp_dir(),
+            message: format!("cannot make a directory to lay the plan out in: {e}"),
+        })?)
+    };
+    let extensions = match &staging {
+        None => FleetExtension::select(&files, &request.extensions)?,
+        Some(staging) => {
+            let mut all = FleetExtension::select(&files, &[])?;
+            for (i, plan) in request.plans.iter().enumerate() {
+                all.extend(crate::plan::stage(
+                    plan,
+                    &staging.path().join(i.to_string()),
+                )?);
+            }
+            select_by_name(all, &request.extensions)?
+        }
+    };
     let mut environments = Vec::new();
     for python in &request.pythons {
         environments.push(FleetEnvironment::probe(python, store)?);
@@ -106,5 +131,25 @@ pub fn prebuild(
         progress,
     );
     drop(created);
+    drop(staging);
     coverage
+}
+
+/// The extensions named in `names` (all of them when it is empty); a name
+/// none of them has is refused, naming those there are.
+fn select_by_name(all: Vec<FleetExtension>, names: &[String]) -> Result<Vec<FleetExtension>> {
+    for name in names {
+        if !all.iter().any(|e| &e.spec.name == name) {
+            let mut available: Vec<String> = all.iter().map(|e| e.spec.name.clone()).collect();
+            available.dedup();
+            return Err(Error::UnknownExtension {
+                name: name.clone(),
+                available,
+            });
+        }
+    }
+    Ok(all
+        .into_iter()
+        .filter(|e| names.is_empty() || names.contains(&e.spec.name))
+        .collect())
 }

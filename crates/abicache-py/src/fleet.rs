@@ -18,8 +18,10 @@ use crate::errors::fleet_to_py;
 /// `key_only`, `failed`), as `abicache prebuild --json` prints it. With
 /// `matrix` (`"python=3.10,3.12 torch=2.12,2.15"`), the cells no interpreter
 /// of `pythons` covers are created with `uv` first, as `--matrix` does.
+/// `plans`: prebuild plan directories (`abicache run --record`), whose
+/// entries are built too.
 #[pyfunction]
-#[pyo3(signature = (specs, pythons=Vec::new(), envs=Vec::new(), extensions=Vec::new(), cache_dir=None, *, jobs=None, quiet=true, matrix=None, uv=None, keep_envs=None))]
+#[pyo3(signature = (specs, pythons=Vec::new(), envs=Vec::new(), extensions=Vec::new(), cache_dir=None, *, jobs=None, quiet=true, matrix=None, uv=None, keep_envs=None, plans=Vec::new()))]
 #[allow(clippy::too_many_arguments)]
 pub fn prebuild<'py>(
     py: Python<'py>,
@@ -33,9 +35,11 @@ pub fn prebuild<'py>(
     matrix: Option<String>,
     uv: Option<PathBuf>,
     keep_envs: Option<PathBuf>,
+    plans: Vec<PathBuf>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let mut request = PrebuildRequest {
         specs,
+        plans,
         // Resolved below, with the GIL released, before any work.
         settings: Default::default(),
         extensions,
@@ -64,4 +68,35 @@ pub fn prebuild<'py>(
         abicache_fleet::prebuild(&store, &request, &report, &progress_reporter(mode))
     });
     to_python(py, &coverage.map_err(|e| fleet_to_py(py, e))?)
+}
+
+/// Records the spec's load into the prebuild plan directory `plan`
+/// (`ABICACHE_RECORD`, `abicache run --record`): its key and payload in
+/// this environment, its spec relative to `root` and a copy of every file
+/// the key hashed ([`abicache_fleet::plan::record`]). Returns `True` when
+/// the plan did not have the key yet.
+#[pyfunction]
+#[pyo3(signature = (plan, spec, env, root, cache_dir=None))]
+pub fn record_plan_entry(
+    py: Python<'_>,
+    plan: PathBuf,
+    spec: &str,
+    env: &str,
+    root: PathBuf,
+    cache_dir: Option<PathBuf>,
+) -> PyResult<bool> {
+    let (spec, env) = (
+        crate::convert::spec_from_json(spec)?,
+        crate::convert::env_from_json(env)?,
+    );
+    let recorded = py.detach(|| {
+        let session = crate::session(env, cache_dir, false)?;
+        let prepared = session.prepare(&spec, &root)?;
+        let keyed = &prepared.keyed;
+        abicache_fleet::plan::record(&plan, &spec, &root, &keyed.key, &keyed.payload.lines())
+    });
+    match recorded {
+        Ok(r) => Ok(r == abicache_fleet::plan::Recorded::Added),
+        Err(e) => Err(fleet_to_py(py, e)),
+    }
 }

@@ -360,6 +360,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check_isa, m)?)?;
     m.add_function(wrap_pyfunction!(inline::store_generated_sources, m)?)?;
     m.add_function(wrap_pyfunction!(fleet::prebuild, m)?)?;
+    m.add_function(wrap_pyfunction!(fleet::record_plan_entry, m)?)?;
     m.add_function(wrap_pyfunction!(rules::visible_cuda_archs, m)?)?;
     m.add_function(wrap_pyfunction!(rules::requires_cuda, m)?)?;
     m.add_function(wrap_pyfunction!(rules::warm_record_format, m)?)?;
