@@ -60,7 +60,9 @@ pub struct ClosestEntry {
 }
 
 /// Explains `prepared` against the session's cache. Reads manifests only:
-/// nothing is verified, counted or touched.
+/// nothing is verified, counted or touched. The closest entry on a miss is
+/// looked for in the local cache, then in the read-only layers and cache
+/// wheels (the first with the fewest differing fields wins).
 pub fn explain(session: &Session, prepared: &Prepared) -> Result<Explanation> {
     let keyed = &prepared.keyed;
     let entries = session.store()?.find_by_name(&keyed.name)?;
@@ -68,18 +70,16 @@ pub fn explain(session: &Session, prepared: &Prepared) -> Result<Explanation> {
     let closest = if exact.is_some() {
         None
     } else {
-        entries
-            .iter()
-            .filter_map(|e| {
-                Payload::parse(&e.manifest.payload)
+        let local = entries.iter().map(|e| e.manifest.clone());
+        local
+            .chain(layer_manifests(session, &keyed.name))
+            .filter_map(|manifest| {
+                Payload::parse(&manifest.payload)
                     .ok()
-                    .map(|p| (e, p.diff(&keyed.payload)))
+                    .map(|p| (manifest.key.clone(), p.diff(&keyed.payload)))
             })
             .min_by_key(|(_, changes)| changes.len())
-            .map(|(e, changes)| ClosestEntry {
-                key: e.key.clone(),
-                changes,
-            })
+            .map(|(key, changes)| ClosestEntry { key, changes })
     };
     let covered_by = match (exact, CoveringAsk::of(prepared)) {
         (None, Some(covering)) => {
@@ -114,6 +114,24 @@ pub fn explain(session: &Session, prepared: &Prepared) -> Result<Explanation> {
         gpu_check: exact.and_then(|e| gpu_check(&e.manifest.library, &e.manifest.device_images)),
         device_images: exact.map_or_else(Vec::new, |e| e.manifest.device_images.clone()),
     })
+}
+
+/// The manifests of the entries named `name` in the session's read-only
+/// layers and cache wheels, unverified (read for their payloads only).
+fn layer_manifests(session: &Session, name: &str) -> Vec<abicache_store::Manifest> {
+    let mut out = Vec::new();
+    for layer in session.layers_unverified() {
+        let entries = abicache_store::Layout::new(layer.store.root()).entries_dir();
+        for entry in std::fs::read_dir(&entries).into_iter().flatten().flatten() {
+            let path = entry.path().join(abicache_store::MANIFEST_FILE);
+            if let Ok(manifest) = abicache_store::Manifest::read(&path) {
+                if manifest.name == name {
+                    out.push(manifest);
+                }
+            }
+        }
+    }
+    out
 }
 
 /// The GPU guard's word on `images` for the visible GPUs: `None` without

@@ -264,6 +264,13 @@ impl Session {
         &self.settings
     }
 
+    /// The read-only layers this session consults (configured layers, then
+    /// its cache wheels), unverified: for reading manifests only
+    /// (`abicache explain`, a miss's closest entry).
+    pub(crate) fn layers_unverified(&self) -> Vec<crate::layers::Layer> {
+        crate::layers::resolve(&self.settings.layers.readonly_dirs, &self.wheels)
+    }
+
     fn lazy(cache_dir: Option<PathBuf>, env: Environment) -> Self {
         let site_packages = env
             .torch_dir
@@ -646,7 +653,9 @@ impl Session {
         };
         let command = self.build_command.clone().unwrap_or_else(|| {
             format!(
-                "the same program with `ABICACHE_OFFLINE` unset or `warn` (which builds                  `{}` and reports it), or `abicache run --record PLAN -- CMD` then                  `abicache prebuild --plan PLAN`",
+                "the same program with `ABICACHE_OFFLINE` unset or `warn` (which builds \
+                 `{}` and reports it), or `abicache run --record PLAN -- CMD` then \
+                 `abicache prebuild --plan PLAN`",
                 spec.name
             )
         });
