@@ -99,6 +99,8 @@ def load(ext: TorchOpsExtension, warm_name: str) -> Tuple[str, Optional[ModuleTy
         if ext.verbose:
             how = "hit" if outcome["hit"] else "built"
             print(f"abicache: {how} `{ext.name}` key {key} in {outcome['seconds']:.3f}s: {path}", file=sys.stderr)
+            for line in outcome.get("one_shot", []):
+                print(f"abicache: {line}", file=sys.stderr)
         layer = outcome.get("layer", False)
         fd = open_checked(path, outcome.get("library_stamp"), layer)
         if fd is None and layer:
