@@ -85,6 +85,18 @@ fn cuda_example_compiles_with_the_pip_nvcc_links_and_loads_without_a_gpu() {
     let mut compiled = strings(&built["compiled"]);
     compiled.sort();
     assert_eq!(compiled, ["axpy_kernel.cu", "ops.cpp"]);
+    // The `.cu` unit compiled through nvcc's phase split: one sm_90 device
+    // step, counted in the stats (docs/building.md, "CUDA device code per
+    // architecture"); the library below loads.
+    let stats = cache.stats();
+    assert_eq!(
+        (
+            stats["device_steps"]["sm_90"]["reused"].as_u64(),
+            stats["device_steps"]["sm_90"]["compiled"].as_u64()
+        ),
+        (Some(0), Some(1)),
+        "{stats}"
+    );
 
     // A CUDA key names the full torch build, its CUDA, the archs and nvcc.
     let key = cache.json(args!["key", spec, "--python", python(), "--json"]);
