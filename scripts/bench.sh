@@ -100,6 +100,8 @@ fi
 # ~40 s PCH; ~800 MB of disk under benches/.work/pch while it runs).
 "$venv/bin/python" -W ignore benches/bench_pch.py --abicache "$bin/abicache" --work "$work"
 rm -rf "$work/pch"
+"$venv/bin/python" -W ignore benches/bench_cuda_archs.py --abicache "$bin/abicache" --work "$work"
+rm -rf "$work/cuda_archs"
 # Interception: what the wheel's abicache-intercept.pth adds to every interpreter start (target ≤ 0.1 ms).
 "$venv/bin/python" benches/bench_intercept_startup.py --work "$work"
 # Warm load beyond `import torch` (needs the package in .venv).

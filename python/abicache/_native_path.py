@@ -119,6 +119,8 @@ def load(ext: TorchOpsExtension, warm_name: str) -> Tuple[str, Optional[ModuleTy
                 # Said once per library and process: only PTX serves a GPU.
                 _jit_said.add(path)
                 print(f"abicache: note: {outcome['gpu_jit']}", file=sys.stderr)
+            for line in outcome.get("one_shot", []):
+                print(f"abicache: {line}", file=sys.stderr)
         layer = outcome.get("layer", False)
         fd = open_checked(path, outcome.get("library_stamp"), layer)
         if fd is None and layer:

@@ -109,6 +109,31 @@ pub struct BuildReport {
     /// The line saying the jobs asked for were over [`crate::job_limit`] and
     /// how many ran instead; `None` when they were not.
     pub jobs_capped: Option<String>,
+    /// The device steps of the CUDA units compiled in this build, per
+    /// architecture (`sm_90`): how many were reused from the object cache
+    /// and how many compiled (see `docs/building.md`, "CUDA device code per architecture").
+    pub device_steps: BTreeMap<String, DeviceSteps>,
+    /// One line per compiled CUDA unit that compiled in one step, saying
+    /// why: `kernel.cu: compiled in one step (relocatable device code, -rdc=true)`.
+    pub one_shot: Vec<String>,
+}
+
+/// Device steps of one architecture in one build.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct DeviceSteps {
+    /// Steps whose PTX and cubin came from the object cache.
+    pub reused: usize,
+    /// Steps `cicc` and `ptxas` ran for.
+    pub compiled: usize,
+}
+
+/// What compiling one unit did besides publishing its object.
+#[derive(Debug, Default)]
+struct UnitDone {
+    /// `(architecture, reused)` per device step of a split CUDA compile.
+    device_steps: Vec<(String, bool)>,
+    /// Why a CUDA unit compiled in one step.
+    one_shot: Option<String>,
 }
 
 /// One entry of `compile_commands.json`.
@@ -135,6 +160,8 @@ struct Job<'a> {
     peak_key: String,
     /// Which compiler runs it (sets the peak assumed before it is measured).
     kind: UnitKind,
+    /// nvcc's release, for the keys of a CUDA unit's device steps.
+    nvcc_release: String,
 }
 
 /// How a compiled unit used its PCH.
@@ -150,6 +177,7 @@ enum Event {
         index: usize,
         seconds: f64,
         pch: PchUse,
+        unit: UnitDone,
     },
     Failed(BuildError),
 }
@@ -259,6 +287,8 @@ pub fn build(
         toolchain: toolchain.describe(),
         warnings,
         jobs_capped: threads.1,
+        device_steps: compiled.device_steps,
+        one_shot: compiled.one_shot,
     })
 }
 
@@ -355,6 +385,11 @@ fn plan_jobs<'a>(
         let launch = launch.filter(|_| command.launcher.is_some());
         let peak_key = abicache_store::peak_key(&command.key_argv());
         let kind = unit_kind(&unit.source);
+        let nvcc_release = toolchain
+            .nvcc
+            .as_ref()
+            .map(|n| n.tool.version.clone())
+            .unwrap_or_default();
         jobs.push(Job {
             index,
             display,
@@ -365,6 +400,7 @@ fn plan_jobs<'a>(
             launch,
             peak_key,
             kind,
+            nvcc_release,
         });
     }
     Ok(jobs)
@@ -378,6 +414,10 @@ struct Compiled {
     pch_used: Vec<bool>,
     /// Keys of the PCHs the compiler rejected.
     pch_rejected: Vec<String>,
+    /// Device steps per architecture.
+    device_steps: BTreeMap<String, DeviceSteps>,
+    /// Lines saying why CUDA units compiled in one step.
+    one_shot: Vec<String>,
 }
 
 /// Compiles `to_compile` on `threads` threads ([`compile_threads`]);
@@ -397,6 +437,8 @@ fn compile_all(
         units: vec![false; total],
         pch_used: vec![false; total],
         pch_rejected: Vec::new(),
+        device_steps: BTreeMap::new(),
+        one_shot: Vec::new(),
     };
     let mut first_error = None;
     let next = AtomicUsize::new(0);
@@ -415,10 +457,11 @@ fn compile_all(
                 };
                 let t = Instant::now();
                 let event = match compile_with_pch(cache, job, &opts.cancel) {
-                    Ok(pch) => Event::Done {
+                    Ok((pch, unit)) => Event::Done {
                         index: job.index,
                         seconds: t.elapsed().as_secs_f64(),
                         pch,
+                        unit,
                     },
                     Err(e) => {
                         stop.store(true, Ordering::SeqCst);
@@ -438,8 +481,23 @@ fn compile_all(
                     index,
                     seconds,
                     pch,
+                    unit,
                 } => {
                     done += 1;
+                    for (arch, reused) in unit.device_steps {
+                        let steps = out.device_steps.entry(arch).or_default();
+                        if reused {
+                            steps.reused += 1;
+                        } else {
+                            steps.compiled += 1;
+                        }
+                    }
+                    if let Some(reason) = unit.one_shot {
+                        out.one_shot.push(format!(
+                            "{}: compiled in one step ({reason})",
+                            jobs[index].display
+                        ));
+                    }
                     out.units[index] = true;
                     out.pch_used[index] = pch == PchUse::Used;
                     if let (PchUse::Rejected, Some(ready)) = (pch, jobs[index].pch) {
@@ -637,9 +695,13 @@ static TEMP_COUNTER: AtomicUsize = AtomicUsize::new(0);
 /// Compiles `job` against its PCH when it has one; when the compiler rejects the PCH
 /// (the `#error` of its stub header fired), or the PCH vanished before the compile
 /// read it, compiles it again without.
-fn compile_with_pch(cache: &ObjectCache, job: &Job, cancel: &Cancel) -> Result<PchUse, BuildError> {
+fn compile_with_pch(
+    cache: &ObjectCache,
+    job: &Job,
+    cancel: &Cancel,
+) -> Result<(PchUse, UnitDone), BuildError> {
     let Some(ready) = job.pch else {
-        return compile_one(cache, job, &job.command, cancel).map(|()| PchUse::None);
+        return compile_one(cache, job, &job.command, cancel).map(|done| (PchUse::None, done));
     };
     let mut with_pch = job.command.clone();
     with_pch.unkeyed_flags.extend([
@@ -648,14 +710,14 @@ fn compile_with_pch(cache: &ObjectCache, job: &Job, cancel: &Cancel) -> Result<P
         "-Winvalid-pch".to_string(),
     ]);
     match compile_one(cache, job, &with_pch, cancel) {
-        Ok(()) => Ok(PchUse::Used),
+        Ok(done) => Ok((PchUse::Used, done)),
         Err(BuildError::Compile { output, .. }) if output.contains(PCH_REJECTED_MARKER) => {
-            compile_one(cache, job, &job.command, cancel).map(|()| PchUse::Rejected)
+            compile_one(cache, job, &job.command, cancel).map(|done| (PchUse::Rejected, done))
         }
         // The PCH was removed (gc, another build dropping it) after it was resolved:
         // the `-include` failed, not the unit. Rejected too: compiled without it.
         Err(BuildError::Compile { .. }) if !ready.dir.join(PCH_HEADER).is_file() => {
-            compile_one(cache, job, &job.command, cancel).map(|()| PchUse::Rejected)
+            compile_one(cache, job, &job.command, cancel).map(|done| (PchUse::Rejected, done))
         }
         Err(e) => Err(e),
     }
@@ -668,7 +730,7 @@ fn compile_one(
     job: &Job,
     command: &CompileCommand,
     cancel: &Cancel,
-) -> Result<(), BuildError> {
+) -> Result<UnitDone, BuildError> {
     let dir = job.object.parent().unwrap_or(Path::new("."));
     let stem = job
         .object
@@ -686,22 +748,28 @@ fn compile_one(
         Some(launch) => (launch.argv(&command), launch.path().to_path_buf()),
         None => (command.argv(), command.dir.clone()),
     };
-    let result = crate::run::run(&argv, &dir, cancel);
-    if let Ok(Some(peak)) = result.as_ref().map(|out| out.peak_rss) {
+    let mut done = UnitDone::default();
+    let result = match job.kind {
+        UnitKind::Cuda if job.launch.is_none() => {
+            compile_cuda(cache, job, &command, &argv, &dir, cancel, &mut done)
+        }
+        _ => crate::run::run(&argv, &dir, cancel).map(|out| Ran::from_captured(out, &argv)),
+    };
+    if let Ok(Some(peak)) = result.as_ref().map(|ran| ran.peak_rss) {
         // Failed compiles too: one killed for memory had at least this peak.
         PeakRecords::new(cache.dir()).record(&job.peak_key, peak);
     }
-    let outcome = match result {
-        Ok(out) if out.status.success() => cache
+    let outcome = match result.map(|ran| ran.failure) {
+        Ok(None) => cache
             .publish(&job.name, &temp)
-            .map(drop)
+            .map(|_| done)
             .map_err(BuildError::from),
-        Ok(out) => Err(BuildError::Compile {
+        Ok(Some(failure)) => Err(BuildError::Compile {
             unit: job.display.clone(),
             dir,
-            command: shell_join(&argv),
-            output: out.combined(),
-            status: out.status,
+            command: failure.command,
+            output: failure.output,
+            status: failure.status,
         }),
         Err(e) => Err(e),
     };
@@ -709,6 +777,104 @@ fn compile_one(
         let _ = std::fs::remove_file(&temp);
     }
     outcome
+}
+
+/// How a compile ended: its peak memory, and the failing command if it failed.
+struct Ran {
+    peak_rss: Option<u64>,
+    failure: Option<crate::cuda_phases::PhaseFailure>,
+}
+
+impl Ran {
+    fn from_captured(out: crate::run::Captured, argv: &[String]) -> Ran {
+        Ran {
+            peak_rss: out.peak_rss,
+            failure: (!out.status.success()).then(|| crate::cuda_phases::PhaseFailure {
+                command: shell_join(argv),
+                output: out.combined(),
+                status: out.status,
+            }),
+        }
+    }
+}
+
+/// Compiles a CUDA unit through nvcc's phase split ([`crate::cuda_phases`])
+/// when it can be split, else in one step (`argv` in `dir`) with the
+/// reason in `done`.
+fn compile_cuda(
+    cache: &ObjectCache,
+    job: &Job,
+    command: &CompileCommand,
+    argv: &[String],
+    dir: &Path,
+    cancel: &Cancel,
+    done: &mut UnitDone,
+) -> Result<Ran, BuildError> {
+    use crate::cuda_phases::{compile_split, one_shot_reason, parse_dryrun};
+    let one_shot = |done: &mut UnitDone, reason: String| {
+        done.one_shot = Some(reason);
+        crate::run::run(argv, dir, cancel).map(|out| Ran::from_captured(out, argv))
+    };
+    if let Some(reason) = one_shot_reason(&command.flags, command.launcher.as_deref()) {
+        return one_shot(done, reason);
+    }
+    let keep = KeepDir::new(cache.dir())?;
+    // The phases run one after another here: nvcc's scheduling flags
+    // (`--threads`) would only add shell redirections to the listing.
+    let mut dryrun = CompileCommand {
+        flags: crate::flags::strip_scheduling_flags(&command.flags),
+        ..command.clone()
+    }
+    .argv();
+    dryrun.extend([
+        "--dryrun".to_string(),
+        "--keep".to_string(),
+        "--keep-dir".to_string(),
+        keep.0.display().to_string(),
+    ]);
+    let listed = crate::run::run(&dryrun, dir, cancel)?;
+    if !listed.status.success() {
+        return one_shot(done, "nvcc --dryrun failed".into());
+    }
+    let phases = match parse_dryrun(&String::from_utf8_lossy(&listed.stderr)) {
+        Ok(phases) => phases,
+        Err(reason) => return one_shot(done, reason),
+    };
+    match compile_split(&phases, &keep.0, dir, cache, &job.nvcc_release, cancel)? {
+        Ok(outcome) => {
+            done.device_steps = outcome.steps;
+            Ok(Ran {
+                peak_rss: outcome.peak_rss,
+                failure: None,
+            })
+        }
+        Err(failure) => Ok(Ran {
+            peak_rss: None,
+            failure: Some(failure),
+        }),
+    }
+}
+
+/// nvcc's private keep directory for one split compile, a dot-name in the
+/// object cache (gc treats it as temporary); removed when dropped.
+struct KeepDir(PathBuf);
+
+impl KeepDir {
+    fn new(objects: &Path) -> Result<KeepDir, BuildError> {
+        let dir = objects.join(format!(
+            ".cudev-keep-{}-{}.tmp",
+            std::process::id(),
+            TEMP_COUNTER.fetch_add(1, Ordering::SeqCst)
+        ));
+        fs_err::create_dir_all(&dir)?;
+        Ok(KeepDir(dir))
+    }
+}
+
+impl Drop for KeepDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// Links all objects into a temporary library and renames it to `library`.

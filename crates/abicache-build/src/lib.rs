@@ -36,6 +36,7 @@
 #![deny(missing_docs)]
 
 mod compile;
+mod cuda_phases;
 mod error;
 pub mod flags;
 mod jobs;
@@ -49,7 +50,8 @@ mod target;
 mod toolchain;
 mod unit_objects;
 
-pub use compile::{build, BuildOptions, BuildReport, ReadyPch, OBJECT_KEY_FORMAT};
+pub use compile::{build, BuildOptions, BuildReport, DeviceSteps, ReadyPch, OBJECT_KEY_FORMAT};
+pub use cuda_phases::{DEVICE_STEP_FORMAT, DEVICE_STEP_SUFFIX};
 pub use error::{BuildError, KilledCompile};
 pub use flags::{BuildPlan, CompileCommand, Unit, UnitKind};
 pub use jobs::{

@@ -87,12 +87,24 @@ impl PartialEq for Cancel {
 /// `SIGKILL` after [`GRACE`], and [`BuildError::Cancelled`] is returned
 /// once the tool has exited.
 pub(crate) fn run(argv: &[String], dir: &Path, cancel: &Cancel) -> Result<Captured, BuildError> {
+    run_env(argv, dir, &[], cancel)
+}
+
+/// [`run`] with `env` added to the environment (nvcc's phases get the
+/// variables nvcc assigns them, `PATH` and `LD_LIBRARY_PATH` among them).
+pub(crate) fn run_env(
+    argv: &[String],
+    dir: &Path,
+    env: &[(String, String)],
+    cancel: &Cancel,
+) -> Result<Captured, BuildError> {
     if cancel.is_cancelled() {
         return Err(BuildError::Cancelled);
     }
     let mut command = Command::new(&argv[0]);
     without_secrets(&mut command)
         .args(&argv[1..])
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .current_dir(dir);
     let limits = RunLimits {
         cancel: Some(cancel),

@@ -217,6 +217,11 @@ fn build(settings: &Arc<Settings>, verbose: bool, args: BuildArgs) -> Result<()>
     };
     let progress = progress_reporter(mode);
     let outcome = session.build(spec, &file.root, &progress)?;
+    if verbose {
+        for line in &outcome.one_shot {
+            eprintln!("{line}");
+        }
+    }
     for warning in &outcome.warnings {
         eprintln!("warning: {warning}");
     }

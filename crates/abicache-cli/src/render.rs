@@ -192,7 +192,23 @@ pub fn stats_human(stats: &Stats, root: &Path) -> String {
     ) + &layer_stats_human(s)
         + &pch_stats_human(stats)
         + &peak_stats_human(stats)
+        + &device_step_stats_human(s)
         + &remote_stats_human(s)
+}
+
+/// The CUDA device-step lines of `abicache stats`, one per architecture,
+/// shown once a CUDA unit was compiled through nvcc's phase split
+/// (docs/building.md, "CUDA device code per architecture").
+fn device_step_stats_human(s: &Counters) -> String {
+    s.device_steps
+        .iter()
+        .map(|(arch, counts)| {
+            format!(
+                "device steps {arch:<8}{} reused, {} compiled\n",
+                counts.reused, counts.compiled
+            )
+        })
+        .collect()
 }
 
 /// The compile-memory line of `abicache stats`, shown once a compile was

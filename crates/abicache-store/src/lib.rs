@@ -123,7 +123,7 @@ pub use readonly::{
 };
 pub use size::parse_size;
 pub use sources::{sources_dir_for, GeneratedFile, SOURCES_DIR};
-pub use stats::{Counters, Event, Stats};
+pub use stats::{Counters, DeviceStepCounts, Event, Stats};
 pub use store::{key_matches, Claim, EntryInfo, Hit, Lookup, Store};
 pub use warm_hit::HitRecipe;
 pub use warning::{Corruption, StoreWarning};

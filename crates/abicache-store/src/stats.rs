@@ -17,7 +17,7 @@ use crate::lock::FileLock;
 use crate::store::Store;
 
 /// Something worth counting.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Event {
     /// A lookup found a verified entry; `compile_seconds` is its manifest's
     /// build time, counted as time saved.
@@ -83,6 +83,25 @@ pub enum Event {
         /// The build time the hit saved.
         compile_seconds: f64,
     },
+    /// A build's CUDA device steps for one architecture (`sm_90`): how many
+    /// were reused from the object cache and how many ran `cicc` and `ptxas`.
+    DeviceSteps {
+        /// The architecture, as the build report names it.
+        arch: String,
+        /// Steps reused.
+        reused: u64,
+        /// Steps compiled.
+        compiled: u64,
+    },
+}
+
+/// Device steps of one architecture, summed over builds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceStepCounts {
+    /// Steps reused from the object cache.
+    pub reused: u64,
+    /// Steps compiled (`cicc` and `ptxas` ran).
+    pub compiled: u64,
 }
 
 /// The persistent counters, as stored in `stats.json`.
@@ -139,6 +158,8 @@ pub struct Counters {
     pub pch_evicted: u64,
     /// Entries served by a read-only cache layer (also counted in `hits`).
     pub layer_hits: u64,
+    /// CUDA device steps per architecture (`sm_90`), reused and compiled.
+    pub device_steps: std::collections::BTreeMap<String, DeviceStepCounts>,
 }
 
 impl Counters {
@@ -192,6 +213,15 @@ impl Counters {
                 self.hits += 1;
                 self.layer_hits += 1;
                 self.saved_seconds += compile_seconds;
+            }
+            Event::DeviceSteps {
+                arch,
+                reused,
+                compiled,
+            } => {
+                let counts = self.device_steps.entry(arch).or_default();
+                counts.reused += reused;
+                counts.compiled += compiled;
             }
         }
     }

@@ -105,6 +105,10 @@ pub struct Outcome {
     /// Compiled units that were compiled against a precompiled header.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub pch_units: Vec<String>,
+    /// One line per compiled CUDA unit that compiled in one step rather than
+    /// through nvcc's phase split, saying why (`--verbose` prints them).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub one_shot: Vec<String>,
     /// True when the library was downloaded from the remote cache in this call.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub remote: bool,
@@ -176,6 +180,7 @@ impl Outcome {
             compiled: Vec::new(),
             cached_units: 0,
             pch_units: Vec::new(),
+            one_shot: Vec::new(),
             remote: false,
             warnings,
             layer: false,
@@ -529,12 +534,20 @@ impl Session {
                 .cloned()
                 .map(Warning::ObjectDiscarded),
         );
-        self.count(
-            &[Event::Build {
-                seconds: report.seconds,
-            }],
-            &mut warnings,
+        let mut events = vec![Event::Build {
+            seconds: report.seconds,
+        }];
+        events.extend(
+            report
+                .device_steps
+                .iter()
+                .map(|(arch, steps)| Event::DeviceSteps {
+                    arch: arch.clone(),
+                    reused: steps.reused as u64,
+                    compiled: steps.compiled as u64,
+                }),
         );
+        self.count(&events, &mut warnings);
         if let Some(remote) = remote {
             let usable =
                 remote.upload_after_build(self.opened(), &hit, remote_state, &mut warnings);
@@ -553,6 +566,7 @@ impl Session {
             compiled: report.units_compiled,
             cached_units: report.units_cached,
             pch_units: report.pch_units,
+            one_shot: report.one_shot,
             remote: false,
             warnings,
             layer: false,
@@ -1276,6 +1290,7 @@ mod tests {
             compiled: Vec::new(),
             cached_units: 0,
             pch_units: Vec::new(),
+            one_shot: Vec::new(),
             remote: false,
             warnings: Vec::new(),
             isa: Vec::new(),

@@ -2,5 +2,6 @@
 //! (one binary links the dependencies once; see docs/development.md).
 
 mod build;
+mod cuda_device_steps;
 mod object_cache;
 mod relocatable_pch;

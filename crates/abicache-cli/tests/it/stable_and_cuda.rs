@@ -85,6 +85,18 @@ fn cuda_example_compiles_with_the_pip_nvcc_links_and_loads_without_a_gpu() {
     let mut compiled = strings(&built["compiled"]);
     compiled.sort();
     assert_eq!(compiled, ["axpy_kernel.cu", "ops.cpp"]);
+    // The `.cu` unit compiled through nvcc's phase split: one sm_90 device
+    // step, counted in the stats (docs/building.md, "CUDA device code per
+    // architecture"); the library below loads.
+    let stats = cache.stats();
+    assert_eq!(
+        (
+            stats["device_steps"]["sm_90"]["reused"].as_u64(),
+            stats["device_steps"]["sm_90"]["compiled"].as_u64()
+        ),
+        (Some(0), Some(1)),
+        "{stats}"
+    );
 
     // A CUDA key names the full torch build, its CUDA, the archs and nvcc.
     let key = cache.json(args!["key", spec, "--python", python(), "--json"]);
@@ -128,4 +140,50 @@ fn cuda_example_compiles_with_the_pip_nvcc_links_and_loads_without_a_gpu() {
         "cuda_axpy::axpy(float alpha, Tensor x, Tensor y) -> Tensor"
     );
     assert_eq!(cache.build(&spec, &python(), &[])["hit"], true);
+}
+
+/// A `.cu` unit with relocatable device code is not split into nvcc's
+/// phases: it compiles in one step, `--verbose` says why, and no device
+/// step is counted.
+#[test]
+fn an_rdc_unit_compiles_in_one_step_and_verbose_says_why() {
+    let cache = Cache::new();
+    let project = cache.dir.with_file_name("rdc");
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::write(
+        project.join("kernel.cu"),
+        "__global__ void twice(float* x) { x[threadIdx.x] *= 2.0f; }\n\
+         extern \"C\" void launch_twice(float* x) { twice<<<1, 32>>>(x); }\n",
+    )
+    .unwrap();
+    let spec = project.join("abicache.toml");
+    std::fs::write(
+        &spec,
+        "[[extension]]\nname = \"rdc_t\"\nsources = [\"kernel.cu\"]\ncuda_archs = \"9.0\"\n\
+         extra_cuda_cflags = [\"-rdc=true\"]\n",
+    )
+    .unwrap();
+    let out = cache.run(args![
+        "--verbose",
+        "build",
+        &spec,
+        "--python",
+        python(),
+        "--quiet",
+        "--json"
+    ]);
+    assert_success(&out);
+    assert!(
+        stderr(&out)
+            .contains("kernel.cu: compiled in one step (relocatable device code, -rdc=true)"),
+        "{}",
+        stderr(&out)
+    );
+    let stats = cache.stats();
+    assert!(
+        stats["device_steps"]
+            .as_object()
+            .is_some_and(|m| m.is_empty()),
+        "{stats}"
+    );
 }
