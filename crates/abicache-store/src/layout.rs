@@ -6,6 +6,7 @@
 //! <root>/v1/tmp/<key>.<random>/          private build and trash directories
 //! <root>/v1/locks/<key>.lock             per-key OS file locks
 //! <root>/v1/objects/                     reserved for the build crate's object cache
+//! <root>/v1/peaks/<key>                  peak memory of a compile (see `peaks.rs`)
 //! <root>/v1/pch/<key>/                   precompiled headers (see `pch.rs`)
 //! <root>/v1/stats.json (+ stats.lock)    counters
 //! ```

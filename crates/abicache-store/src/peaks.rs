@@ -1,17 +1,17 @@
 //! Peak memory of compiles, remembered per unit and flags, so the next build
 //! of the same unit knows how many of it fit in memory at once.
 //!
-//! Layout: `<root>/v1/objects/peaks/<key>`, one file per unit and flags
-//! holding the peak resident set size in bytes (decimal text). The key is
+//! Layout: `<root>/v1/peaks/<key>` (beside the object directory, not in it:
+//! that one holds objects and their records only), one file per unit and
+//! flags holding the peak resident set size in bytes (decimal text). The key is
 //! the caller's ([`peak_key`]: the compile command without its output, not
 //! the unit's contents, so an edited unit keeps its estimate). Writes are a
 //! temporary file renamed into place; a file that does not parse reads as
-//! "not measured". The object scan and gc skip subdirectories, so peaks are
-//! never taken for objects; they are a few bytes each and are kept.
+//! "not measured". They are a few bytes each and are kept.
 
 use std::path::{Path, PathBuf};
 
-/// The directory of the peak records below an object directory.
+/// The name of the directory of the peak records, beside the object directory.
 pub const PEAKS_DIR: &str = "peaks";
 
 /// The record key of a compile: BLAKE3 over its argv without the output
@@ -32,10 +32,11 @@ pub struct PeakRecords {
 }
 
 impl PeakRecords {
-    /// The records kept below `objects_dir` (created on the first write).
+    /// The records of the compiles whose objects go to `objects_dir`, kept
+    /// beside it in [`PEAKS_DIR`] (created on the first write).
     pub fn new(objects_dir: &Path) -> PeakRecords {
         PeakRecords {
-            dir: objects_dir.join(PEAKS_DIR),
+            dir: objects_dir.with_file_name(PEAKS_DIR),
         }
     }
 
@@ -93,7 +94,7 @@ mod tests {
     #[test]
     fn a_record_is_read_back_replaced_and_the_largest_is_found() {
         let dir = tempfile::tempdir().unwrap();
-        let peaks = PeakRecords::new(dir.path());
+        let peaks = PeakRecords::new(&dir.path().join("objects"));
         let a = peak_key(&["c++".into(), "-O2".into(), "a.cpp".into()]);
         let b = peak_key(&["c++".into(), "-O3".into(), "a.cpp".into()]);
         assert_ne!(a, b, "other flags are another record");
