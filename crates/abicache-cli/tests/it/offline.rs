@@ -214,3 +214,48 @@ fn run_offline_sets_the_variable_for_cmd() {
     assert_success(&out);
     assert_eq!(stdout(&out), "1");
 }
+
+#[test]
+fn an_offline_miss_names_the_changed_flag_when_the_entries_are_in_a_read_only_layer() {
+    // A production node: its own cache is empty, the entries come from a
+    // layer (an installed cache wheel is one); the closest entry is found there.
+    let layer = Cache::new();
+    let node = Cache::new();
+    let python = python();
+    let work = tempfile::tempdir().unwrap();
+    let (o1, o2) = tiny_with_two_flags(work.path());
+    let built = layer.build(&o1, &python, &[]);
+    let key = built["key"].as_str().unwrap();
+    let miss = node
+        .cmd(args![
+            "build",
+            &o2,
+            "--python",
+            &python,
+            "--quiet",
+            "--offline"
+        ])
+        .env("ABICACHE_READONLY_DIRS", &layer.dir)
+        .output()
+        .unwrap();
+    assert_exit(&miss, 3);
+    let err = stderr(&miss);
+    assert!(
+        err.contains(&format!("closest entry {key} differs in:"))
+            && err.contains("cflag: [-O1] -> [-O2]"),
+        "the layer's entry is the closest one:\n{err}"
+    );
+    let hit = node
+        .cmd(args![
+            "build",
+            &o1,
+            "--python",
+            &python,
+            "--quiet",
+            "--offline"
+        ])
+        .env("ABICACHE_READONLY_DIRS", &layer.dir)
+        .output()
+        .unwrap();
+    assert_success(&hit);
+}
