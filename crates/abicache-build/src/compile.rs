@@ -25,6 +25,7 @@ use serde::Serialize;
 
 use abicache_store::{ObjectCache, ObjectCheck, PeakRecords};
 
+use crate::cuda_phases::{DeviceStepSource, StepOrigin};
 use crate::error::{BuildError, KilledCompile};
 use crate::flags::{compile_command, link_argv, unit_kind, BuildPlan, CompileCommand, UnitKind};
 use crate::launch_dir::LaunchDir;
@@ -123,6 +124,9 @@ pub struct BuildReport {
 pub struct DeviceSteps {
     /// Steps whose PTX and cubin came from the object cache.
     pub reused: usize,
+    /// Of `reused`, the steps the object cache lacked and the build's
+    /// [`DeviceStepSource`] (the remote's objects) supplied.
+    pub from_remote: usize,
     /// Steps `cicc` and `ptxas` ran for.
     pub compiled: usize,
 }
@@ -130,8 +134,8 @@ pub struct DeviceSteps {
 /// What compiling one unit did besides publishing its object.
 #[derive(Debug, Default)]
 struct UnitDone {
-    /// `(architecture, reused)` per device step of a split CUDA compile.
-    device_steps: Vec<(String, bool)>,
+    /// `(architecture, where it came from)` per device step of a split CUDA compile.
+    device_steps: Vec<(String, StepOrigin)>,
     /// Why a CUDA unit compiled in one step.
     one_shot: Option<String>,
 }
@@ -162,6 +166,8 @@ struct Job<'a> {
     kind: UnitKind,
     /// nvcc's release, for the keys of a CUDA unit's device steps.
     nvcc_release: String,
+    /// Asked for the device steps the object cache lacks.
+    device_step_source: Option<&'a dyn DeviceStepSource>,
 }
 
 /// How a compiled unit used its PCH.
@@ -196,6 +202,21 @@ pub fn build(
     opts: &BuildOptions,
     progress: &dyn Fn(Progress),
 ) -> Result<BuildReport, BuildError> {
+    build_with_device_steps(plan, toolchain, objects_dir, out_dir, opts, None, progress)
+}
+
+/// [`build`], asking `device_steps` (the remote's objects) for each CUDA
+/// device step the object cache lacks before compiling it, and telling it
+/// the steps compiled (see [`DeviceStepSource`]).
+pub fn build_with_device_steps(
+    plan: &BuildPlan,
+    toolchain: &Toolchain,
+    objects_dir: &Path,
+    out_dir: &Path,
+    opts: &BuildOptions,
+    device_steps: Option<&dyn DeviceStepSource>,
+    progress: &dyn Fn(Progress),
+) -> Result<BuildReport, BuildError> {
     let started = Instant::now();
     if plan.sources.is_empty() {
         return Err(BuildError::NoSources {
@@ -219,7 +240,10 @@ pub fn build(
         ),
         _ => None,
     };
-    let jobs = plan_jobs(plan, toolchain, &objects_dir, opts, launch.as_ref())?;
+    let mut jobs = plan_jobs(plan, toolchain, &objects_dir, opts, launch.as_ref())?;
+    for job in &mut jobs {
+        job.device_step_source = device_steps;
+    }
     write_compile_commands(&out_dir, &jobs)?;
 
     // Records are staged in the objects directory itself (same filesystem;
@@ -401,6 +425,7 @@ fn plan_jobs<'a>(
             peak_key,
             kind,
             nvcc_release,
+            device_step_source: None,
         });
     }
     Ok(jobs)
@@ -484,12 +509,15 @@ fn compile_all(
                     unit,
                 } => {
                     done += 1;
-                    for (arch, reused) in unit.device_steps {
+                    for (arch, origin) in unit.device_steps {
                         let steps = out.device_steps.entry(arch).or_default();
-                        if reused {
-                            steps.reused += 1;
-                        } else {
-                            steps.compiled += 1;
+                        match origin {
+                            StepOrigin::Compiled => steps.compiled += 1,
+                            StepOrigin::ObjectCache => steps.reused += 1,
+                            StepOrigin::Remote => {
+                                steps.reused += 1;
+                                steps.from_remote += 1;
+                            }
                         }
                     }
                     if let Some(reason) = unit.one_shot {
@@ -840,7 +868,11 @@ fn compile_cuda(
         Ok(phases) => phases,
         Err(reason) => return one_shot(done, reason),
     };
-    match compile_split(&phases, &keep.0, dir, cache, &job.nvcc_release, cancel)? {
+    let steps = crate::cuda_phases::StepCache {
+        cache,
+        source: job.device_step_source,
+    };
+    match compile_split(&phases, &keep.0, dir, &steps, &job.nvcc_release, cancel)? {
         Ok(outcome) => {
             done.device_steps = outcome.steps;
             Ok(Ran {

@@ -13,7 +13,9 @@
 //! paths replaced by their role. A step whose key is in the object cache
 //! (`<key>.cudev`, verified by size and BLAKE3 like unit objects) has its
 //! outputs (`.ptx`, `.cubin`, the host stub `cicc` writes) put in place and
-//! `cicc`/`ptxas` are skipped.
+//! `cicc`/`ptxas` are skipped. A step the object cache lacks is first asked
+//! of the build's [`DeviceStepSource`] (the remote's objects), which
+//! publishes it into the object cache; the check above then applies to it.
 //!
 //! Two things name the checkout in a step's outputs: the module id
 //! `cudafe++` derives from the source's absolute path (it appears in the
@@ -43,6 +45,38 @@ pub const DEVICE_STEP_FORMAT: u32 = 1;
 pub const DEVICE_STEP_SUFFIX: &str = ".cudev";
 
 const BUNDLE_MAGIC: &[u8] = b"abicache-device-step 1\n";
+
+/// Where a build finds the device steps its object cache lacks (in abicache,
+/// the remote's objects), and whom it tells about the steps it compiled.
+/// Called from the build's compile threads.
+pub trait DeviceStepSource: Send + Sync {
+    /// Asked when `cache` holds no verified `name` (`<key>.cudev`): publishes
+    /// the step into `cache` (verified as the source verifies unit objects)
+    /// and returns `true`, or returns `false` and the step is compiled.
+    /// Whatever it publishes is checked again by `cache` before use.
+    fn fetch(&self, name: &str, cache: &ObjectCache) -> bool;
+    /// Told after a step was compiled and published into the object cache as
+    /// `name`.
+    fn compiled(&self, name: &str);
+}
+
+/// The object cache a split compile reuses and publishes device steps in,
+/// and the source it asks on a miss.
+pub(crate) struct StepCache<'a> {
+    pub cache: &'a ObjectCache,
+    pub source: Option<&'a dyn DeviceStepSource>,
+}
+
+/// Where one device step's outputs came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StepOrigin {
+    /// `cicc` and `ptxas` ran.
+    Compiled,
+    /// The object cache had it.
+    ObjectCache,
+    /// The object cache lacked it; the [`DeviceStepSource`] supplied it.
+    Remote,
+}
 const KEEP_TOKEN: &str = "@@ABICACHE_KEEP_DIR@@";
 
 /// Why `flags` (a `.cu` unit's nvcc flags) compile in one step, or `None`
@@ -319,8 +353,8 @@ pub(crate) fn parse_dryrun(text: &str) -> Result<Phases, String> {
 /// What the split compile of one unit did.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct SplitOutcome {
-    /// `(architecture label, reused)` per device step, in nvcc's order.
-    pub steps: Vec<(String, bool)>,
+    /// `(architecture label, where it came from)` per device step, in nvcc's order.
+    pub steps: Vec<(String, StepOrigin)>,
     /// The largest peak resident memory of the phases.
     pub peak_rss: Option<u64>,
 }
@@ -333,13 +367,14 @@ pub(crate) struct PhaseFailure {
 }
 
 /// Runs `phases` in `dir` (the compile directory), reusing and publishing
-/// device steps in `cache`. `keep` is the private keep directory the
-/// dryrun named; `nvcc_release` is part of each step's key.
+/// device steps in `steps.cache` (asking `steps.source` on a miss). `keep`
+/// is the private keep directory the dryrun named; `nvcc_release` is part
+/// of each step's key.
 pub(crate) fn compile_split(
     phases: &Phases,
     keep: &Path,
     dir: &Path,
-    cache: &ObjectCache,
+    steps_cache: &StepCache<'_>,
     nvcc_release: &str,
     cancel: &Cancel,
 ) -> Result<Result<SplitOutcome, PhaseFailure>, BuildError> {
@@ -368,10 +403,21 @@ pub(crate) fn compile_split(
                 let key = step.key(keep, dir, nvcc_release, &phases.env)?;
                 let name = format!("{key}{DEVICE_STEP_SUFFIX}");
                 let needs = Locators::read(step, keep, dir);
-                if cache.check(&name) == ObjectCheck::Verified
-                    && restore(&cache.path(&name), step, keep, &needs).unwrap_or(false)
-                {
-                    steps.push((step.label.clone(), true));
+                let cache = steps_cache.cache;
+                let reuse = |origin| {
+                    (cache.check(&name) == ObjectCheck::Verified
+                        && restore(&cache.path(&name), step, keep, &needs).unwrap_or(false))
+                    .then_some(origin)
+                };
+                let fetched = || {
+                    let source = steps_cache.source?;
+                    source
+                        .fetch(&name, cache)
+                        .then(|| reuse(StepOrigin::Remote))
+                        .flatten()
+                };
+                if let Some(origin) = reuse(StepOrigin::ObjectCache).or_else(fetched) {
+                    steps.push((step.label.clone(), origin));
                     continue;
                 }
                 for argv in std::iter::once(&step.cicc).chain(&step.ptxas) {
@@ -379,8 +425,12 @@ pub(crate) fn compile_split(
                         return Ok(Err(failure));
                     }
                 }
-                store(cache, &name, step, keep, dir, &needs)?;
-                steps.push((step.label.clone(), false));
+                if store(cache, &name, step, keep, dir, &needs)? {
+                    if let Some(source) = steps_cache.source {
+                        source.compiled(&name);
+                    }
+                }
+                steps.push((step.label.clone(), StepOrigin::Compiled));
             }
         }
     }
@@ -568,8 +618,9 @@ fn substitutions(step: &DeviceStep, keep: &Path) -> Vec<(String, String)> {
     pairs
 }
 
-/// Publishes `step`'s outputs as `name`. A cubin that names the keep
-/// directory (it never has) is not stored: the step compiles next time.
+/// Publishes `step`'s outputs as `name`; `false` when nothing was stored: a
+/// cubin that names the keep directory (it never has) is not stored, the
+/// step compiles next time.
 fn store(
     cache: &ObjectCache,
     name: &str,
@@ -577,7 +628,7 @@ fn store(
     keep: &Path,
     dir: &Path,
     needs: &Locators,
-) -> Result<(), BuildError> {
+) -> Result<bool, BuildError> {
     let keep_text = keep.display().to_string();
     let mut entries: Vec<(String, Vec<u8>)> = Vec::new();
     let mut uses_module_id = false;
@@ -594,7 +645,7 @@ fn store(
         }
         if role.starts_with("ptxas") {
             if contains(&bytes, keep_text.as_bytes()) {
-                return Ok(());
+                return Ok(false);
             }
         } else {
             for (from, to) in substitutions(step, keep) {
@@ -627,7 +678,7 @@ fn store(
         let _ = std::fs::remove_file(&temp);
         return Err(e.into());
     }
-    Ok(())
+    Ok(true)
 }
 
 /// The entries of a stored step, or `None` when it is malformed.

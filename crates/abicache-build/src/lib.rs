@@ -50,8 +50,11 @@ mod target;
 mod toolchain;
 mod unit_objects;
 
-pub use compile::{build, BuildOptions, BuildReport, DeviceSteps, ReadyPch, OBJECT_KEY_FORMAT};
-pub use cuda_phases::{DEVICE_STEP_FORMAT, DEVICE_STEP_SUFFIX};
+pub use compile::{
+    build, build_with_device_steps, BuildOptions, BuildReport, DeviceSteps, ReadyPch,
+    OBJECT_KEY_FORMAT,
+};
+pub use cuda_phases::{DeviceStepSource, DEVICE_STEP_FORMAT, DEVICE_STEP_SUFFIX};
 pub use error::{BuildError, KilledCompile};
 pub use flags::{BuildPlan, CompileCommand, Unit, UnitKind};
 pub use jobs::{

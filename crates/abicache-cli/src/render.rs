@@ -203,8 +203,12 @@ fn device_step_stats_human(s: &Counters) -> String {
     s.device_steps
         .iter()
         .map(|(arch, counts)| {
+            let remote = match counts.from_remote {
+                0 => String::new(),
+                n => format!(" ({n} from the remote)"),
+            };
             format!(
-                "device steps {arch:<8}{} reused, {} compiled\n",
+                "device steps {arch:<8}{} reused{remote}, {} compiled\n",
                 counts.reused, counts.compiled
             )
         })

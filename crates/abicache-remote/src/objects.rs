@@ -102,12 +102,15 @@ pub fn object_signature_message(record_json: &[u8]) -> Vec<u8> {
     .into_bytes()
 }
 
-/// True when `name` can be an object's file name: the `<hex key>.o` the
-/// build writes, nothing that could leave the object directory.
+/// True when `name` can be an object's file name: a unit's `<hex key>.o`
+/// or a CUDA device step's `<hex key>.cudev`, as the build writes them,
+/// nothing that could leave the object directory.
 pub fn is_object_name(name: &str) -> bool {
-    name.strip_suffix(".o").is_some_and(|key| {
-        (32..=128).contains(&key.len()) && key.bytes().all(|b| b.is_ascii_hexdigit())
-    })
+    name.strip_suffix(".o")
+        .or_else(|| name.strip_suffix(".cudev"))
+        .is_some_and(|key| {
+            (32..=128).contains(&key.len()) && key.bytes().all(|b| b.is_ascii_hexdigit())
+        })
 }
 
 /// Checks a downloaded object: the record is for `name` and `name` is an
@@ -128,7 +131,7 @@ pub fn verify_object(
     }
     if !is_object_name(name) {
         return Err(Rejection::Corrupt(format!(
-            "`{name}` is not an object name (`<hex key>.o`)"
+            "`{name}` is not an object name (`<hex key>.o` or `<hex key>.cudev`)"
         )));
     }
     let expected = Expected {
@@ -198,9 +201,10 @@ mod tests {
             matches!(&err, Rejection::Corrupt(r) if r.contains("is for object")),
             "{err:?}"
         );
-        for bad in ["../x.o", "x.o", ".o", "lib.so"] {
+        for bad in ["../x.o", "x.o", ".o", "lib.so", "x.cudev", ".cudev"] {
             assert!(!is_object_name(bad), "{bad}");
         }
+        assert!(is_object_name(&format!("{}.cudev", "a".repeat(64))));
     }
 
     #[test]

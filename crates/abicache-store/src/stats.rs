@@ -90,6 +90,10 @@ pub enum Event {
         arch: String,
         /// Steps reused.
         reused: u64,
+        /// Of `reused`, the steps fetched from the remote's objects (absent
+        /// in logs written before it was counted).
+        #[serde(default)]
+        from_remote: u64,
         /// Steps compiled.
         compiled: u64,
     },
@@ -97,9 +101,13 @@ pub enum Event {
 
 /// Device steps of one architecture, summed over builds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct DeviceStepCounts {
     /// Steps reused from the object cache.
     pub reused: u64,
+    /// Of `reused`, the steps the object cache lacked and the remote's
+    /// objects supplied.
+    pub from_remote: u64,
     /// Steps compiled (`cicc` and `ptxas` ran).
     pub compiled: u64,
 }
@@ -217,10 +225,12 @@ impl Counters {
             Event::DeviceSteps {
                 arch,
                 reused,
+                from_remote,
                 compiled,
             } => {
                 let counts = self.device_steps.entry(arch).or_default();
                 counts.reused += reused;
+                counts.from_remote += from_remote;
                 counts.compiled += compiled;
             }
         }

@@ -544,6 +544,7 @@ impl Session {
                 .map(|(arch, steps)| Event::DeviceSteps {
                     arch: arch.clone(),
                     reused: steps.reused as u64,
+                    from_remote: steps.from_remote as u64,
                     compiled: steps.compiled as u64,
                 }),
         );
@@ -551,8 +552,10 @@ impl Session {
         if let Some(remote) = remote {
             let usable =
                 remote.upload_after_build(self.opened(), &hit, remote_state, &mut warnings);
-            if let (true, Some(shared)) = (usable, shared) {
-                shared.after_build(self.opened(), &report.units_compiled, &mut warnings);
+            match (usable, shared) {
+                (true, Some(shared)) => shared.after_build(&report.units_compiled, &mut warnings),
+                (false, Some(shared)) => warnings.extend(shared.take_warnings()),
+                (_, None) => {}
             }
         }
         Ok(Outcome {
@@ -881,7 +884,7 @@ impl Session {
     }
 
     fn compile_and_publish<'r>(
-        &self,
+        &'r self,
         spec: &ExtensionSpec,
         prepared: &Prepared,
         root: &Path,
@@ -940,14 +943,22 @@ impl Session {
             &toolchain,
             warnings,
         )?;
-        let report = abicache_build::build(
+        // Device steps the object cache lacks are asked of the remote's objects.
+        let report = abicache_build::build_with_device_steps(
             &plan,
             &toolchain,
             &self.opened().objects_dir(),
             guard.temp_dir(),
             &options,
+            shared
+                .as_ref()
+                .map(|s| s as &dyn abicache_build::DeviceStepSource),
             progress,
-        )?;
+        );
+        if let (Err(_), Some(shared)) = (&report, &shared) {
+            warnings.extend(shared.take_warnings());
+        }
+        let report = report?;
         warnings.extend(report.jobs_capped.clone().map(Warning::JobsCapped));
         crate::pch::drop_rejected(self.opened(), &report.pch_rejected, warnings);
         self.count(&vec![Event::PchHit; report.pch_units.len()], warnings);

@@ -8,9 +8,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use abicache_build::{
-    build, BuildOptions, BuildPlan, BuildReport, DeviceSteps, Toolchain, ToolchainEnv, Unit,
-};
+use abicache_build::{build, BuildOptions, BuildPlan, BuildReport, Toolchain, ToolchainEnv, Unit};
 use abicache_test_support::{skip, venv_python};
 
 const UNIT_A: &str = r#"#include <cuda_runtime.h>
@@ -84,7 +82,7 @@ fn steps(report: &BuildReport) -> BTreeMap<&str, (usize, usize)> {
     report
         .device_steps
         .iter()
-        .map(|(arch, DeviceSteps { reused, compiled })| (arch.as_str(), (*reused, *compiled)))
+        .map(|(arch, s)| (arch.as_str(), (s.reused, s.compiled)))
         .collect()
 }
 

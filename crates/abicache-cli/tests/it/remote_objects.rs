@@ -1,7 +1,8 @@
 //! Compiled objects through a real remote cache (`file://`): machine B (its own cache,
 //! another checkout path) building an edited extension downloads the unchanged units'
 //! objects and compiles only the edited one; a tampered remote object is refused with a
-//! warning, compiled locally, and replaced on the remote.
+//! warning, compiled locally, and replaced on the remote. CUDA device steps
+//! (`<key>.cudev`) travel and are verified the same way.
 
 use crate::common;
 
@@ -186,4 +187,166 @@ fn remote_objects_off_downloads_and_uploads_no_object() {
         err.contains("`ABICACHE_REMOTE_OBJECTS=sometimes` is not understood"),
         "{err}"
     );
+}
+
+const DEVICE_UNIT_A: &str = r#"#include <cuda_runtime.h>
+template <int N> __global__ void scale(float* x) {
+  #pragma unroll
+  for (int i = 0; i < N; ++i) x[threadIdx.x * N + i] *= 2.0f;
+}
+extern "C" int abicache_a(float* x) { scale<4><<<1, 32>>>(x); return (int)cudaGetLastError(); }
+"#;
+
+const DEVICE_UNIT_B: &str = r#"#include <cuda_runtime.h>
+__global__ void add_one(float* x) { x[threadIdx.x] += 1.0f; }
+extern "C" int abicache_b(float* x) { add_one<<<1, 32>>>(x); return (int)cudaGetLastError(); }
+"#;
+
+/// A checkout at `dir` of a two-`.cu` extension built for `archs`.
+fn cuda_checkout(dir: &Path, archs: &str) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join("a.cu"), DEVICE_UNIT_A).unwrap();
+    std::fs::write(dir.join("b.cu"), DEVICE_UNIT_B).unwrap();
+    let spec = dir.join("abicache.toml");
+    std::fs::write(
+        &spec,
+        format!(
+            "[[extension]]\nname = \"devsteps_remote\"\nsources = [\"a.cu\", \"b.cu\"]\n\
+             cuda_archs = \"{archs}\"\n"
+        ),
+    )
+    .unwrap();
+    spec
+}
+
+/// `(reused, from_remote, compiled)` device steps of `arch` in `abicache stats --json`.
+fn device_steps(stats: &Value, arch: &str) -> (u64, u64, u64) {
+    let counts = &stats["device_steps"][arch];
+    let n = |field: &str| counts[field].as_u64().unwrap_or(0);
+    (n("reused"), n("from_remote"), n("compiled"))
+}
+
+fn remote_device_steps(remote: &Path) -> Vec<PathBuf> {
+    remote_objects(remote)
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "cudev"))
+        .collect()
+}
+
+/// Issue 50, "objects travel": CUDA device steps (one architecture's `cicc`
+/// and `ptxas`) go through the remote's objects like unit objects. Machine A
+/// builds for `8.0 9.0` and uploads its four steps; machine B (its own cache,
+/// another checkout path) builds for `9.0`: new unit objects, but no device
+/// step compiled. A tampered step is refused as a tampered unit object is,
+/// compiled locally and replaced. Real pip nvcc, tiny kernels, no GPU.
+#[test]
+fn device_steps_travel_through_the_remote_objects_and_are_verified_like_unit_objects() {
+    let remote = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let (a, b, c) = (Cache::new(), Cache::new(), Cache::new());
+
+    let spec_a = cuda_checkout(&work.path().join("alice/devsteps"), "8.0 9.0");
+    let (built, err) = build(&a, remote.path(), &spec_a);
+    assert!(!err.contains("warning"), "{err}");
+    assert_eq!(sorted(&built["compiled"]), ["a.cu", "b.cu"]);
+    let stats = a.stats();
+    assert_eq!(device_steps(&stats, "sm_80"), (0, 0, 2), "{stats}");
+    assert_eq!(device_steps(&stats, "sm_90"), (0, 0, 2), "{stats}");
+    let steps_by_a = remote_device_steps(remote.path());
+    assert_eq!(steps_by_a.len(), 4, "{steps_by_a:?}");
+    assert_eq!(
+        u64_of(&stats, "remote_object_uploads"),
+        6,
+        "2 units, 4 steps"
+    );
+
+    // Machine B, another checkout path, `9.0` alone: the host objects compile
+    // (another arch list), both `sm_90` steps come from the remote.
+    let spec_b = cuda_checkout(&work.path().join("runner/_work/7/devsteps"), "9.0");
+    let (got, err) = build(&b, remote.path(), &spec_b);
+    assert!(!err.contains("warning"), "{err}");
+    assert_eq!(got["hit"], false, "{got}");
+    assert_eq!(sorted(&got["compiled"]), ["a.cu", "b.cu"], "{got}");
+    let stats = b.stats();
+    assert_eq!(device_steps(&stats, "sm_90"), (2, 2, 0), "{stats}");
+    assert_eq!(stats["device_steps"].get("sm_80"), None, "{stats}");
+    assert_eq!(u64_of(&stats, "remote_object_hits"), 2, "{stats}");
+    assert_eq!(
+        u64_of(&stats, "remote_object_uploads"),
+        2,
+        "its unit objects only: {stats}"
+    );
+    assert_eq!(remote_device_steps(remote.path()), steps_by_a);
+    let human = stdout(&b.run(args!["stats"]));
+    assert!(
+        human.contains("device steps sm_90   2 reused (2 from the remote), 0 compiled"),
+        "{human}"
+    );
+
+    // Every step A uploaded is tampered with, and the remote keeps nothing
+    // else (no entry, no unit object): machine C must compile its units and
+    // asks for the `sm_90` steps, which are refused with a warning each,
+    // compiled locally, and uploaded over the tampered ones.
+    for blob in &steps_by_a {
+        let mut bytes = std::fs::read(blob).unwrap();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 0x40;
+        std::fs::write(blob, bytes).unwrap();
+    }
+    let tampered: Vec<Vec<u8>> = steps_by_a
+        .iter()
+        .map(|p| std::fs::read(p).unwrap())
+        .collect();
+    for entry in walk(remote.path()) {
+        if !steps_by_a.contains(&entry) {
+            std::fs::remove_file(&entry).unwrap();
+        }
+    }
+    let spec_c = cuda_checkout(&work.path().join("carol/devsteps"), "9.0");
+    let (fixed, err) = build(&c, remote.path(), &spec_c);
+    let warned: Vec<&str> = err.lines().filter(|l| l.starts_with("warning:")).collect();
+    assert_eq!(warned.len(), 2, "{err}");
+    assert!(
+        warned
+            .iter()
+            .all(|w| w.contains("is corrupt") && w.contains("BLAKE3") && w.contains(".cudev`")),
+        "{err}"
+    );
+    assert_eq!(sorted(&fixed["compiled"]), ["a.cu", "b.cu"], "{fixed}");
+    let stats = c.stats();
+    assert_eq!(device_steps(&stats, "sm_90"), (0, 0, 2), "{stats}");
+    assert_eq!(u64_of(&stats, "remote_object_hits"), 0, "{stats}");
+    let replaced = steps_by_a
+        .iter()
+        .zip(&tampered)
+        .filter(|(p, old)| std::fs::read(p).unwrap() != **old)
+        .count();
+    assert_eq!(
+        replaced, 2,
+        "the two sm_90 steps are replaced, the sm_80 ones not"
+    );
+    let verdicts: Vec<bool> = steps_by_a
+        .iter()
+        .map(|blob| {
+            let bytes = std::fs::read(blob).unwrap();
+            let (header, used) = decode_object_header(&bytes).unwrap().unwrap();
+            let name = blob.file_name().unwrap().to_str().unwrap();
+            verify_object(name, &header, &Digest::of(&bytes[used..]), &[]).is_ok()
+        })
+        .collect();
+    assert_eq!(verdicts.iter().filter(|ok| **ok).count(), 2, "{verdicts:?}");
+}
+
+/// Every file under `dir`.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files.extend(walk(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
 }

@@ -698,20 +698,21 @@ fn a_pulled_entry_unsigned_or_signed_by_an_untrusted_key_is_not_served_under_tru
 #[test]
 fn device_steps_are_counted_per_architecture() {
     let (_t, store) = temp_store();
-    let steps = |arch: &str, reused, compiled| Event::DeviceSteps {
+    let steps = |arch: &str, reused, from_remote, compiled| Event::DeviceSteps {
         arch: arch.into(),
         reused,
+        from_remote,
         compiled,
     };
-    store.record_all(&[steps("sm_80", 0, 2)]).unwrap();
+    store.record_all(&[steps("sm_80", 0, 0, 2)]).unwrap();
     store
-        .record_all(&[steps("sm_80", 2, 0), steps("sm_90", 0, 2)])
+        .record_all(&[steps("sm_80", 2, 1, 0), steps("sm_90", 1, 1, 2)])
         .unwrap();
     let counters = store.counters().unwrap();
-    let got: Vec<(&str, u64, u64)> = counters
+    let got: Vec<(&str, u64, u64, u64)> = counters
         .device_steps
         .iter()
-        .map(|(arch, c)| (arch.as_str(), c.reused, c.compiled))
+        .map(|(arch, c)| (arch.as_str(), c.reused, c.from_remote, c.compiled))
         .collect();
-    assert_eq!(got, [("sm_80", 2, 2), ("sm_90", 0, 2)]);
+    assert_eq!(got, [("sm_80", 2, 1, 2), ("sm_90", 1, 1, 2)]);
 }
