@@ -277,6 +277,13 @@ fn device_steps_travel_through_the_remote_objects_and_are_verified_like_unit_obj
         "its unit objects only: {stats}"
     );
     assert_eq!(remote_device_steps(remote.path()), steps_by_a);
+    eprintln!(
+        "device steps through the remote: A (8.0 9.0, cold) {:.2} s, B (9.0, steps from the remote) {:.2} s; B's images {}",
+        built["seconds"].as_f64().unwrap(),
+        got["seconds"].as_f64().unwrap(),
+        got["device_images"]
+    );
+    assert_eq!(strings(&got["device_images"]), ["sm_90"], "{got}");
     let human = stdout(&b.run(args!["stats"]));
     assert!(
         human.contains("device steps sm_90   2 reused (2 from the remote), 0 compiled"),
