@@ -77,7 +77,14 @@ class Work:
             if real is None:
                 continue
             wrapper = self.bin / name
-            wrapper.write_text(f'#!/bin/sh\necho "{name} $$" >> "{self.log}"\nexec "{real}" "$@"\n')
+            # A compile or a link (`-c`, `-shared`) is logged, and every
+            # ninja start; a probe (`-dM -E`, `-E -v`, `--version`: the
+            # compiler's predefined macros and version, which the key
+            # reads) compiles nothing and is not.
+            log = f'echo "{name} $$" >> "{self.log}"'
+            if name != "ninja":
+                log = f'case " $* " in *" -c "*|*" -shared "*) {log};; esac'
+            wrapper.write_text(f'#!/bin/sh\n{log}\nexec "{real}" "$@"\n')
             wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
         self.path = str(self.bin) + os.pathsep + search
 

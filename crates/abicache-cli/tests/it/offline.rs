@@ -33,7 +33,11 @@ fn tiny_with_two_flags(dir: &Path) -> (PathBuf, PathBuf) {
     (spec("-O1"), spec("-O2"))
 }
 
-/// A `CXX` that appends one line to `log` per start, then runs `c++`.
+/// A `CXX` that appends one line to `log` per compile or link (`-c`,
+/// `-shared`), then runs `c++`. Probes (`-dM -E`, `-E -v`, `--version`: the
+/// predefined macros and version the key reads) compile nothing and are not
+/// logged; a compiler file younger than the racy window is probed again by
+/// every process, as this fresh wrapper is.
 fn counting_cxx(dir: &Path, log: &Path) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
     let wrapper = dir.join("counting-c++");
@@ -41,7 +45,8 @@ fn counting_cxx(dir: &Path, log: &Path) -> PathBuf {
     std::fs::write(
         &wrapper,
         format!(
-            "#!/bin/sh\necho start >> '{}'\nexec {real} \"$@\"\n",
+            "#!/bin/sh\ncase \" $* \" in *\" -c \"*|*\" -shared \"*) echo start >> '{}';; esac\n\
+             exec {real} \"$@\"\n",
             log.display()
         ),
     )
