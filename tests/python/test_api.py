@@ -144,7 +144,7 @@ def test_progress_callback_gets_every_build_event(cache_dir: Path, tmp_path: Pat
     ext.load()
     assert [e["kind"] for e in events] == ["started", "unit_done", "linking", "finished"]
     assert events[1]["line"].startswith("[1/1] compiled progress.cpp")
-    assert set(events[0]) == {"kind", "line", "name", "total", "cached", "estimate"}
+    assert set(events[0]) == {"kind", "line", "name", "total", "cached", "estimate", "memory_bound"}
     assert set(events[1]) == {"kind", "line", "done", "total", "source", "seconds"}
     assert set(events[2]) == {"kind", "line"} and set(events[3]) == {"kind", "line", "seconds"}
 

@@ -119,14 +119,17 @@ def other_user() -> Iterator[Tuple[str, int, int]]:
 
 def _answers(paths: Dict[str, str]) -> Dict[str, List[bool]]:
     # Per file and `layer` (False, True): Rust's answer, Python's answer, and
-    # what `open_checked` (the loader's re-check, no stamp) did.
+    # what `open_checked` (the loader's re-check, given the file's own stamp:
+    # a library without one is refused whoever owns it) did.
     uid = os.geteuid()
     out: Dict[str, List[bool]] = {}
     for label, path in paths.items():
-        owner = os.lstat(path).st_uid
+        st = os.lstat(path)
+        owner = st.st_uid
+        stamp = [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
         row = []
         for layer in (False, True):
-            fd = _native_path.open_checked(path, None, layer)
+            fd = _native_path.open_checked(path, stamp, layer)
             if fd is not None:
                 os.close(fd)
             row += [_native.library_owner_trusted(path, layer), _warm_record.trusted_owner(owner, uid, layer),

@@ -277,7 +277,7 @@ fn explain(settings: &Arc<Settings>, verbose: bool, args: SpecArgs) -> Result<()
     } = session_for(settings, &args, SessionOptions::default(), verbose)?;
     let spec = file.extension(Some(&name)).map_err(Error::from)?;
     let prepared = session.prepare(spec, &file.root)?;
-    let explanation = abicache::explain(&session, &prepared)?;
+    let explanation = session.explain(&prepared)?;
     if args.json {
         return print_json(&explanation);
     }

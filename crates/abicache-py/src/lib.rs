@@ -251,7 +251,7 @@ fn explain<'py>(
     let explanation = py.detach(|| {
         let session = session(env, cache_dir, false)?;
         let prepared = session.prepare(&spec, &root)?;
-        abicache::explain(&session, &prepared)
+        session.explain(&prepared)
     });
     let explanation = explanation.map_err(|e| to_py(py, e))?;
     Ok((

@@ -79,7 +79,7 @@ pub enum Error {
     /// A CUDA library whose device code no visible GPU can run (the GPU
     /// guard before a load, unless `ABICACHE_GPU_CHECK=0`).
     #[error(transparent)]
-    GpuRefused(#[from] crate::gpu::GpuRefusal),
+    GpuRefused(#[from] crate::gpu_refusal::GpuRefusal),
     /// A CUDA library's device code cannot be read (a corrupt fat binary).
     #[error("cannot read the device code of the built library: {0}")]
     DeviceCode(#[from] abicache_fatbin::Error),

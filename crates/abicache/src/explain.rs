@@ -1,7 +1,7 @@
 //! `explain`: why a key is what it is, and on a miss what differs from the
 //! closest entry of the same extension in the cache.
 
-use abicache_key::{FieldChange, Payload, PythonAbiReason};
+use abicache_key::{Payload, PythonAbiReason};
 use abicache_scan::PythonMarker;
 use serde::Serialize;
 
@@ -9,8 +9,9 @@ use abicache_store::ArchIndexed;
 
 use crate::covering::{Coverage, CoveringAsk};
 use crate::error::Result;
+use crate::layers::Layer;
+pub use crate::misses::{render_closest, ClosestEntry};
 use crate::prepared::Prepared;
-use crate::session::Session;
 
 /// The explanation of one extension's key in one environment.
 #[derive(Debug, Clone, Serialize)]
@@ -50,29 +51,25 @@ pub struct Explanation {
     pub gpu_check: Option<String>,
 }
 
-/// A cached entry of the same extension and how its payload differs.
-#[derive(Debug, Clone, Serialize)]
-pub struct ClosestEntry {
-    /// Its key.
-    pub key: String,
-    /// Field-by-field changes, from the cached entry (old) to this request (new).
-    pub changes: Vec<FieldChange>,
-}
-
-/// Explains `prepared` against the session's cache. Reads manifests only:
+/// Explains `prepared` against the cache `store` and the read-only `layers`
+/// ([`crate::Session::explain`] passes its own). Reads manifests only:
 /// nothing is verified, counted or touched. The closest entry on a miss is
 /// looked for in the local cache, then in the read-only layers and cache
 /// wheels (the first with the fewest differing fields wins).
-pub fn explain(session: &Session, prepared: &Prepared) -> Result<Explanation> {
+pub fn explain(
+    store: &abicache_store::Store,
+    layers: &[Layer],
+    prepared: &Prepared,
+) -> Result<Explanation> {
     let keyed = &prepared.keyed;
-    let entries = session.store()?.find_by_name(&keyed.name)?;
+    let entries = store.find_by_name(&keyed.name)?;
     let exact = entries.iter().find(|e| e.key == keyed.key);
     let closest = if exact.is_some() {
         None
     } else {
         let local = entries.iter().map(|e| e.manifest.clone());
         local
-            .chain(layer_manifests(session, &keyed.name))
+            .chain(layer_manifests(layers, &keyed.name))
             .filter_map(|manifest| {
                 Payload::parse(&manifest.payload)
                     .ok()
@@ -118,9 +115,9 @@ pub fn explain(session: &Session, prepared: &Prepared) -> Result<Explanation> {
 
 /// The manifests of the entries named `name` in the session's read-only
 /// layers and cache wheels, unverified (read for their payloads only).
-fn layer_manifests(session: &Session, name: &str) -> Vec<abicache_store::Manifest> {
+fn layer_manifests(layers: &[Layer], name: &str) -> Vec<abicache_store::Manifest> {
     let mut out = Vec::new();
-    for layer in session.layers_unverified() {
+    for layer in layers {
         let entries = abicache_store::Layout::new(layer.store.root()).entries_dir();
         for entry in std::fs::read_dir(&entries).into_iter().flatten().flatten() {
             let path = entry.path().join(abicache_store::MANIFEST_FILE);
@@ -194,22 +191,6 @@ pub fn render_explanation(e: &Explanation) -> String {
     }
     out.push_str(&render_closest(&e.name, e.closest.as_ref()));
     out
-}
-
-/// The lines of a miss: the closest entry of `name` and the fields that
-/// differ, one per line, or that the cache holds no entry of `name`
-/// (`abicache explain`'s wording; offline mode's `CacheMiss` says the same).
-pub fn render_closest(name: &str, closest: Option<&ClosestEntry>) -> String {
-    match closest {
-        None => format!("cached: no, and no entry of `{name}` is in the cache\n"),
-        Some(c) => {
-            let mut out = format!("cached: no; closest entry {} differs in:\n", c.key);
-            for change in &c.changes {
-                out.push_str(&format!("  {change}\n"));
-            }
-            out
-        }
-    }
 }
 
 /// One line with the number of imports per group of a stored audit, e.g.

@@ -40,6 +40,7 @@ mod error;
 mod explain;
 pub mod gate;
 mod gpu;
+mod gpu_refusal;
 mod key_audit;
 pub mod key_code;
 pub mod layers;

@@ -18,7 +18,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
-use crate::explain::ClosestEntry;
+use abicache_key::FieldChange;
 
 /// A key no source holds, under offline mode: nothing was compiled.
 #[derive(Debug, Clone)]
@@ -75,10 +75,7 @@ impl fmt::Display for CacheMiss {
             _ => write!(f, "is in none of: {}", self.sources.join(", "))?,
         }
         writeln!(f, "; nothing was compiled.")?;
-        f.write_str(&crate::explain::render_closest(
-            &self.extension,
-            self.closest.as_ref(),
-        ))?;
+        f.write_str(&render_closest(&self.extension, self.closest.as_ref()))?;
         write!(
             f,
             "To build it, run where compiling is allowed: {} (or set `ABICACHE_OFFLINE=warn` \
@@ -225,5 +222,30 @@ mod tests {
             std::fs::read_to_string(&report).unwrap(),
             "{\"a\":1}\n{\"a\":2}\n"
         );
+    }
+}
+
+/// A cached entry of the same extension and how its payload differs.
+#[derive(Debug, Clone, Serialize)]
+pub struct ClosestEntry {
+    /// Its key.
+    pub key: String,
+    /// Field-by-field changes, from the cached entry (old) to this request (new).
+    pub changes: Vec<FieldChange>,
+}
+
+/// The lines of a miss: the closest entry of `name` and the fields that
+/// differ, one per line, or that the cache holds no entry of `name`
+/// (`abicache explain`'s wording; offline mode's `CacheMiss` says the same).
+pub fn render_closest(name: &str, closest: Option<&ClosestEntry>) -> String {
+    match closest {
+        None => format!("cached: no, and no entry of `{name}` is in the cache\n"),
+        Some(c) => {
+            let mut out = format!("cached: no; closest entry {} differs in:\n", c.key);
+            for change in &c.changes {
+                out.push_str(&format!("  {change}\n"));
+            }
+            out
+        }
     }
 }

@@ -272,6 +272,13 @@ impl Session {
     /// The read-only layers this session consults (configured layers, then
     /// its cache wheels), unverified: for reading manifests only
     /// (`abicache explain`, a miss's closest entry).
+    /// Explains `prepared` against this session's cache, its read-only
+    /// layers and cache wheels ([`crate::explain::explain`]): reads manifests
+    /// only.
+    pub fn explain(&self, prepared: &Prepared) -> Result<crate::explain::Explanation> {
+        crate::explain::explain(self.store()?, &self.layers_unverified(), prepared)
+    }
+
     pub(crate) fn layers_unverified(&self) -> Vec<crate::layers::Layer> {
         crate::layers::resolve(&self.settings.layers.readonly_dirs, &self.wheels)
     }
@@ -660,7 +667,7 @@ impl Session {
         prepared: &Prepared,
     ) -> Result<crate::misses::CacheMiss> {
         use crate::misses::MissReason;
-        let explanation = crate::explain::explain(self, prepared)?;
+        let explanation = self.explain(prepared)?;
         let reason = if self.options.rebuild {
             MissReason::Rebuild
         } else if explanation.closest.is_some() {
