@@ -30,8 +30,11 @@ _checked_records: Dict[str, Any] = {}
 _registry_lock = threading.Lock()
 
 
-# Libraries loaded from a descriptor in this process so far (`fd_path`).
+# Libraries loaded from a descriptor in this process so far (`fd_path`),
+# drawn under a lock: on free-threaded CPython two threads could otherwise
+# draw the same ordinal, and the second load would get the first library.
 _fd_loads = itertools.count()
+_fd_loads_lock = threading.Lock()
 
 
 def fd_path(fd: int) -> str:
@@ -42,7 +45,9 @@ def fd_path(fd: int) -> str:
     after the load; a new spelling per load (the load's ordinal in binary as
     ``./`` and ``.//`` components, which the kernel skips) makes that
     harmless, so no loaded library holds a descriptor."""
-    digits = "".join(".//" if bit == "1" else "./" for bit in bin(next(_fd_loads))[2:])
+    with _fd_loads_lock:
+        ordinal = next(_fd_loads)
+    digits = "".join(".//" if bit == "1" else "./" for bit in bin(ordinal)[2:])
     return f"/proc/self/fd/{digits}{fd}"
 
 

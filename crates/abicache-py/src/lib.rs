@@ -331,8 +331,25 @@ fn call_progress(callback: &Py<PyAny>, event: &Progress) {
     });
 }
 
-/// The `abicache._native` module.
-#[pymodule]
+/// The `abicache._native` module. It runs without the GIL on free-threaded
+/// CPython (`gil_used = false`, so importing it does not turn the GIL back
+/// on), reviewed for that as follows (docs/internals.md, "Free-threaded
+/// CPython"):
+///
+/// - this crate keeps no state between calls: no `static`, no `pyclass`,
+///   no `RefCell` or `Cell`; every call resolves its settings and opens its
+///   store afresh, and hands Python only new objects;
+/// - every process-wide cache in the crates below it is a `Mutex`,
+///   `OnceLock` or atomic (`Sync`, checked by the compiler) and was already
+///   reached with the GIL released (`Python::detach`), so by several
+///   threads at once;
+/// - no Rust lock is waited on while attached to the interpreter: the long
+///   calls detach first, and `interruptible` waits detached; a progress
+///   callback attaches from the one thread that runs its build (the
+///   reporter is not `Sync`), so one build never calls it from two threads;
+/// - the Python package's own caches are idempotent memos or guarded by
+///   `threading.Lock`s (`_extension.py`, `_dropins.py`, `_env.py`).
+#[pymodule(gil_used = false)]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add("Error", py.get_type::<errors::Error>())?;
