@@ -6,6 +6,14 @@
 #   - it is at most 15 MB (a stripped native module);
 #   - `pip install` of it into a fresh, empty venv gives both the `abicache`
 #     command and `python -m abicache`.
+#
+#   scripts/check-wheel.sh [WHEEL]   (default: this source state's abi3 wheel)
+#
+# A free-threaded wheel (`cp314t`, scripts/build-free-threaded-wheels.sh)
+# gets the same checks, its native module's name must carry its ABI tag,
+# and its venv is made with `python3.14t` (ABICACHE_FREE_THREADED_PYTHON
+# overrides it); where no such interpreter exists the venv step is skipped,
+# and says so.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
@@ -15,7 +23,7 @@ max_bytes=$((15 * 1000 * 1000))
 max_glibc_minor=28
 # This source state's wheel (install-python-package.sh keeps one directory per state).
 wheels=$CARGO_TARGET_DIR/wheels/abicache/$(dev_source_hash)
-wheel=$(ls "$wheels"/abicache-*.whl 2>/dev/null | head -n1 || true)
+wheel=${1:-$(ls "$wheels"/abicache-*.whl 2>/dev/null | head -n1 || true)}
 if [ -z "$wheel" ]; then
   echo "check-wheel: no wheel in \`$wheels\` (this source state's); run scripts/install-python-package.sh" >&2
   exit 2
@@ -42,9 +50,23 @@ for top in abicache-intercept.pth _abicache_intercept.py; do
   printf '%s\n' "$listing" | grep -q "^$top " || fail "\`$top\` is not at the wheel's root (see [tool.maturin] include in pyproject.toml)"
 done
 
+# A free-threaded wheel: its module is built for that ABI, and its venv
+# needs that interpreter.
+venv_python=python3
+abi=$(basename "$wheel" | sed -n 's/^abicache-[^-]*-cp\([0-9]*\)-cp[0-9]*t-.*/\1t/p')
+if [ -n "$abi" ]; then
+  printf '%s\n' "$listing" | grep -q "^abicache/_native\.cpython-${abi}-[a-z0-9_]*-linux-gnu\.so " \
+    || fail "its native module is not \`abicache/_native.cpython-${abi}-<arch>-linux-gnu.so\`"
+  venv_python=${ABICACHE_FREE_THREADED_PYTHON:-python${abi:0:1}.${abi:1:-1}t}
+  if ! command -v "$venv_python" >/dev/null; then
+    echo "check-wheel: $(basename "$wheel"): $((size / 1000)) kB, manylinux_2_$found_minor (auditwheel); no fresh-venv check: no \`$venv_python\` here (set ABICACHE_FREE_THREADED_PYTHON)" >&2
+    exit 0
+  fi
+fi
+
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-python3 -m venv "$tmp/venv"
+"$venv_python" -m venv "$tmp/venv"
 "$tmp/venv/bin/python" -m pip install --quiet --no-index --no-deps "$wheel"
 cli=$("$tmp/venv/bin/abicache" --version)
 module=$("$tmp/venv/bin/python" -m abicache --version)

@@ -20,7 +20,8 @@
 # 3. the Python package: the release wheel (stripped, manylinux_2_28, built
 #    with zig) built when its sources changed and installed into both venvs;
 #    its tag, size and commands checked in a fresh venv; its `_native.pyi`
-#    stub checked against the module (mypy's stubtest);
+#    stub checked against the module (mypy's stubtest); the free-threaded
+#    (cp314t) wheel built and checked beside it;
 # 4. the Rust tests (cargo nextest), which run the real compiler against the
 #    venv's torch;
 # 5. PyTorch's own JIT-extension tests with abicache's load/load_inline
@@ -239,6 +240,12 @@ for venv in .venv .venv-compat; do
   fi
 done
 scripts/check-wheel.sh
+# The release's free-threaded wheel (cp314t), from the same sources: built
+# when they changed (one more release build of the bindings) and checked.
+ft_wheels=$(scripts/build-free-threaded-wheels.sh)
+for wheel in $ft_wheels; do
+  scripts/check-wheel.sh "$wheel"
+done
 echo "== .pyi stub check (mypy.stubtest abicache._native)" >&2
 .venv/bin/python -m mypy.stubtest abicache._native
 
