@@ -140,3 +140,6 @@ ABICACHE_BIN=$bin/abicache "$venv/bin/python" -m pytest -m slow -q tests/python/
 # bench-only venvs get scripts/requirements-bench-deepspeed.txt with --no-deps).
 ABICACHE_TEST_WHEEL=$(scripts/install-python-package.sh --print-wheel) ABICACHE_BENCH_OUT=$work \
   "$venv/bin/python" -m pytest -m slow -q -s tests/python/test_record_deepspeed.py
+# The free-threaded wheel (cp314t): built, checked, and run with the GIL off
+# in a 3.14t interpreter where one exists (one more release build, ~5 minutes).
+scripts/free-threaded-check.sh
