@@ -140,3 +140,11 @@ ABICACHE_BIN=$bin/abicache "$venv/bin/python" -m pytest -m slow -q tests/python/
 # bench-only venvs get scripts/requirements-bench-deepspeed.txt with --no-deps).
 ABICACHE_TEST_WHEEL=$(scripts/install-python-package.sh --print-wheel) ABICACHE_BENCH_OUT=$work \
   "$venv/bin/python" -m pytest -m slow -q -s tests/python/test_record_deepspeed.py
+# The aarch64 wheel on an emulated arm64 machine (issue 52; root only: it
+# mounts and chroots): the CPU example built and called under qemu,
+# `-mcpu=native` keyed by the emulated CPU, the SVE2 refusal. Several minutes.
+if [ "$(id -u)" = 0 ]; then
+  scripts/aarch64-check.sh
+else
+  echo "bench: scripts/aarch64-check.sh skipped: it needs root (debootstrap, mount, chroot)" >&2
+fi
