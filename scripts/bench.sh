@@ -141,5 +141,14 @@ ABICACHE_BIN=$bin/abicache "$venv/bin/python" -m pytest -m slow -q tests/python/
 ABICACHE_TEST_WHEEL=$(scripts/install-python-package.sh --print-wheel) ABICACHE_BENCH_OUT=$work \
   "$venv/bin/python" -m pytest -m slow -q -s tests/python/test_record_deepspeed.py
 # The free-threaded wheel (cp314t): built, checked, and run with the GIL off
-# in a 3.14t interpreter where one exists (one more release build, ~5 minutes).
+# in a 3.14t interpreter where one exists (one more release build of the
+# bindings when the sources changed, about a minute).
 scripts/free-threaded-check.sh
+# The aarch64 wheel on an emulated arm64 machine (issue 52; root only: it
+# mounts and chroots): the CPU example built and called under qemu,
+# `-mcpu=native` keyed by the emulated CPU, the SVE2 refusal. Several minutes.
+if [ "$(id -u)" = 0 ]; then
+  scripts/aarch64-check.sh
+else
+  echo "bench: scripts/aarch64-check.sh skipped: it needs root (debootstrap, mount, chroot)" >&2
+fi

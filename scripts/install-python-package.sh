@@ -4,6 +4,10 @@
 #
 #   scripts/install-python-package.sh [VENV_DIR]...   (default: .venv .venv-compat)
 #   scripts/install-python-package.sh --print-wheel   prints this source state's wheel (built if missing)
+#   scripts/install-python-package.sh --print-wheel --target aarch64-unknown-linux-gnu
+#                                                     the same for another Linux target, cross-built
+#                                                     (manylinux_2_28_aarch64; `rustup target add` run
+#                                                     first), into its own directory <hash>-<target>/
 #
 # The wheel is abi3 (CPython >= 3.9), so one wheel serves every venv, and it
 # is the release wheel itself (the only wheel build, so CI builds it once):
@@ -55,21 +59,40 @@ if [ ! -f "$tools_stamp" ] || ! "$tools_python" -c 'import ziglang' 2>/dev/null;
   dev_unlock tools_lock
 fi
 
+# --print-wheel [--target TRIPLE]: a cross-built wheel for TRIPLE (the
+# release wheels for aarch64), never installed here.
+print_only=0
+target=
+if [ "${1:-}" = --print-wheel ]; then
+  print_only=1
+  if [ "${2:-}" = --target ]; then
+    target=${3:?--target needs a Rust target triple, e.g. aarch64-unknown-linux-gnu}
+  fi
+fi
+target_args=()
+if [ -n "$target" ]; then
+  target_args=(--target "$target")
+  if ! rustup target list --installed 2>/dev/null | grep -qx "$target"; then
+    echo "install-python-package: adding the Rust target $target (rustup target add)" >&2
+    rustup target add "$target" >&2
+  fi
+fi
+
 hash=$(dev_source_hash)
-dir=$wheels/$hash
+dir=$wheels/$hash${target:+-$target}
 mkdir -p "$wheels"
 dev_lock wheel_lock -s "$dir.lock" install-python-package
 if ! compgen -G "$dir/abicache-*.whl" >/dev/null; then
   dev_unlock wheel_lock
   dev_lock wheel_lock -x "$dir.lock" install-python-package
   if ! compgen -G "$dir/abicache-*.whl" >/dev/null; then
-    echo "install-python-package: building the abicache wheel (source state $hash)" >&2
+    echo "install-python-package: building the abicache wheel (source state $hash${target:+, for $target})" >&2
     tmp=$(mktemp -d "$wheels/.build-$hash.XXXXXX")
     interpreter=()
     [ -x "$repo/.venv/bin/python" ] && interpreter=(--interpreter "$repo/.venv/bin/python")
     # maturin runs `python3 -m ziglang` when no `zig` is on PATH: the tools venv's.
     if ! PATH=$(dirname "$maturin"):$PATH "$maturin" build --release --quiet --zig \
-        --compatibility manylinux_2_28 -o "$tmp" "${interpreter[@]}" >&2; then
+        --compatibility manylinux_2_28 -o "$tmp" "${interpreter[@]}" "${target_args[@]}" >&2; then
       rm -rf "$tmp"
       exit 1
     fi
@@ -90,7 +113,7 @@ for old in "$wheels"/*/; do
 done
 find "$wheels" -maxdepth 1 -name '.build-*' -mtime +1 -exec rm -rf {} + 2>/dev/null || true
 
-if [ "${1:-}" = --print-wheel ]; then
+if [ "$print_only" = 1 ]; then
   echo "$wheel"
   exit 0
 fi
