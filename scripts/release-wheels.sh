@@ -11,7 +11,10 @@
 #     (`install-python-package.sh --print-wheel --target aarch64-unknown-linux-gnu`),
 #     checked by check-wheel.sh run under emulation: scripts/aarch64-check.sh
 #     runs it in its arm64 root (tag, size, auditwheel, a fresh venv gets
-#     `abicache`), then builds and loads the CPU example there (minutes).
+#     `abicache`), then builds and loads the CPU example there (minutes);
+#   - cp314t (free-threaded CPython 3.14), manylinux_2_28_x86_64:
+#     scripts/build-free-threaded-wheels.sh, checked here (its fresh-venv
+#     step only where a `python3.14t` exists; it says when it skips it).
 # Any wheel that fails its check fails the job; nothing is copied then.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -34,6 +37,13 @@ echo "release-wheels: == aarch64 (abi3, cross-built; checked under emulation)" >
 aarch64=$(scripts/install-python-package.sh --print-wheel --target aarch64-unknown-linux-gnu)
 scripts/aarch64-check.sh
 wheels+=("$aarch64")
+
+echo "release-wheels: == x86_64 (free-threaded: cp314t)" >&2
+free_threaded=$(scripts/build-free-threaded-wheels.sh)
+for wheel in $free_threaded; do
+  scripts/check-wheel.sh "$wheel"
+  wheels+=("$wheel")
+done
 
 mkdir -p "$dist"
 cp "${wheels[@]}" "$dist/"
