@@ -26,6 +26,12 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 
+def gil_enabled() -> bool:
+    """Whether the GIL is on now (always, before 3.13)."""
+    check = getattr(sys, "_is_gil_enabled", None)
+    return True if check is None else bool(check())
+
+
 def fail(message: str) -> None:
     print(f"free_threaded_probe: {message}", file=sys.stderr, flush=True)
     sys.exit(1)
@@ -135,16 +141,16 @@ def main() -> None:
     free_threaded_build = sysconfig.get_config_var("Py_GIL_DISABLED") == 1
     import abicache  # noqa: F401 - the import whose effect on the GIL is checked
 
-    gil_enabled = sys._is_gil_enabled() if hasattr(sys, "_is_gil_enabled") else True
+    gil_on = gil_enabled()
     if args.require_gil_disabled:
         if not free_threaded_build:
             fail(f"`{sys.executable}` is not a free-threaded build (Py_GIL_DISABLED is not 1)")
-        if gil_enabled:
+        if gil_on:
             fail("the GIL is enabled after `import abicache` (a module without `gil_used = false`, or PYTHON_GIL=1)")
     result: Dict[str, Any] = {
         "python": sys.version.split()[0],
         "free_threaded_build": free_threaded_build,
-        "gil_enabled_after_import": gil_enabled,
+        "gil_enabled_after_import": gil_on,
         "native_module": Path(abicache._native.__file__).name,
         "stress": stress(args.cache, args.threads, args.rounds),
     }
@@ -155,7 +161,7 @@ def main() -> None:
     else:
         if args.example:
             result["example"] = load_example(args.example, args.cache, 4)
-    if args.require_gil_disabled and sys._is_gil_enabled():
+    if args.require_gil_disabled and gil_enabled():
         fail("the GIL was enabled during the run (an extension imported on the way needs it)")
     print("RESULT " + json.dumps(result), flush=True)
 
