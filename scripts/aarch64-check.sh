@@ -94,7 +94,7 @@ in_root() {
   local vars=()
   while [ "$1" != -- ]; do vars+=("$1"); shift; done
   shift
-  env -i HOME=/root LANG=C.UTF-8 TERM=dumb ABICACHE_PCH=0 \
+  env -i HOME=/root LANG=C.UTF-8 TERM=dumb ABICACHE_PCH=0 PIP_CERT=/etc/ssl/host-ca-certificates.crt \
     PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     "${vars[@]}" chroot "$root" /bin/bash -euo pipefail -c "$1"
 }
@@ -140,22 +140,31 @@ grep -q '^enabled' "$binfmt/qemu-aarch64" && grep -q '^flags: .*F' "$binfmt/qemu
   || fail "qemu-aarch64 is not registered with the F flag: $(cat "$binfmt/qemu-aarch64")"
 
 step "arm64 root ($root)"
-recipe=$(printf '%s\n' "$SUITE" "$MIRROR" "$ROOT_PACKAGES" "$TORCH" auditwheel==6.* v1 | sha256sum | cut -c1-16)
+# Two stamps: the Debian root (debootstrap, ~25 minutes under emulation) and
+# its venv (torch), so a change to one keeps the other.
+base_recipe=$(printf '%s\n' "$SUITE" "$MIRROR" "$ROOT_PACKAGES" | sha256sum | cut -c1-16)
+venv_recipe=$(printf '%s\n' "$TORCH" 'auditwheel==6.*' | sha256sum | cut -c1-16)
 stamp=$base/root.stamp
-if [ "$(cat "$stamp" 2>/dev/null)" != "$recipe" ]; then
-  echo "aarch64-check: making the root (debootstrap, its second stage under qemu, torch: ~15-30 minutes)" >&2
+venv_stamp=$root/opt/venv/.abicache-aarch64-stamp
+if [ "$(cat "$stamp" 2>/dev/null)" != "$base_recipe" ]; then
+  echo "aarch64-check: making the root (debootstrap, then its second stage under qemu: ~25 minutes)" >&2
   rm -f "$stamp"
   rm -rf "$root"
   mkdir -p "$root"
   debootstrap --arch=arm64 --foreign --variant=minbase --include="$ROOT_PACKAGES" \
     "$SUITE" "$root" "$MIRROR" >&2 || fail "debootstrap --foreign (above)"
   in_root -- '/debootstrap/debootstrap --second-stage' >&2 || fail "debootstrap's second stage under qemu (above)"
-  mount_in_root
-  in_root -- "python3 -m venv /opt/venv && /opt/venv/bin/python -m pip install --quiet --upgrade pip \
-    && /opt/venv/bin/python -m pip install --quiet '$TORCH' 'auditwheel==6.*'" >&2 \
+  echo "$base_recipe" > "$stamp"
+fi
+mount_in_root
+# pip in the root trusts what this machine trusts (a proxy's own CA included).
+cp "${PIP_CERT:-${SSL_CERT_FILE:-/etc/ssl/certs/ca-certificates.crt}}" "$root/etc/ssl/host-ca-certificates.crt"
+if [ "$(cat "$venv_stamp" 2>/dev/null)" != "$venv_recipe" ]; then
+  echo "aarch64-check: installing $TORCH and auditwheel into the root's /opt/venv (PyPI; minutes under emulation)" >&2
+  in_root -- "rm -rf /opt/venv && python3 -m venv /opt/venv && python -m pip install --quiet --upgrade pip \
+    && python -m pip install --quiet '$TORCH' 'auditwheel==6.*' && apt-get clean && rm -rf /root/.cache/pip" >&2 \
     || fail "installing torch into the root's venv (above)"
-  in_root -- 'apt-get clean; rm -rf /root/.cache/pip'
-  echo "$recipe" > "$stamp"
+  echo "$venv_recipe" > "$venv_stamp"
 fi
 mount_in_root
 echo "aarch64-check: root: $(du -sh --exclude=proc --exclude=sys --exclude=dev "$root" 2>/dev/null | cut -f1)," \
@@ -222,7 +231,8 @@ for cpu in "$CPU_NO_SVE" "$CPU_OTHER"; do
   keys[$cpu]=$(printf '%s' "$json" | field key)
   host_cpus[$cpu]=$(printf '%s' "$json" | python3 -c 'import json, sys
 d = json.load(sys.stdin)
-print(next(l for l in d["payload"].splitlines() if l.startswith("host_cpu=")))')
+p = d["payload"]
+print(next(l for l in (p if isinstance(p, list) else p.splitlines()) if l.startswith("host_cpu")))')
   echo "aarch64-check: QEMU_CPU=$cpu: key ${keys[$cpu]}, ${host_cpus[$cpu]}" >&2
 done
 [ "${host_cpus[$CPU_NO_SVE]}" != "${host_cpus[$CPU_OTHER]}" ] \
@@ -233,9 +243,12 @@ step "+sve2 refused on an emulated CPU without SVE2 (QEMU_CPU=$CPU_NO_SVE)"
 in_root QEMU_CPU="$CPU_NO_SVE" -- "grep -qw sve2 /proc/cpuinfo && { echo 'this emulated CPU lists sve2' >&2; exit 1; }
 cd /opt/check && ABICACHE_DIR=/opt/check/cache python - <<'PY'
 import pathlib, abicache
-here = pathlib.Path('/opt/check/cpu_muladd')
-ext = abicache.TorchOpsExtension('muladd_sve2', [here / 'ops.cpp', here / 'kernel.cpp'],
-                                 required_ops=['muladd'], extra_cflags=['-march=armv8-a+sve2'])
+# One small unit (no torch headers: seconds to compile under emulation); the
+# guard refuses before anything is loaded.
+src = pathlib.Path('/opt/check/sve2/probe.cpp')
+src.parent.mkdir(exist_ok=True)
+src.write_text('extern \"C\" int sve2_probe(int x) { return x + 1; }\n')
+ext = abicache.TorchOpsExtension('sve2_probe', [src], extra_cflags=['-march=armv8-a+sve2'])
 try:
     path = ext.load()
 except Exception as e:

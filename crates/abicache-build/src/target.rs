@@ -361,6 +361,28 @@ mod tests {
     }
 
     #[test]
+    fn gccs_aarch64_native_cpu_is_its_mcpu_option() {
+        // GCC 12 on AArch64, `-mcpu=native` on emulated CPUs (scripts/aarch64-check.sh).
+        let output = |cpu: &str| {
+            format!(
+                "COLLECT_GCC_OPTIONS= '-E' '-v' '-shared-libgcc' '-mlittle-endian' '-mabi=lp64' \
+                 '-mcpu={cpu}'\n /usr/lib/gcc/aarch64-linux-gnu/12/cc1plus -E -quiet -v -imultiarch \
+                 aarch64-linux-gnu -D_GNU_SOURCE /dev/null -mlittle-endian -mabi=lp64 -mcpu={cpu} \
+                 -fasynchronous-unwind-tables -dumpbase null\n"
+            )
+        };
+        assert_eq!(
+            parse_resolved_target(&output("cortex-a72+crypto")).unwrap(),
+            "-mabi=lp64 -mcpu=cortex-a72+crypto -mlittle-endian"
+        );
+        assert_eq!(
+            parse_resolved_target(&output("ares+crypto+noprofile")).unwrap(),
+            "-mabi=lp64 -mcpu=ares+crypto+noprofile -mlittle-endian",
+            "a Neoverse N1"
+        );
+    }
+
+    #[test]
     fn remembered_answers_are_owner_only_and_others_are_ignored() {
         use std::os::unix::fs::PermissionsExt;
         let tmp = tempfile::tempdir().unwrap();

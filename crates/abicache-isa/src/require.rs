@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
-use crate::table::{by_flag, by_macro};
+use crate::table::{by_flag, by_macro, Arch, Extension};
 
 /// One extension a library requires, and the flag that required it.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -36,13 +36,37 @@ pub fn defined_macros(dump: &str) -> BTreeSet<&str> {
 /// beyond these, never beyond a compiler's default (which may be newer).
 pub const BASELINE: &[&str] = &["mmx", "sse", "sse2", "fp", "asimd"];
 
+/// The architecture a dump's macros target: `__aarch64__` AArch64,
+/// `__x86_64__` x86-64, `None` for neither.
+fn target_arch(macros: &BTreeSet<&str>) -> Option<Arch> {
+    if macros.contains("__aarch64__") {
+        Some(Arch::Aarch64)
+    } else if macros.contains("__x86_64__") {
+        Some(Arch::X86_64)
+    } else {
+        None
+    }
+}
+
+/// The extensions whose macro `macro_name` is, among those of `arch` (of
+/// every architecture for `None`). A macro GCC defines on every target
+/// (`__GCC_HAVE_SYNC_COMPARE_AND_SWAP_16`, x86-64's `cx16`, is also defined
+/// on AArch64) counts only for its own architecture.
+fn extension_of(macro_name: &str, arch: Option<Arch>) -> Option<&'static Extension> {
+    by_macro(macro_name).filter(|e| arch.is_none_or(|a| e.arch == a))
+}
+
 /// The extensions a `-dM -E` dump enables beyond [`BASELINE`], by
 /// `/proc/cpuinfo` name, sorted: the compiler's effective target as far as
 /// the CPU guard is concerned (empty for a plain compiler at its baseline).
+/// Only the extensions of the dump's own architecture (`__aarch64__`,
+/// `__x86_64__`) are read.
 pub fn beyond_baseline(dump: &str) -> BTreeSet<&'static str> {
-    defined_macros(dump)
+    let macros = defined_macros(dump);
+    let arch = target_arch(&macros);
+    macros
         .into_iter()
-        .filter_map(by_macro)
+        .filter_map(|m| extension_of(m, arch))
         .map(|e| e.name)
         .filter(|name| !BASELINE.contains(name))
         .collect()
@@ -50,10 +74,12 @@ pub fn beyond_baseline(dump: &str) -> BTreeSet<&'static str> {
 
 /// The extensions (their `/proc/cpuinfo` names) a dump enables beyond `default`.
 fn enabled_beyond(dump: &str, default: &BTreeSet<&str>) -> BTreeSet<&'static str> {
-    defined_macros(dump)
+    let macros = defined_macros(dump);
+    let arch = target_arch(&macros);
+    macros
         .into_iter()
         .filter(|m| !default.contains(m))
-        .filter_map(by_macro)
+        .filter_map(|m| extension_of(m, arch))
         .map(|e| e.name)
         .collect()
 }
@@ -116,6 +142,32 @@ mod tests {
 
     const DEFAULT: &str =
         "#define __SSE__ 1\n#define __SSE2__ 1\n#define __MMX__ 1\n#define f(x) x\n";
+
+    #[test]
+    fn a_macro_counts_only_for_its_own_architecture() {
+        // GCC defines the 16-byte compare-and-swap macro (x86-64's `cx16`) on AArch64 too.
+        let cas = "#define __GCC_HAVE_SYNC_COMPARE_AND_SWAP_16 1\n";
+        let arm = format!("#define __aarch64__ 1\n#define __ARM_NEON 1\n{cas}");
+        assert!(
+            beyond_baseline(&arm).is_empty(),
+            "{:?}",
+            beyond_baseline(&arm)
+        );
+        let x86 = format!("#define __x86_64__ 1\n#define __SSE2__ 1\n{cas}");
+        assert_eq!(
+            beyond_baseline(&x86).into_iter().collect::<Vec<_>>(),
+            ["cx16"]
+        );
+        let sve = format!("{arm}#define __ARM_FEATURE_SVE 1\n#define __AVX2__ 1\n");
+        assert_eq!(
+            requirements_from_macros(&arm, &sve, &["-march=armv8-a+sve".into()], &[], "cc")
+                .iter()
+                .map(|r| r.feature.as_str())
+                .collect::<Vec<_>>(),
+            ["sve"],
+            "an x86-64 macro in an AArch64 dump is not read"
+        );
+    }
 
     #[test]
     fn named_flags_win_then_the_flag_that_implies() {
