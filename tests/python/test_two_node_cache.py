@@ -278,13 +278,18 @@ def test_gc_on_one_node_while_the_other_loads_vanishes_nothing(cluster: Cluster,
                                                                concurrent: List[Dict[str, Any]]) -> None:
     spec = example_spec("cpu")
     builds_before = len(cluster.builds())
-    stop = time.monotonic() + 30
     gcs: List[subprocess.CompletedProcess[str]] = []
     loads: List[Dict[str, Any]] = []
-    # Node B: two loops of fresh processes, each loading and reading its path.
+    # Node B loads first: from then on the entry is one that another node's
+    # process has just returned, which gc must spare.
+    first = _result(cluster.start_worker("B", spec))
+    assert first.get("ok"), first
+    loads.append(first)
+    # Node B: two loops of fresh processes, each loading, calling the op and
+    # reading its library; node A: gc down to nothing, again and again, 30 s.
+    stop = time.monotonic() + 30
     loopers = [cluster.start_worker("B", spec) for _ in range(2)]
     while time.monotonic() < stop or loopers:
-        # Node A: gc down to nothing, again and again.
         if time.monotonic() < stop:
             gcs.append(cluster.abicache("A", "gc", "--max-size", "0", "--json"))
         for p in list(loopers):
@@ -300,6 +305,8 @@ def test_gc_on_one_node_while_the_other_loads_vanishes_nothing(cluster: Cluster,
           f"{len(cluster.builds()) - builds_before} rebuilds")
     assert len(loads) >= 4, loads
     assert not vanished, "\n".join(json.dumps(r) for r in vanished)
+    # Nor did gc evict the entry under B's feet (B would have rebuilt it).
+    assert len(cluster.builds()) == builds_before, cluster.builds()
 
 
 def test_a_library_replaced_from_the_other_node_is_never_served_stale(cluster: Cluster,
