@@ -167,6 +167,7 @@ pub fn stats_human(stats: &Stats, root: &Path) -> String {
     };
     format!(
         "cache directory      {}\n\
+         cache mode           {}\n\
          hits                 {}\n\
          misses               {}\n\
          hit rate             {rate:.1} %\n\
@@ -179,6 +180,7 @@ pub fn stats_human(stats: &Stats, root: &Path) -> String {
          entries              {}\n\
          size                 {}\n",
         root.display(),
+        stats.mode.reason,
         s.hits,
         s.misses,
         s.builds,

@@ -12,6 +12,10 @@ pub const ABICACHE_READONLY_DIRS: &str = "ABICACHE_READONLY_DIRS";
 pub const ABICACHE_JOBS: &str = "ABICACHE_JOBS";
 /// Seconds to wait for a key's lock.
 pub const ABICACHE_LOCK_TIMEOUT: &str = "ABICACHE_LOCK_TIMEOUT";
+/// Shared mode for a cache on a cluster filesystem: `auto` (default), `on` or `off`.
+pub const ABICACHE_SHARED: &str = "ABICACHE_SHARED";
+/// Seconds a build lease of a shared cache stays valid without being refreshed.
+pub const ABICACHE_LEASE_TIMEOUT: &str = "ABICACHE_LEASE_TIMEOUT";
 /// Size bound applied by an automatic gc after each publish.
 pub const ABICACHE_MAX_SIZE: &str = "ABICACHE_MAX_SIZE";
 /// Seconds after its last use during which gc never evicts an entry or object.

@@ -200,6 +200,11 @@ pub const ENV_VARS: &[EnvVar] = &[
         .meaning("Read-only cache roots (populated by CI, on NFS or in an image layer) consulted in order after the local cache and never written; installed cache wheels are added after them (see [Fleet](../fleet.md))."),
     EnvVar::new(ABICACHE_LOCK_TIMEOUT, "`600`", ValueFormat::Seconds)
         .meaning("Seconds to wait for another process building the same key before giving up with an error naming its pid."),
+    EnvVar::new(ABICACHE_SHARED, "`auto`", ValueFormat::Choice(&["auto", "on", "off"]))
+        .config_key("shared")
+        .meaning("Shared mode, for a cache that many nodes use at once on a cluster filesystem: `auto` turns it on when the cache root is on NFS, FUSE, Lustre, GPFS, BeeGFS, CIFS/SMB, 9p, CephFS, AFS, OCFS2, GFS2 or another network filesystem (`statfs` magic number); `on` and `off` force it. In shared mode builds take leases instead of relying on locks across nodes, counters go to one log per host and every hit re-hashes the library; `abicache stats` says which mode is in use and why (see [Shared cache on a cluster filesystem](../cache.md#shared-cache-on-a-cluster-filesystem))."),
+    EnvVar::new(ABICACHE_LEASE_TIMEOUT, "`60`", ValueFormat::Seconds)
+        .meaning("In shared mode, seconds a build lease (or gc's lease) stays valid without being refreshed: its holder refreshes it every quarter of this; a lease not refreshed for this long (plus 2 s of allowed clock skew) belongs to a dead process and is taken over by exactly one waiter."),
     EnvVar::new(ABICACHE_MAX_SIZE, "unset (no bound)", ValueFormat::Size)
         .meaning("Size bound applied by an automatic least-recently-used `gc` after each publish."),
     EnvVar::new(ABICACHE_GC_GRACE, "`60`", ValueFormat::Seconds)

@@ -8,8 +8,8 @@ use serde::Deserialize;
 use crate::error::{Result, SettingsError};
 use abicache_env_vars::{
     ABICACHE_CONFIG, ABICACHE_MISS_REPORT, ABICACHE_OFFLINE, ABICACHE_READONLY_DIRS,
-    ABICACHE_REMOTE, ABICACHE_REMOTE_MODE, ABICACHE_REMOTE_TIMEOUT, ABICACHE_SIGNING_KEY,
-    ABICACHE_TRUSTED_KEYS,
+    ABICACHE_REMOTE, ABICACHE_REMOTE_MODE, ABICACHE_REMOTE_TIMEOUT, ABICACHE_SHARED,
+    ABICACHE_SIGNING_KEY, ABICACHE_TRUSTED_KEYS,
 };
 
 /// The config file's fields. Every key names a variable that wins over it
@@ -35,6 +35,8 @@ pub(crate) struct ConfigFile {
     pub(crate) offline: Option<toml::Value>,
     /// `ABICACHE_MISS_REPORT`.
     pub(crate) miss_report: Option<PathBuf>,
+    /// `ABICACHE_SHARED`: `"auto"`, `"on"` or `"off"`.
+    pub(crate) shared: Option<String>,
 }
 
 /// The config file: `ABICACHE_CONFIG`, else `$XDG_CONFIG_HOME/abicache/config.toml`,
@@ -93,6 +95,7 @@ pub fn config_file_settings(path: &Path) -> Result<Vec<(&'static str, String)>> 
             ABICACHE_MISS_REPORT,
             file.miss_report.as_ref().map(|p| p.display().to_string()),
         ),
+        (ABICACHE_SHARED, file.shared),
     ];
     Ok(settings
         .into_iter()

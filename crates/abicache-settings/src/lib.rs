@@ -59,8 +59,8 @@ pub use remote::{
     TRUSTED_KEYS_FROM_FILE,
 };
 pub use store::{
-    parse_pch_jobs, parse_seconds, resolve_root, root_from_env, StoreSettings, DEFAULT_GC_GRACE,
-    DEFAULT_LOCK_TIMEOUT, DEFAULT_PCH_JOBS,
+    parse_pch_jobs, parse_seconds, resolve_root, root_from_env, SharedSetting, StoreSettings,
+    DEFAULT_GC_GRACE, DEFAULT_LEASE_TIMEOUT, DEFAULT_LOCK_TIMEOUT, DEFAULT_PCH_JOBS,
 };
 
 /// How settings read a variable: its raw value, `None` when unset.
@@ -145,7 +145,16 @@ impl Settings {
             Some(path) => config_file::read_config(path)?,
             None => config_file::ConfigFile::default(),
         };
-        let store = StoreSettings::from_vars(var, flags.cache_dir.clone())?;
+        let mut store = StoreSettings::from_vars(var, flags.cache_dir.clone())?;
+        if text(abicache_env_vars::ABICACHE_SHARED).is_none() {
+            if let Some(value) = &file.shared {
+                store.shared =
+                    SharedSetting::parse(Some(value)).map_err(|_| SettingsError::ConfigFile {
+                        path: config_file.clone().unwrap_or_default(),
+                        reason: format!("`shared = \"{value}\"`: expected `auto`, `on` or `off`"),
+                    })?;
+            }
+        }
         let build = BuildSettings {
             pch: PchMode::parse(text(abicache_env_vars::ABICACHE_PCH).as_deref())?,
             isa_check: build::parse_isa_check(

@@ -6,8 +6,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use abicache_env_vars::{
-    ABICACHE_DIR, ABICACHE_GC_GRACE, ABICACHE_LOCK_TIMEOUT, ABICACHE_MAX_SIZE, ABICACHE_PCH_JOBS,
-    ABICACHE_PCH_MAX_SIZE, HOME, XDG_CACHE_HOME,
+    ABICACHE_DIR, ABICACHE_GC_GRACE, ABICACHE_LEASE_TIMEOUT, ABICACHE_LOCK_TIMEOUT,
+    ABICACHE_MAX_SIZE, ABICACHE_PCH_JOBS, ABICACHE_PCH_MAX_SIZE, ABICACHE_SHARED, HOME,
+    XDG_CACHE_HOME,
 };
 
 use crate::error::{Result, SettingsError};
@@ -20,6 +21,53 @@ pub const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(600);
 /// `ABICACHE_GC_GRACE` is not set: long enough for a caller to load the
 /// path a hit returned, or for a build to link the objects it counted.
 pub const DEFAULT_GC_GRACE: Duration = Duration::from_secs(60);
+
+/// How long a lease of a shared cache stays valid without being refreshed,
+/// when `ABICACHE_LEASE_TIMEOUT` is not set.
+pub const DEFAULT_LEASE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Whether the store runs in shared mode (`ABICACHE_SHARED`, config key `shared`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SharedSetting {
+    /// Shared mode when the cache root is on a network or cluster
+    /// filesystem (detected by `statfs`); the default.
+    #[default]
+    Auto,
+    /// Shared mode whatever the filesystem.
+    On,
+    /// Never shared mode (one machine's cache, locks and stat stamps trusted).
+    Off,
+}
+
+impl SharedSetting {
+    /// Parses `auto`, `on` or `off` (any case; also `1`/`0`, `true`/`false`);
+    /// `None` or blank gives [`SharedSetting::Auto`]. Anything else is an
+    /// error naming `ABICACHE_SHARED` and the accepted values.
+    pub fn parse(value: Option<&str>) -> Result<SharedSetting> {
+        let Some(text) = value.map(str::trim).filter(|v| !v.is_empty()) else {
+            return Ok(SharedSetting::Auto);
+        };
+        match text.to_ascii_lowercase().as_str() {
+            "auto" => Ok(SharedSetting::Auto),
+            "on" | "1" | "true" | "yes" => Ok(SharedSetting::On),
+            "off" | "0" | "false" | "no" => Ok(SharedSetting::Off),
+            _ => Err(SettingsError::BadValue {
+                name: ABICACHE_SHARED,
+                value: text.to_owned(),
+                expected: "`auto`, `on` or `off`",
+            }),
+        }
+    }
+
+    /// The value as `ABICACHE_SHARED` spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SharedSetting::Auto => "auto",
+            SharedSetting::On => "on",
+            SharedSetting::Off => "off",
+        }
+    }
+}
 
 /// Background PCH compiles at once per user and machine when `ABICACHE_PCH_JOBS` is unset.
 pub const DEFAULT_PCH_JOBS: u32 = 1;
@@ -50,6 +98,10 @@ pub struct StoreSettings {
     pub pch_jobs: u32,
     /// `$XDG_RUNTIME_DIR` when absolute: where the machine's PCH slots live.
     pub runtime_dir: Option<PathBuf>,
+    /// Shared mode (`ABICACHE_SHARED`, else the config key `shared`, else `auto`).
+    pub shared: SharedSetting,
+    /// How long a lease of a shared cache stays valid unrefreshed (`ABICACHE_LEASE_TIMEOUT`).
+    pub lease_timeout: Duration,
 }
 
 impl Default for StoreSettings {
@@ -64,13 +116,16 @@ impl Default for StoreSettings {
             gc_grace: DEFAULT_GC_GRACE,
             pch_jobs: DEFAULT_PCH_JOBS,
             runtime_dir: None,
+            shared: SharedSetting::Auto,
+            lease_timeout: DEFAULT_LEASE_TIMEOUT,
         }
     }
 }
 
 impl StoreSettings {
     /// The store settings of this process's environment (no flags, no
-    /// config file: the store has no config keys). A value that cannot be
+    /// config file: its one config key, `shared`, applies through
+    /// `Settings::resolve`). A value that cannot be
     /// used is an error naming its variable.
     pub fn from_env() -> Result<StoreSettings> {
         Self::from_vars(&crate::process_var, None)
@@ -122,6 +177,17 @@ impl StoreSettings {
             runtime_dir: get(XDG_RUNTIME_DIR)
                 .map(PathBuf::from)
                 .filter(|p| p.is_absolute()),
+            shared: SharedSetting::parse(
+                get(ABICACHE_SHARED)
+                    .as_deref()
+                    .map(|v| v.to_string_lossy())
+                    .as_deref(),
+            )?,
+            lease_timeout: parse_seconds(
+                ABICACHE_LEASE_TIMEOUT,
+                get(ABICACHE_LEASE_TIMEOUT).as_deref(),
+                DEFAULT_LEASE_TIMEOUT,
+            )?,
         })
     }
 }

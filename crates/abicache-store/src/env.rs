@@ -3,8 +3,9 @@
 //! read and checked once by `abicache-settings`, never by this crate).
 
 pub use abicache_env_vars::{
-    ABICACHE_DIR, ABICACHE_GC_GRACE, ABICACHE_LOCK_TIMEOUT, ABICACHE_MAX_SIZE, ABICACHE_PCH_JOBS,
-    ABICACHE_PCH_MAX_SIZE, HOME, XDG_CACHE_HOME,
+    ABICACHE_DIR, ABICACHE_GC_GRACE, ABICACHE_LEASE_TIMEOUT, ABICACHE_LOCK_TIMEOUT,
+    ABICACHE_MAX_SIZE, ABICACHE_PCH_JOBS, ABICACHE_PCH_MAX_SIZE, ABICACHE_SHARED, HOME,
+    XDG_CACHE_HOME,
 };
 
 /// Every variable above, for documentation tables and checks.
@@ -17,4 +18,6 @@ pub const ALL: &[&str] = &[
     ABICACHE_GC_GRACE,
     ABICACHE_PCH_MAX_SIZE,
     ABICACHE_PCH_JOBS,
+    ABICACHE_SHARED,
+    ABICACHE_LEASE_TIMEOUT,
 ];

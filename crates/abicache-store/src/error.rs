@@ -118,6 +118,18 @@ pub enum StoreError {
         holder: String,
     },
 
+    /// Shared mode: another node's (or process's) gc holds the cache-wide
+    /// gc lease; two collections never run at once.
+    #[error(
+        "another gc is collecting this shared cache (`{p}`): {holder}; run gc again once it          is done (a dead holder's lease expires after `ABICACHE_LEASE_TIMEOUT` seconds)"
+    , p = .path.display())]
+    GcBusy {
+        /// The gc lease file.
+        path: PathBuf,
+        /// Who holds it, in words.
+        holder: String,
+    },
+
     /// A setting of the store has a value that cannot be used (checked by
     /// `abicache-settings`, which names the variable and what to set).
     #[error(transparent)]

@@ -7,8 +7,11 @@ use serde::Serialize;
 
 use crate::env;
 use crate::error::Result;
+use crate::error::StoreError;
+use crate::key_claim::GC_LEASE;
 use crate::last_used;
 use crate::layout::{validate_key, MATRIX_RUN_LOCK};
+use crate::lease::{Attempt, Lease, ObservedLease, CLOCK_SKEW_ALLOWANCE};
 use crate::lock::FileLock;
 use crate::objects::scan_objects;
 use crate::stats::Event;
@@ -113,6 +116,24 @@ impl Store {
     }
 
     fn gc_impl(&self, max_bytes: u64, spare: Option<&str>) -> Result<GcReport> {
+        // Shared mode: one collection at a time across every node.
+        let _gc_lease = if self.mode().shared {
+            let path = self.leases_dir()?.join(GC_LEASE);
+            match Lease::try_acquire(&path, self.lease_timeout())? {
+                Attempt::Taken(lease) => Some(lease),
+                Attempt::Held(holder) => {
+                    return Err(StoreError::GcBusy {
+                        path,
+                        holder: holder.describe(),
+                    })
+                }
+            }
+        } else {
+            None
+        };
+        if let Ok(dir) = self.leases_dir() {
+            crate::lease::sweep_markers(&dir, self.lease_timeout());
+        }
         let mut report = GcReport {
             temp_dirs_removed: self.clean_stale_temp_dirs(),
             ..GcReport::default()
@@ -124,7 +145,15 @@ impl Store {
                 Some(info) => entries.push(info),
                 None => {
                     // No readable manifest: not an entry, just garbage (unless a lookup holds it).
-                    if let Some(lock) = FileLock::try_acquire(&self.layout().lock_path(&key))? {
+                    // Shared mode: it may be half-visible here; garbage only once old.
+                    let settled = !self.mode().shared
+                        || std::fs::symlink_metadata(self.layout().entry_dir(&key))
+                            .and_then(|m| m.modified())
+                            .is_ok_and(|t| !self.is_recent(t));
+                    if !settled {
+                        continue;
+                    }
+                    if let Some(lock) = self.try_claim_key(&key)? {
                         if self
                             .entry_info(key.clone(), self.layout().entry_dir(&key))
                             .is_none()
@@ -202,10 +231,27 @@ impl Store {
                 report.skipped_recent += 1;
                 continue;
             }
-            let Some(lock) = FileLock::try_acquire(&self.layout().lock_path(&e.key))? else {
+            let Some(lock) = self.try_claim_key(&e.key)? else {
                 report.skipped_locked.push(e.key);
                 continue;
             };
+            if self.mode().shared {
+                // No lock holds across nodes: re-read the last use through a
+                // fresh descriptor, move the entry aside, and put it back if
+                // a touch landed meanwhile (see `evict_shared`).
+                if !self.evict_shared(&e.key, &e.dir) {
+                    report.skipped_recent += 1;
+                    continue;
+                }
+                total -= e.size;
+                report.evicted.push(Evicted {
+                    key: e.key,
+                    name: e.name,
+                    size: e.size,
+                });
+                lock.release_and_clean();
+                continue;
+            }
             // A lookup touches `last-used` before it verifies: re-read it
             // now that no builder can replace the entry, and hold it until
             // the entry is gone, so no touch falls between the two.
@@ -222,7 +268,7 @@ impl Store {
                         name: e.name,
                         size: e.size,
                     });
-                    lock.unlink();
+                    lock.release_and_clean();
                 }
                 Err(err) => report.errors.push(err.to_string()),
             }
@@ -260,17 +306,68 @@ impl Store {
         objects
     }
 
-    /// True when `last_used` lies within [`Store::gc_grace`] of now (or in the future).
+    /// True when `last_used` lies within the grace of now (or in the
+    /// future): [`Store::gc_grace`]; in shared mode at least the lease
+    /// timeout plus [`CLOCK_SKEW_ALLOWANCE`], since another node's clock
+    /// may set it.
     pub(crate) fn is_recent(&self, last_used: SystemTime) -> bool {
         SystemTime::now()
             .duration_since(last_used)
-            .map_or(true, |age| age < self.gc_grace())
+            .map_or(true, |age| age < self.effective_gc_grace())
+    }
+
+    /// The grace [`Store::is_recent`] applies.
+    pub(crate) fn effective_gc_grace(&self) -> Duration {
+        if self.mode().shared {
+            self.gc_grace()
+                .max(self.lease_timeout() + CLOCK_SKEW_ALLOWANCE)
+        } else {
+            self.gc_grace()
+        }
+    }
+
+    /// Evicts `key`'s entry from a shared cache, holding its lease; false
+    /// when it was used within the grace and is left in place. The rule
+    /// (no lock holds across nodes, so gc relies on time): every lookup on
+    /// any node touches `last-used` before it verifies; gc re-reads that
+    /// time through a fresh descriptor (NFS revalidates on open), renames
+    /// the entry into `tmp/`, then reads the time again there: a touch that
+    /// landed between the two reads puts the entry back. So a path a hit
+    /// returned vanishes only when its lookup began in the instant between
+    /// gc's last read and its rename *and* its load came after the rename;
+    /// an entry any node used within the grace is never collected.
+    fn evict_shared(&self, key: &str, dir: &std::path::Path) -> bool {
+        let used = |dir: &std::path::Path| {
+            last_used::open_read(dir)
+                .and_then(|f| f.metadata())
+                .and_then(|m| m.modified())
+                .ok()
+        };
+        if used(dir).is_none_or(|t| self.is_recent(t)) {
+            return false;
+        }
+        let trash = self.trash_path(key);
+        if std::fs::rename(dir, &trash).is_err() {
+            return false;
+        }
+        if used(&trash).is_none_or(|t| self.is_recent(t)) {
+            // Touched meanwhile: put it back (unless something took its place).
+            return std::fs::rename(&trash, dir).is_err() && {
+                let _ = std::fs::remove_dir_all(&trash);
+                true
+            };
+        }
+        let _ = std::fs::remove_dir_all(&trash);
+        true
     }
 
     /// True when some process holds a key's lock, i.e. is building; the
     /// lock of `spare` (the entry this process just published, still
     /// holding its lock) does not count.
     fn any_build_running(&self, spare: Option<&str>) -> Result<bool> {
+        if self.mode().shared {
+            return Ok(self.any_fresh_lease(spare));
+        }
         let own = spare.map(|key| self.layout().lock_path(key));
         let Ok(rd) = std::fs::read_dir(self.layout().locks_dir()) else {
             return Ok(false);
@@ -289,6 +386,26 @@ impl Store {
         Ok(false)
     }
 
+    /// Shared mode: true when some key's lease (not `spare`'s, not gc's)
+    /// is fresh, i.e. a process on some node is building.
+    fn any_fresh_lease(&self, spare: Option<&str>) -> bool {
+        let own = spare.map(|key| self.lease_path(key));
+        let Ok(rd) = std::fs::read_dir(self.layout().version_dir().join("leases")) else {
+            return false;
+        };
+        rd.flatten().any(|entry| {
+            let path = entry.path();
+            let name = entry.file_name();
+            name.to_string_lossy().ends_with(".lease")
+                && name != GC_LEASE
+                && own.as_ref() != Some(&path)
+                && ObservedLease::read(&path)
+                    .ok()
+                    .flatten()
+                    .is_some_and(|seen| !seen.is_stale(self.lease_timeout()))
+        })
+    }
+
     /// Removes directories under `tmp/` left by processes that died: those
     /// named `<key>.…` whose key lock is free (no live process is building
     /// that key), and unrecognised ones older than [`STALE_TEMP_AGE`]. Never
@@ -304,7 +421,7 @@ impl Store {
             let name = entry.file_name().to_string_lossy().into_owned();
             let key = name.split('.').next().unwrap_or_default();
             let stale = if validate_key(key).is_ok() && name.len() > key.len() {
-                match FileLock::try_acquire(&self.layout().lock_path(key)) {
+                match self.try_claim_key(key) {
                     Ok(Some(lock)) => {
                         let ok = remove_any(&path);
                         drop(lock);

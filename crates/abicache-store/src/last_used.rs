@@ -46,6 +46,17 @@ pub(crate) fn touch(dir: &Path) {
     }
 }
 
+/// [`touch`] for a shared cache: sets `dir/last-used`'s mtime to now with
+/// `futimens(UTIME_NOW)` (a server that sets times uses its own clock),
+/// without a lock (no lock holds across nodes, and a filesystem without
+/// lock support must not skip the touch). Best effort. gc on a shared
+/// cache relies on the grace period instead (see `Store::gc`).
+pub(crate) fn touch_shared(dir: &Path) {
+    if let Ok(f) = open(dir) {
+        let _ = crate::private_file::set_times_now(&f);
+    }
+}
+
 /// Opens (creating it owner-only if needed) `dir/last-used` for writing,
 /// never through a symlink and never blocking on a FIFO.
 pub(crate) fn open(dir: &Path) -> std::io::Result<std::fs::File> {
@@ -55,6 +66,17 @@ pub(crate) fn open(dir: &Path) -> std::io::Result<std::fs::File> {
         .truncate(false)
         .write(true)
         .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(dir.join(LAST_USED_FILE))
+}
+
+/// Opens `dir/last-used` for reading (never through a symlink, never
+/// blocking): a fresh descriptor, whose `fstat` a network filesystem
+/// revalidates (NFS's close-to-open rule).
+pub(crate) fn open_read(dir: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
         .open(dir.join(LAST_USED_FILE))
 }

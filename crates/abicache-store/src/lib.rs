@@ -34,6 +34,14 @@
 //! - **Best-effort counters** ([`Store::count`], [`Store::stats`]): one
 //!   append to `v1/stats.log` per counted call, folded into `v1/stats.json`
 //!   now and then; a read-only or full cache skips them with one warning.
+//! - **Shared mode** ([`CacheMode`], README "Shared cache on a cluster
+//!   filesystem"): on a network or cluster filesystem (or with
+//!   `ABICACHE_SHARED=on`) nothing relies on a lock holding across nodes:
+//!   builds and gc take leases ([`Lease`]) that a dead node holds no longer
+//!   than `ABICACHE_LEASE_TIMEOUT`; a half-visible entry is a miss, never
+//!   deleted; counters go to one log per host; every hit re-hashes the
+//!   library (no stat stamp is trusted, so a file replaced from another
+//!   node is never served); gc spares what any node used within its grace.
 //! - **Read-only layers** ([`ReadOnlyLayer`]): other caches consulted after
 //!   this one and never written (no counters, `last-used`, locks or stamps);
 //!   an entry is served in place only when owned by root or the user, not
@@ -73,8 +81,11 @@ mod entry_stamp;
 pub mod env;
 mod error;
 mod gc;
+mod host;
+mod key_claim;
 mod last_used;
 mod layout;
+mod lease;
 mod library_name;
 mod lock;
 mod manifest;
@@ -86,6 +97,7 @@ mod private_file;
 mod provenance;
 mod publish;
 mod readonly;
+mod shared_mode;
 mod size;
 mod sources;
 mod sources_gc;
@@ -102,9 +114,14 @@ pub use bundle::{
 };
 pub use error::{BundleError, Result, StoreError};
 pub use gc::{parse_gc_grace, Evicted, GcReport, DEFAULT_GC_GRACE, STALE_TEMP_AGE};
+pub use host::HostId;
+pub use key_claim::{KeyClaim, GC_LEASE};
 pub use layout::{
     resolve_root, root_from_env, trusted_owner, validate_key, Layout, CACHEDIR_TAG, LAST_USED_FILE,
     LAYOUT_VERSION, MANIFEST_FILE, MANIFEST_FORMAT, MATRIX_RUN_LOCK, STAMP_FILE,
+};
+pub use lease::{
+    Attempt as LeaseAttempt, Lease, LeaseHolder, ObservedLease, CLOCK_SKEW_ALLOWANCE, MARKER_AGE,
 };
 pub use library_name::{LibraryName, MAX_LIBRARY_NAME_LEN};
 pub use lock::{describe_holder, parse_lock_timeout, FileLock, DEFAULT_LOCK_TIMEOUT};
@@ -121,6 +138,7 @@ pub use publish::{BuildGuard, Published};
 pub use readonly::{
     LayerLookup, LayerWarning, ReadOnlyLayer, LAYER_INDEX_FILE, LAYER_SIGNATURE_FILE,
 };
+pub use shared_mode::{classify, filesystem_of, CacheMode, Filesystem, NETWORK_FILESYSTEMS};
 pub use size::parse_size;
 pub use sources::{sources_dir_for, GeneratedFile, SOURCES_DIR};
 pub use stats::{Counters, DeviceStepCounts, Event, Stats};

@@ -19,6 +19,24 @@ pub(crate) fn open_append(path: &Path) -> std::io::Result<std::fs::File> {
         .open(path)
 }
 
+/// Sets `file`'s access and modification times to now with `UTIME_NOW`, so
+/// a file server that sets times itself (NFS) uses its own clock.
+pub(crate) fn set_times_now(file: &std::fs::File) -> std::io::Result<()> {
+    use rustix::fs::{futimens, Timestamps, UTIME_NOW};
+    let now = rustix::fs::Timespec {
+        tv_sec: 0,
+        tv_nsec: UTIME_NOW,
+    };
+    futimens(
+        file,
+        &Timestamps {
+            last_access: now,
+            last_modification: now,
+        },
+    )
+    .map_err(Into::into)
+}
+
 /// Replaces `path` with `bytes`: written to a fresh owner-only file in
 /// `tmp_dir` (same filesystem), then renamed over `path`, so a reader sees
 /// the old or the new content, never a mix.

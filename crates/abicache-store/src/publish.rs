@@ -8,24 +8,25 @@ use abicache_fs::{open_regular, FileStamp, Follow};
 
 use crate::error::{Result, StoreError};
 use crate::gc::GcReport;
+use crate::key_claim::KeyClaim;
 use crate::layout::{LAST_USED_FILE, MANIFEST_FILE, MANIFEST_FORMAT};
-use crate::lock::FileLock;
 use crate::manifest::{unix_now, Manifest};
 use crate::private_file::{make_private_tree, FILE_MODE};
-use crate::store::{hash_reader, Hit, Store};
+use crate::store::{hash_reader, Hit, Store, Verified};
 
-/// The right to build one key: holds the key's lock and a fresh private
+/// The right to build one key: holds the key's claim (its lock, or in
+/// shared mode its lease, refreshed while held) and a fresh private
 /// directory under `v1/tmp/`. Dropping it without [`BuildGuard::publish`]
-/// removes the directory and releases the lock; if the process dies instead,
-/// the kernel releases the lock and a later [`Store::open`] or
-/// [`Store::gc`] removes the directory.
+/// removes the directory and releases the claim; if the process dies
+/// instead, the kernel releases the lock (the lease goes stale) and a later
+/// [`Store::open`] or [`Store::gc`] removes the directory.
 #[derive(Debug)]
 pub struct BuildGuard {
     store: Store,
     key: String,
-    // Field order is drop order: the directory is removed before the lock is released.
+    // Field order is drop order: the directory is removed before the claim is released.
     temp: tempfile::TempDir,
-    lock: FileLock,
+    lock: KeyClaim,
 }
 
 /// The result of [`BuildGuard::publish`].
@@ -40,7 +41,7 @@ pub struct Published {
 }
 
 impl BuildGuard {
-    pub(crate) fn new(store: Store, key: String, lock: FileLock) -> Result<Self> {
+    pub(crate) fn new(store: Store, key: String, lock: KeyClaim) -> Result<Self> {
         let tmp = store.layout().tmp_dir();
         // Owner-only; the `<key>.` prefix lets stale-temp cleanup find the
         // lock that protects it.
@@ -78,8 +79,14 @@ impl BuildGuard {
     /// fsyncs it and the directory, then renames the directory to
     /// `entries/<key>` (replacing a stale entry) and fsyncs `entries/`,
     /// then records it in the arch-free index ([`Store::index_arch_free`]).
+    /// Every other regular file of the entry is fsynced too.
     /// A reader sees either no entry or the complete one. When the store has
     /// a maximum size, collects it afterwards, sparing this entry.
+    ///
+    /// In shared mode a verified entry already in place (published by
+    /// another node whose lease this process took over, say) is never
+    /// replaced: this build is dropped and that entry returned, since
+    /// processes elsewhere may be loading it.
     pub fn publish(self, library_file_name: &str, mut manifest: Manifest) -> Result<Published> {
         let BuildGuard {
             store,
@@ -106,6 +113,7 @@ impl BuildGuard {
         };
         make_private_tree(temp.path(), &library)
             .map_err(StoreError::io_at("set owner-only modes under", temp.path()))?;
+        fsync_files(temp.path()).map_err(StoreError::io_at("flush the files of", temp.path()))?;
         file.sync_all()
             .map_err(StoreError::io_at("flush", &library))?;
         manifest.size = meta.len();
@@ -128,10 +136,22 @@ impl BuildGuard {
         fsync_dir(temp.path())?;
 
         let entry = store.layout().entry_dir(&key);
+        if store.mode().shared {
+            if let Some(hit) = existing_hit(&store, &key, &entry) {
+                return Ok(Published { hit, gc: None });
+            }
+        }
         // A stale entry (corrupt, or published by a caller that skipped the
         // re-lookup) is moved aside first; rename cannot replace a non-empty directory.
         store.discard_entry(&key)?;
-        fs_err::rename(temp.path(), &entry)?;
+        if let Err(e) = std::fs::rename(temp.path(), &entry) {
+            // Shared mode: another node published between the discard and the rename.
+            let taken = matches!(e.raw_os_error(), Some(libc::ENOTEMPTY | libc::EEXIST));
+            if let Some(hit) = taken.then(|| existing_hit(&store, &key, &entry)).flatten() {
+                return Ok(Published { hit, gc: None });
+            }
+            return Err(StoreError::io_at("publish", &entry)(e));
+        }
         let _ = temp.keep();
         fsync_dir(&store.layout().entries_dir())?;
         store.index_arch_free(&manifest);
@@ -152,6 +172,29 @@ impl BuildGuard {
             gc,
         })
     }
+}
+
+/// The verified entry at `entry`, if one is there (its stamp not trusted).
+fn existing_hit(store: &Store, key: &str, entry: &Path) -> Option<Hit> {
+    match store.verify(key, entry) {
+        Verified::Hit(hit) => Some(*hit),
+        _ => None,
+    }
+}
+
+/// fsyncs every regular file under `dir` (not following symlinks).
+fn fsync_files(dir: &Path) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let kind = entry.file_type()?;
+        if kind.is_dir() {
+            fsync_files(&entry.path())?;
+            fsync_dir(&entry.path()).map_err(std::io::Error::other)?;
+        } else if kind.is_file() {
+            std::fs::File::open(entry.path())?.sync_all()?;
+        }
+    }
+    Ok(())
 }
 
 /// Creates a new file owner-only (0600), whatever the umask.

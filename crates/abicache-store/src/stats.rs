@@ -245,6 +245,8 @@ pub struct Stats {
     /// The persistent counters.
     #[serde(flatten)]
     pub counters: Counters,
+    /// Whether the store runs in shared mode, and why.
+    pub mode: crate::CacheMode,
     /// Entries in the store now.
     pub entries: u64,
     /// Bytes of those entries.
@@ -283,9 +285,9 @@ impl Store {
     /// `stats.json` (missing files read as zero); entries are untouched. A
     /// writer that opened the old log notices the unlink and opens a new one.
     pub fn zero_counters(&self) -> Result<()> {
-        let layout = self.layout();
-        let _fold = FileLock::acquire(&layout.stats_lock_path(), "stats", self.lock_timeout())?;
-        let log = layout.stats_log_path();
+        let files = self.counter_files();
+        let _fold = FileLock::acquire(&files.fold_lock, "stats", self.lock_timeout())?;
+        let log = files.log.clone();
         let _held = match std::fs::File::open(&log) {
             Ok(file) => {
                 file.lock().map_err(StoreError::io_at("lock", &log))?;
@@ -294,7 +296,15 @@ impl Store {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(e) => return Err(StoreError::opening("read", &log, e)),
         };
-        for path in [log.clone(), layout.stats_path()] {
+        let mut paths = vec![log.clone(), files.totals.clone()];
+        if self.mode().shared {
+            // Every other host's files too (their writers' locks do not
+            // reach this node: an event in flight there may be lost).
+            for other in self.all_counter_files() {
+                paths.extend([other.log, other.totals]);
+            }
+        }
+        for path in paths {
             match fs_err::remove_file(&path) {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
                 _ => {}
@@ -341,6 +351,7 @@ impl Store {
             .collect();
         Ok(Stats {
             counters,
+            mode: self.mode().clone(),
             entries: entries.len() as u64,
             bytes: entries.iter().map(|e| e.size).sum(),
             pchs: pchs.len() as u64,

@@ -13,10 +13,16 @@
 //!   A fold that dies after writing `stats.json` but before the unlink
 //!   counts nothing twice: readers skip the `folded.bytes` already counted
 //!   of the log named `folded.log`.
+//! - **Shared mode** (a cache many nodes use): no `O_APPEND` or `flock`
+//!   holds across nodes, so each host (hostname and boot id,
+//!   [`crate::HostId::file_tag`]) has its own set of files,
+//!   `v1/stats/<host>.log`, `.json` and `.lock`, written only by that
+//!   host's processes by the rules above; the counters are the sum over
+//!   every host's set (and the local-mode files, if any).
 
 use std::io::Write;
 use std::os::unix::fs::MetadataExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use abicache_fs::{read_bounded, Follow, FsError};
 use serde::{Deserialize, Serialize};
@@ -62,7 +68,73 @@ struct Header {
     log: String,
 }
 
+/// The files of one set of counters: the log, its totals and the fold's lock.
+#[derive(Clone, Debug)]
+pub(crate) struct CounterFiles {
+    pub(crate) log: PathBuf,
+    pub(crate) totals: PathBuf,
+    pub(crate) fold_lock: PathBuf,
+}
+
 impl Store {
+    /// The counter files this process writes: `v1/stats.log`, `stats.json`
+    /// and `stats.lock`; in shared mode this host's under `v1/stats/`.
+    pub(crate) fn counter_files(&self) -> CounterFiles {
+        let layout = self.layout();
+        if self.mode().shared {
+            let tag = crate::HostId::current().file_tag();
+            let dir = self.host_stats_dir();
+            CounterFiles {
+                log: dir.join(format!("{tag}.log")),
+                totals: dir.join(format!("{tag}.json")),
+                fold_lock: dir.join(format!("{tag}.lock")),
+            }
+        } else {
+            CounterFiles {
+                log: layout.stats_log_path(),
+                totals: layout.stats_path(),
+                fold_lock: layout.stats_lock_path(),
+            }
+        }
+    }
+
+    /// `v1/stats/`: one set of counter files per host (shared mode).
+    pub(crate) fn host_stats_dir(&self) -> PathBuf {
+        self.layout().version_dir().join("stats")
+    }
+
+    /// Every set of counter files in the store: the local-mode set and,
+    /// in shared mode, each host's.
+    pub(crate) fn all_counter_files(&self) -> Vec<CounterFiles> {
+        let layout = self.layout();
+        let mut all = vec![CounterFiles {
+            log: layout.stats_log_path(),
+            totals: layout.stats_path(),
+            fold_lock: layout.stats_lock_path(),
+        }];
+        if let Ok(rd) = std::fs::read_dir(self.host_stats_dir()) {
+            let mut tags: Vec<String> = rd
+                .flatten()
+                .filter_map(|e| {
+                    let name = e.file_name().into_string().ok()?;
+                    let tag = name
+                        .strip_suffix(".log")
+                        .or_else(|| name.strip_suffix(".json"))?;
+                    Some(tag.to_owned())
+                })
+                .collect();
+            tags.sort();
+            tags.dedup();
+            let dir = self.host_stats_dir();
+            all.extend(tags.into_iter().map(|tag| CounterFiles {
+                log: dir.join(format!("{tag}.log")),
+                totals: dir.join(format!("{tag}.json")),
+                fold_lock: dir.join(format!("{tag}.lock")),
+            }));
+        }
+        all
+    }
+
     /// Appends `events` to `stats.log`, then folds it when it is long.
     ///
     /// Restated in Python at `python/abicache/_warm_record.py:count_hit`
@@ -79,11 +151,18 @@ impl Store {
             serde_json::to_writer(&mut lines, event).expect("an event always serializes");
             lines.push(b'\n');
         }
-        let path = self.layout().stats_log_path();
+        let files = self.counter_files();
+        let path = files.log.clone();
         let length = loop {
             let mut file = match open_append(&path) {
                 Ok(file) => file,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    if self.mode().shared {
+                        let dir = self.host_stats_dir();
+                        if !dir.is_dir() {
+                            crate::layout::create_dir_0700(&dir)?;
+                        }
+                    }
                     self.create_log(&path)?;
                     continue;
                 }
@@ -105,7 +184,7 @@ impl Store {
             break meta.len() + lines.len() as u64;
         };
         if length > FOLD_AT {
-            self.fold_log()?;
+            self.fold_log_of(&files)?;
         }
         Ok(())
     }
@@ -127,14 +206,13 @@ impl Store {
         }
     }
 
-    /// Folds `stats.log` into `stats.json` (skipped when another process is
-    /// folding it right now).
-    pub(crate) fn fold_log(&self) -> Result<()> {
+    /// Folds `files.log` into `files.totals`.
+    fn fold_log_of(&self, files: &CounterFiles) -> Result<()> {
         let layout = self.layout();
-        let Some(_fold) = FileLock::try_acquire(&layout.stats_lock_path())? else {
+        let Some(_fold) = FileLock::try_acquire(&files.fold_lock)? else {
             return Ok(());
         };
-        let path = layout.stats_log_path();
+        let path = files.log.clone();
         let file = match std::fs::File::open(&path) {
             Ok(file) => file,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
@@ -147,32 +225,67 @@ impl Store {
         if !same_file(&path, &meta) {
             return Ok(()); // another fold got here first
         }
-        let mut totals = self.read_totals()?;
+        let mut totals = read_totals(&files.totals)?;
         let log = read(&path)?.unwrap_or_default();
         let (id, length) = apply_log(&mut totals, &log);
         totals.folded = id.map(|log| Folded { log, bytes: length });
         let json = serde_json::to_vec_pretty(&totals).expect("counters always serialize");
-        let stats = layout.stats_path();
+        let stats = files.totals.clone();
         write_atomic(&stats, &json, &layout.tmp_dir())
             .map_err(|e| StoreError::opening("write", &stats, e))?;
         std::fs::remove_file(&path).map_err(StoreError::io_at("remove", &path))?;
         Ok(())
     }
 
-    /// `stats.json` plus the unfolded part of `stats.log`.
+    /// `stats.json` plus the unfolded part of `stats.log`; in shared mode
+    /// summed over every host's files.
     pub(crate) fn fold_counters(&self) -> Result<Counters> {
-        let mut totals = self.read_totals()?;
-        if let Some(log) = read(&self.layout().stats_log_path())? {
-            apply_log(&mut totals, &log);
+        let sets = if self.mode().shared {
+            self.all_counter_files()
+        } else {
+            vec![self.counter_files()]
+        };
+        let mut sum = serde_json::Value::Null;
+        for files in &sets {
+            let mut totals = read_totals(&files.totals)?;
+            if let Some(log) = read(&files.log)? {
+                apply_log(&mut totals, &log);
+            }
+            let value = serde_json::to_value(&totals.counters).expect("counters always serialize");
+            add_json(&mut sum, &value);
         }
-        Ok(totals.counters)
+        Ok(serde_json::from_value(sum).unwrap_or_default())
     }
+}
 
-    /// `stats.json` (zero when absent or unparseable).
-    fn read_totals(&self) -> Result<Totals> {
-        Ok(read(&self.layout().stats_path())?
-            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
-            .unwrap_or_default())
+/// The totals file at `path` (zero when absent or unparseable).
+fn read_totals(path: &Path) -> Result<Totals> {
+    Ok(read(path)?
+        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+        .unwrap_or_default())
+}
+
+/// Adds `b` into `a` field by field: numbers add (whole numbers stay
+/// whole), objects add key by key; `Null` takes `b`.
+fn add_json(a: &mut serde_json::Value, b: &serde_json::Value) {
+    use serde_json::Value;
+    match (a, b) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, v) in b {
+                add_json(a.entry(k.clone()).or_insert(Value::Null), v);
+            }
+        }
+        (Value::Number(x), Value::Number(y)) => {
+            *x = match (x.as_u64(), y.as_u64()) {
+                (Some(x), Some(y)) => x.saturating_add(y).into(),
+                _ => serde_json::Number::from_f64(
+                    x.as_f64().unwrap_or(0.0) + y.as_f64().unwrap_or(0.0),
+                )
+                .unwrap_or_else(|| 0.into()),
+            };
+        }
+        (a @ Value::Null, b) => *a = b.clone(),
+        _ => {}
     }
 }
 

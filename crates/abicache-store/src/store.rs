@@ -12,10 +12,10 @@ use crate::last_used;
 use crate::layout::{
     current_uid, insecurity, trusted_owner, validate_key, Layout, MANIFEST_FILE, MANIFEST_FORMAT,
 };
-use crate::lock::FileLock;
 use crate::manifest::{Manifest, MAX_MANIFEST_SIZE};
 use crate::objects::ObjectCache;
 use crate::publish::BuildGuard;
+use crate::shared_mode::CacheMode;
 use crate::warning::{Corruption, StoreWarning};
 
 /// A handle on one cache root. Cheap to clone; all state is on disk, so any
@@ -28,6 +28,8 @@ pub struct Store {
     pch_max_size: Option<u64>,
     gc_grace: Duration,
     trusted_signers: std::sync::Arc<[String]>,
+    mode: std::sync::Arc<CacheMode>,
+    lease_timeout: Duration,
 }
 
 /// A verified cache entry: its manifest was readable and its library's size
@@ -126,13 +128,16 @@ pub(crate) enum Verified {
 
 impl Store {
     /// Opens (creating if needed) the cache at `root` with `settings` (the
-    /// lock time-out, size bounds and gc grace; its `root` is not used):
-    /// creates the layout owner-only, refuses an insecure root (see
-    /// [`Layout::create`]), and removes temporary directories left by dead
+    /// lock time-out, size bounds, gc grace, shared mode and lease timeout;
+    /// its `root` is not used): creates the layout owner-only, refuses an
+    /// insecure root (see [`Layout::create`]), decides the mode
+    /// ([`CacheMode::decide`]: `statfs` of the root under
+    /// `settings.shared`), and removes temporary directories left by dead
     /// processes. Reads no variable.
     pub fn open_with(root: impl Into<PathBuf>, settings: &StoreSettings) -> Result<Store> {
         let layout = Layout::new(root);
         layout.create()?;
+        let mode = CacheMode::decide(layout.root(), settings.shared);
         let store = Store {
             layout,
             lock_timeout: settings.lock_timeout,
@@ -140,6 +145,8 @@ impl Store {
             pch_max_size: settings.pch_max_size,
             gc_grace: settings.gc_grace,
             trusted_signers: std::sync::Arc::from(Vec::new()),
+            mode: std::sync::Arc::new(mode),
+            lease_timeout: settings.lease_timeout,
         };
         store.clean_stale_temp_dirs();
         Ok(store)
@@ -180,6 +187,29 @@ impl Store {
     /// The trusted signers given to [`Store::with_trusted_signers`].
     pub fn trusted_signers(&self) -> &[String] {
         &self.trusted_signers
+    }
+
+    /// Whether this store runs in shared mode, and why (decided at open).
+    pub fn mode(&self) -> &CacheMode {
+        &self.mode
+    }
+
+    /// Overrides the mode decided at open (tests; tools that know better).
+    pub fn with_mode(mut self, mode: CacheMode) -> Self {
+        self.mode = std::sync::Arc::new(mode);
+        self
+    }
+
+    /// How long a lease (shared mode) stays valid without being refreshed
+    /// (`ABICACHE_LEASE_TIMEOUT`, default 60 s).
+    pub fn lease_timeout(&self) -> Duration {
+        self.lease_timeout
+    }
+
+    /// Overrides the lease timeout (default: `ABICACHE_LEASE_TIMEOUT`).
+    pub fn with_lease_timeout(mut self, timeout: Duration) -> Self {
+        self.lease_timeout = timeout;
+        self
     }
 
     /// Overrides the bounded wait for key locks (default: `ABICACHE_LOCK_TIMEOUT`).
@@ -276,17 +306,19 @@ impl Store {
             Verified::Absent => return Ok(Lookup::default()),
             Verified::Corrupt(problem) => problem,
         };
+        if self.mode.shared && problem.may_be_half_visible() {
+            // Another node may be publishing or replacing it, or this
+            // node's caches lag behind: a miss for this lookup, never
+            // corruption to delete (a later lookup sees the entry whole).
+            return Ok(Lookup::default());
+        }
         let mut warning = StoreWarning {
             key: key.to_owned(),
             dir: dir.clone(),
             problem,
             removed: false,
         };
-        let lock = if held {
-            None
-        } else {
-            FileLock::try_acquire(&self.layout.lock_path(key))?
-        };
+        let lock = if held { None } else { self.try_claim_key(key)? };
         if held || lock.is_some() {
             // Re-verify under the lock: a builder may have replaced the entry meanwhile.
             match self.verify(key, &dir) {
@@ -343,7 +375,11 @@ impl Store {
                 return Verified::Corrupt(Corruption::Insecure { reason });
             }
         }
-        last_used::touch(dir);
+        if self.mode.shared {
+            last_used::touch_shared(dir);
+        } else {
+            last_used::touch(dir);
+        }
         let manifest_path = dir.join(MANIFEST_FILE);
         let unknown_requirements = || {
             read_bounded(&manifest_path, Follow::No, MAX_MANIFEST_SIZE)
@@ -382,7 +418,14 @@ impl Store {
             size: manifest.size,
             blake3: manifest.library_blake3.clone(),
         };
-        let known = entry_stamp::read(dir);
+        // Shared mode: another node may replace a file behind this node's
+        // attribute caches, so a stat stamp proves nothing; every hit
+        // hashes the library through the descriptor it verifies.
+        let known = if self.mode.shared {
+            None
+        } else {
+            entry_stamp::read(dir)
+        };
         let checked = match verify_file(&library, &expected, known.as_ref(), Follow::No) {
             Ok(checked) => checked,
             Err(mismatch) => return Verified::Corrupt(Corruption::of_library(library, mismatch)),
@@ -392,7 +435,10 @@ impl Store {
         if let Some(reason) = library_insecurity(&library) {
             return Verified::Corrupt(Corruption::Insecure { reason });
         }
-        if let Some(stamp) = checked.stamp.filter(|s| Some(s) != known.as_ref()) {
+        if let Some(stamp) = checked
+            .stamp
+            .filter(|s| !self.mode.shared && Some(s) != known.as_ref())
+        {
             entry_stamp::write(dir, stamp, &self.layout.tmp_dir());
         }
         Verified::Hit(Box::new(Hit {
@@ -404,14 +450,15 @@ impl Store {
         }))
     }
 
-    /// Takes `key`'s lock (waiting at most [`Store::lock_timeout`]) and a
-    /// fresh private build directory. **The caller must call
+    /// Takes `key`'s claim (waiting at most [`Store::lock_timeout`]: its
+    /// lock, or in shared mode its lease, which a dead node's process holds
+    /// no longer than [`Store::lease_timeout`]) and a fresh private build
+    /// directory. **The caller must call
     /// [`Store::lookup`] again after this returns**: the process it waited
     /// for may have published the entry. [`Store::lookup_or_lock`] does that.
     pub fn begin_build(&self, key: &str) -> Result<BuildGuard> {
-        validate_key(key)?;
-        let lock = FileLock::acquire(&self.layout.lock_path(key), key, self.lock_timeout)?;
-        BuildGuard::new(self.clone(), key.to_owned(), lock)
+        let claim = self.claim_key(key)?;
+        BuildGuard::new(self.clone(), key.to_owned(), claim)
     }
 
     /// Lookup, then (on a miss) lock, then lookup again: either the entry
@@ -474,9 +521,9 @@ impl Store {
             .collect();
         keys.sort();
         for key in &keys {
-            let lock = FileLock::acquire(&self.layout.lock_path(key), key, self.lock_timeout)?;
+            let claim = self.claim_key(key)?;
             self.discard_entry(key)?;
-            lock.unlink();
+            claim.release_and_clean();
         }
         Ok(keys.len())
     }

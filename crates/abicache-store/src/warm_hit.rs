@@ -87,7 +87,7 @@ impl Store {
     /// The recipe of a warm hit of `key`, when its entry is present,
     /// private, audited, and its manifest and library carry trusted stamps
     /// that still match; `None` otherwise (then nothing can be taken
-    /// without a lookup). Reads the manifest and the stamp record; hashes
+    /// without a lookup), and always `None` in shared mode. Reads the manifest and the stamp record; hashes
     /// nothing and writes nothing.
     ///
     /// Restated in Python as the `entry` and `entry_files` checks of
@@ -99,6 +99,12 @@ impl Store {
     /// `tests/python/test_warm_record.py::test_a_tampered_library_is_never_loaded_from_the_record`
     /// and `tests/python/test_warm_record.py::test_a_library_swapped_after_its_checks_is_never_what_is_loaded`.
     pub fn hit_recipe(&self, key: &str) -> Option<HitRecipe> {
+        // Shared mode trusts no stat stamp (another node may replace a file
+        // behind this node's attribute caches): every hit is a lookup that
+        // hashes the library.
+        if self.mode().shared {
+            return None;
+        }
         validate_key(key).ok()?;
         let dir = self.layout().entry_dir(key);
         let dir_meta = std::fs::symlink_metadata(&dir).ok()?;

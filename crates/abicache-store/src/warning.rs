@@ -69,6 +69,23 @@ pub enum Corruption {
     },
 }
 
+impl Corruption {
+    /// True for what a half-visible entry of a shared cache looks like (a
+    /// manifest or library not there yet, gone stale (`ESTALE`), unreadable
+    /// or short): in shared mode such a lookup is a miss, never a deletion.
+    /// A library of the right size with the wrong hash, an insecure
+    /// directory or an inconsistent manifest is corruption in either mode.
+    pub fn may_be_half_visible(&self) -> bool {
+        matches!(
+            self,
+            Corruption::UnreadableManifest { .. }
+                | Corruption::MissingLibrary { .. }
+                | Corruption::UnreadableLibrary { .. }
+                | Corruption::SizeMismatch { .. }
+        )
+    }
+}
+
 impl fmt::Display for Corruption {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

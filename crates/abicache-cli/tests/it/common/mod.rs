@@ -219,6 +219,8 @@ pub fn settings(paths: &[(&Path, &str)]) -> insta::Settings {
         r"-isystem \S*/include/python3\.\d+t?\b",
         "-isystem [PYTHON_INCLUDE]",
     );
+    // The mode line of `abicache stats` names this machine's filesystem.
+    settings.add_filter(r"(cache mode +)(local|shared): [^\n]*", "$1$2: [WHY]");
     settings.add_filter(r"\b[0-9a-f]{64}\b", "[HASH]");
     settings.add_filter(r"\b[0-9a-f]{32}\b", "[KEY]");
     settings.add_filter(r"\b\d+(\.\d+)? (B|KiB|MiB|GiB)\b", "[SIZE]");
