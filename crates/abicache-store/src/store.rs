@@ -8,6 +8,7 @@ use abicache_settings::StoreSettings;
 
 use crate::entry_stamp;
 use crate::error::{Result, StoreError};
+use crate::key_claim::KeyClaim;
 use crate::last_used;
 use crate::layout::{
     current_uid, insecurity, trusted_owner, validate_key, Layout, MANIFEST_FILE, MANIFEST_FORMAT,
@@ -465,6 +466,9 @@ impl Store {
     /// (perhaps built by the process we waited for) or the lock to build it.
     /// Exactly one of any number of concurrent callers builds a given key.
     pub fn lookup_or_lock(&self, key: &str) -> Result<Claim> {
+        if self.mode.shared {
+            return self.lookup_or_lease(key);
+        }
         let first = self.lookup(key)?;
         let mut warnings = first.warnings;
         if let Some(hit) = first.hit {
@@ -477,6 +481,54 @@ impl Store {
             Some(hit) => Claim::Hit { hit, warnings },
             None => Claim::Build { guard, warnings },
         })
+    }
+
+    /// [`Store::lookup_or_lock`] in shared mode: lookup; on a miss, try the
+    /// key's lease; while another process (on any node) holds it fresh,
+    /// look up again after a backoff sleep (so waiters take the published
+    /// entry without queueing for the lease), for at most
+    /// [`Store::lock_timeout`]. Having won the lease, look up once more: the
+    /// entry may have been published meanwhile (a hit, no build).
+    fn lookup_or_lease(&self, key: &str) -> Result<Claim> {
+        validate_key(key)?;
+        self.leases_dir()?;
+        let path = self.lease_path(key);
+        let start = std::time::Instant::now();
+        let mut sleep = Duration::from_millis(5);
+        let max_sleep =
+            (self.lease_timeout / 4).clamp(Duration::from_millis(50), Duration::from_millis(250));
+        let mut warnings = Vec::new();
+        loop {
+            let found = self.lookup(key)?;
+            warnings.extend(found.warnings);
+            if let Some(hit) = found.hit {
+                return Ok(Claim::Hit { hit, warnings });
+            }
+            let holder = match crate::Lease::try_acquire(&path, self.lease_timeout)? {
+                crate::LeaseAttempt::Taken(lease) => {
+                    let guard =
+                        BuildGuard::new(self.clone(), key.to_owned(), KeyClaim::Lease(lease))?;
+                    let again = self.lookup_impl(key, true)?;
+                    warnings.extend(again.warnings);
+                    return Ok(match again.hit {
+                        Some(hit) => Claim::Hit { hit, warnings },
+                        None => Claim::Build { guard, warnings },
+                    });
+                }
+                crate::LeaseAttempt::Held(holder) => holder,
+            };
+            let waited = start.elapsed();
+            if waited >= self.lock_timeout {
+                return Err(StoreError::LockTimeout {
+                    key: key.to_owned(),
+                    path,
+                    timeout: self.lock_timeout,
+                    holder: holder.describe(),
+                });
+            }
+            std::thread::sleep(sleep.min(self.lock_timeout - waited));
+            sleep = (sleep * 2).min(max_sleep);
+        }
     }
 
     /// Every entry with a readable manifest, sorted by name, most recently used first.

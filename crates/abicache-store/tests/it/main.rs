@@ -7,4 +7,5 @@ mod hardening;
 mod pch;
 mod processes;
 mod readonly;
+mod shared;
 mod store;
