@@ -107,6 +107,10 @@ rm -rf "$work/cuda_archs"
 # Warm load beyond `import torch` (needs the package in .venv).
 scripts/install-python-package.sh .venv
 "$venv/bin/python" benches/bench_load.py --work "$work"
+# Hit latency on a shared (sshfs) mount against a local cache, on the two-node
+# test bed (issue 51; root and scripts/setup-services.sh's sshfs, else it says
+# why it skipped).
+"$venv/bin/python" benches/bench_shared_hit.py --work "$work"
 # Interception: DeepSpeed 0.19.8 and GPTQModel 7.7.0, unmodified, under `abicache run` and with torch's
 # own load (side venvs under benches/.work/intercept; ~15 minutes on 2 cores, 12 extension compiles).
 python3 benches/bench_intercept_clients.py --venv "$venv" --work "$work/intercept" \

