@@ -7,8 +7,11 @@ included), and a warm hit in a fresh process with 0 compiles."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 from typing import Any, Dict
@@ -21,7 +24,7 @@ torch = pytest.importorskip("torch")
 import abicache  # noqa: E402
 import abicache.tvm_ffi  # noqa: E402
 import tvm_ffi.cpp  # noqa: E402
-from _util import run_python  # noqa: E402
+from _util import REPO, run_python  # noqa: E402
 
 # TVM-FFI's example for `load_inline` (tvm_ffi/cpp/extension.py, the docstring).
 ADD_ONE_CPU = textwrap.dedent(
@@ -170,3 +173,87 @@ def test_unsupported_arguments_are_refused_naming_what_to_use(cache_dir: Path) -
         abicache.tvm_ffi.load_inline(name="h", cpp_sources=ADD_ONE_CPU, embed_cubin={"k": b"x"}, cache_dir=cache_dir)
     with pytest.raises(ValueError, match="sources must be provided"):
         abicache.tvm_ffi.load(name="h", cache_dir=cache_dir)
+
+
+# A second function any Python can call without tensors (the second venv has
+# neither torch nor numpy).
+ADD_INTS = "int64_t add_ints(int64_t a, int64_t b) { return a + b; }\n"
+
+
+def second_python() -> Path:
+    """Python 3.12 with apache-tvm-ffi and no torch (scripts/setup-tvm-ffi-venv.sh,
+    made once per machine under a stamp)."""
+    out = subprocess.run(
+        [str(REPO / "scripts" / "setup-tvm-ffi-venv.sh")], capture_output=True, text=True, timeout=900
+    )
+    assert out.returncode == 0, out.stderr
+    return Path(out.stdout.strip().splitlines()[-1])
+
+
+def test_another_python_without_torch_hits_the_same_entry_with_zero_compiles(cache_dir: Path, tmp_path: Path) -> None:
+    mod = abicache.tvm_ffi.load_inline(
+        name="hello_ints", cpp_sources=ADD_ONE_CPU + ADD_INTS, functions=["add_one_cpu", "add_ints"], cache_dir=cache_dir
+    )
+    assert mod.add_ints(2, 3) == 5
+    python = second_python()
+    # This checkout's abicache (an abi3 package) and nothing else from this venv.
+    shelf = tmp_path / "shelf"
+    shelf.mkdir()
+    (shelf / "abicache").symlink_to(Path(abicache.__file__).parent, target_is_directory=True)
+    before = abicache.stats(cache_dir)
+    code = textwrap.dedent(
+        """
+        import json, sys
+        import abicache.tvm_ffi
+        try:
+            import torch
+            has_torch = True
+        except ImportError:
+            has_torch = False
+        mod = abicache.tvm_ffi.load_inline(name="hello_ints", cpp_sources=sys.argv[1], functions=["add_one_cpu", "add_ints"],
+                                           cache_dir=sys.argv[2])
+        print("RESULT " + json.dumps({"python": sys.version_info[:2], "torch": has_torch, "sum": mod.add_ints(20, 22)}))
+        """
+    )
+    proc = subprocess.run(
+        [str(python), "-c", code, ADD_ONE_CPU + ADD_INTS, str(cache_dir)],
+        capture_output=True, text=True, timeout=600, env=dict(os.environ, PYTHONPATH=str(shelf)),
+    )
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    assert lines, proc.stdout + proc.stderr
+    got = json.loads(lines[-1][len("RESULT "):])
+    after = abicache.stats(cache_dir)
+    assert got["python"] != list(sys.version_info[:2]), "the second venv must be another Python release"
+    assert got == {"python": got["python"], "torch": False, "sum": 42}
+    assert after["builds"] == before["builds"], f"Python {got['python']} compiled instead of reusing the entry:\n{proc.stderr}"
+    assert after["hits"] == before["hits"] + 1
+    assert after["entries"] == before["entries"]
+
+
+def test_a_cuda_load_inline_compiles_with_the_pip_nvcc_and_loads_without_a_gpu(
+    cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Build and load only: no CUDA function is called (no GPU here).
+    cuda = textwrap.dedent(
+        """
+        __global__ void AddOneKernel(float* x, float* y, int n) {
+          int idx = blockIdx.x * blockDim.x + threadIdx.x;
+          if (idx < n) y[idx] = x[idx] + 1;
+        }
+        void add_one_cuda(tvm::ffi::TensorView x, tvm::ffi::TensorView y) {
+          int64_t n = x.size(0);
+          cudaStream_t stream =
+              static_cast<cudaStream_t>(TVMFFIEnvGetStream(x.device().device_type, x.device().device_id));
+          AddOneKernel<<<(n + 255) / 256, 256, 0, stream>>>(static_cast<float*>(x.data_ptr()),
+                                                            static_cast<float*>(y.data_ptr()), n);
+        }
+        """
+    )
+    monkeypatch.setenv("TVM_FFI_CUDA_ARCH_LIST", "9.0")
+    before = abicache.stats(cache_dir)
+    mod = abicache.tvm_ffi.load_inline(name="add_one_cuda", cuda_sources=cuda, functions="add_one_cuda", cache_dir=cache_dir)
+    assert isinstance(mod, tvm_ffi.Module)
+    assert isinstance(mod["add_one_cuda"], tvm_ffi.Function)
+    assert abicache.stats(cache_dir)["builds"] == before["builds"] + 1
+    files = dict(abicache.tvm_ffi.inline_files(None, cuda, "add_one_cuda"))
+    assert list(files) == ["cuda.cu"] and "TVM_FFI_DLL_EXPORT_TYPED_FUNC(add_one_cuda" in files["cuda.cu"]
