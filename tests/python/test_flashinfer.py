@@ -108,11 +108,11 @@ def link_stubs(where: Path, cuda_home: Path) -> Path:
     return where
 
 
-def flashinfer_env(python: Path, tmp: Path, cache: Path, **extra: str) -> Dict[str, str]:
+def flashinfer_env(python: Path, tmp: Path, cache: Path, own_link: bool = False, **extra: str) -> Dict[str, str]:
     """The environment of a FlashInfer process: no GPU (its architectures
-    given), the pip nvcc, FlashInfer's workspace and abicache's cache under ``tmp``."""
+    given), the pip nvcc, FlashInfer's workspace and abicache's cache under
+    ``tmp``; ``own_link``: what FlashInfer's own link needs here (``link_stubs``)."""
     cuda_home = pip_cuda_home()
-    stubs = link_stubs(tmp / "link-stubs", cuda_home)
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("ABICACHE_", "FLASHINFER_")) and k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env.update(
@@ -120,8 +120,6 @@ def flashinfer_env(python: Path, tmp: Path, cache: Path, **extra: str) -> Dict[s
         CUDA_HOME=str(cuda_home),
         FLASHINFER_CUDA_ARCH_LIST="9.0",
         FLASHINFER_WORKSPACE_BASE=str(tmp / "flashinfer-home"),
-        FLASHINFER_EXTRA_LDFLAGS=f"-L{stubs}",
-        CXX="c++ -Wl,--as-needed",
         ABICACHE_DIR=str(cache),
         ABICACHE_PCH="0",
         PYTHONWARNINGS="ignore",
@@ -129,6 +127,8 @@ def flashinfer_env(python: Path, tmp: Path, cache: Path, **extra: str) -> Dict[s
         # The venv's own commands first; ninja (FlashInfer runs it) from the project venv.
         PATH=os.pathsep.join([str(python.parent), str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
     )
+    if own_link:
+        env.update(FLASHINFER_EXTRA_LDFLAGS=f"-L{link_stubs(tmp / 'link-stubs', cuda_home)}", CXX="c++ -Wl,--as-needed")
     env.update(extra)
     return env
 
@@ -262,7 +262,7 @@ def test_a_spec_abicache_cannot_take_is_flashinfers_and_an_aot_module_stays_flas
           "aot": aot_module.add_one(1), "aot_jit_dir": aot_spec.build_dir.exists()})
     """
     cache = tmp_path / "cache"
-    proc = run_snippet(fi_python, code, flashinfer_env(fi_python, tmp_path, cache), intercept="verbose")
+    proc = run_snippet(fi_python, code, flashinfer_env(fi_python, tmp_path, cache, own_link=True), intercept="verbose")
     got = result(proc)
     assert got == {"fallback": 42, "fallback_built_by_flashinfer": True, "aot": 2, "aot_jit_dir": False}, got
     before_aot, after_aot = proc.stderr.split("abicache-test: AOT")
@@ -334,7 +334,7 @@ def test_flashinfer_silu_and_mul_builds_once_then_loads_warm_in_another_torchs_v
 
     # FlashInfer's own: its cold build into its own cache, then its warm load from it.
     own_home = tmp_path / "flashinfer-own"
-    env_own = flashinfer_env(first, tmp_path, cache, FLASHINFER_WORKSPACE_BASE=str(own_home))
+    env_own = flashinfer_env(first, tmp_path, cache, own_link=True, FLASHINFER_WORKSPACE_BASE=str(own_home))
     own_cold = result(run_snippet(first, code, env_own, intercept=None))
     own_warm = result(run_snippet(first, code, env_own, intercept=None))
 
