@@ -1,5 +1,6 @@
 """FlashInfer's JIT through abicache: a FlashInfer nvcc ``JitSpec`` made into
-a call of :func:`abicache.tvm_ffi.load`, and the build-and-load that
+a call of ``abicache.tvm_ffi.load_tvm_ffi_sources`` (the entry point
+of :mod:`abicache.tvm_ffi` for loaders built on TVM-FFI), and the build-and-load that
 interception puts in place of FlashInfer's (``_abicache_intercept``).
 
 FlashInfer (0.5 and later) builds a module with its own ninja file and
@@ -53,12 +54,15 @@ class Unsupported(Exception):
 
 
 def load_arguments(spec: Any) -> Dict[str, Any]:
-    """The keyword arguments of :func:`abicache.tvm_ffi.load` that build
-    ``spec`` (a FlashInfer ``JitSpecNvcc``) as FlashInfer's ninja file would:
-    ``name``, ``cpp_files``, ``cuda_files``, ``extra_cflags``,
+    """The keyword arguments of ``abicache.tvm_ffi.load_tvm_ffi_sources``
+    that build ``spec`` (a FlashInfer ``JitSpecNvcc``) as FlashInfer's ninja
+    file would: ``name``, ``sources`` (absolute), ``extra_cflags``,
     ``extra_cuda_cflags``, ``extra_ldflags``, ``extra_include_paths`` (each
     a list of strings; include directories in FlashInfer's search order,
-    ``-I`` ones before ``-isystem`` ones, as the compiler searches them).
+    ``-I`` ones before ``-isystem`` ones, as the compiler searches them) and
+    ``fingerprint_root``: the site-packages directory that holds
+    ``flashinfer``, so that FlashInfer's headers are named relative to it
+    and the key does not depend on where the venv is.
     Raises :class:`Unsupported` for what abicache cannot express: embedded
     cubins, device linking, per-source nvcc flags, another nvcc
     (``FLASHINFER_NVCC``), or a FlashInfer without the flag functions this
@@ -106,14 +110,16 @@ def load_arguments(spec: Any) -> Dict[str, Any]:
     sources = [str(Path(s).resolve()) for s in getattr(spec, "sources", ())]
     if not sources:
         raise Unsupported("the spec has no sources")
+    import flashinfer
+
     return dict(
         name=name,
-        cpp_files=[s for s in sources if not s.endswith(".cu")],
-        cuda_files=[s for s in sources if s.endswith(".cu")],
+        sources=sources,
         extra_cflags=cflags,
         extra_cuda_cflags=cuda_cflags,
         extra_ldflags=ldflags,
         extra_include_paths=include_paths,
+        fingerprint_root=str(Path(flashinfer.__file__).resolve().parent.parent),
     )
 
 
@@ -182,7 +188,7 @@ def _included_by_abicache(cuda_home: str) -> set:
 def build_and_load(spec: Any, flashinfer_build_and_load: Callable[[Any], Any], verbose: bool) -> Any:
     """What interception runs for FlashInfer's ``JitSpecNvcc.build_and_load``
     once FlashInfer found no ahead-of-time module (FlashInfer would compile
-    now): the module from :func:`abicache.tvm_ffi.load` (a hit loads the
+    now): the module from :func:`load_module` (a hit loads the
     cached library, no ninja run), passed through the spec's
     ``post_load_adapter`` as FlashInfer does. A spec abicache does not take
     (:class:`Unsupported`) goes to ``flashinfer_build_and_load`` (with one
@@ -212,24 +218,23 @@ def build_and_load(spec: Any, flashinfer_build_and_load: Callable[[Any], Any], v
     import abicache
 
     try:
-        module = load_module(arguments)
+        module = load_module(arguments, verbose)
     except Exception as e:  # noqa: BLE001 - FlashInfer's build is the authority on any failure but a refusal
         if hook._is_refusal(e) or isinstance(e, abicache.CacheMiss) or hook._offline_forbids_torch():
             raise
         first = (str(e).strip().splitlines() or [""])[0]
         hook._say("%s failed (%s: %s); falling back to FlashInfer's build" % (label, type(e).__name__, first))
     else:
-        if verbose:
-            hook._say("%s: loaded through abicache" % (label,))
         adapter = getattr(spec, "post_load_adapter", None)
         return adapter(module) if adapter is not None else module
     # Outside the handler: an error of FlashInfer's is not chained to abicache's.
     return flashinfer_build_and_load(spec)
 
 
-def load_module(arguments: Dict[str, Any]) -> Any:
-    """The ``tvm_ffi.Module`` of :func:`abicache.tvm_ffi.load` for
-    ``arguments`` (:func:`load_arguments`)."""
-    from abicache import tvm_ffi as abicache_tvm_ffi
+def load_module(arguments: Dict[str, Any], verbose: bool = False) -> Any:
+    """The ``tvm_ffi.Module`` that ``abicache.tvm_ffi.load_tvm_ffi_sources``
+    builds (or finds) for ``arguments`` (:func:`load_arguments`);
+    ``verbose``: a hit says so on stderr."""
+    from .tvm_ffi import load_tvm_ffi_sources
 
-    return abicache_tvm_ffi.load(**arguments)
+    return load_tvm_ffi_sources(**arguments, verbose=verbose)

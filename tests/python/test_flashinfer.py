@@ -215,7 +215,8 @@ def test_a_real_jitspec_becomes_flashinfers_own_command_line(fi_python: Path, tm
     got = result(run_snippet(fi_python, code, flashinfer_env(fi_python, tmp_path, tmp_path / "cache"), intercept=None))
     args, words = got["args"], got["flashinfer"]
     assert args["name"] == "silu_and_mul"
-    assert args["cuda_files"] == [got["source"]] and args["cpp_files"] == []
+    assert args["sources"] == [got["source"]]
+    assert Path(args["fingerprint_root"], "flashinfer").is_dir()
     # FlashInfer's include directories, in its order, less Python's, CUDA's and TVM-FFI's.
     includes: List[str] = []
     rest: List[str] = []
