@@ -7,7 +7,8 @@ key that reflects what each binary really depends on.
     torch.ops.muladd_example.muladd(a, b, 1.0)
 
 ``abicache.load`` and ``abicache.load_inline`` have the signatures of
-``torch.utils.cpp_extension.load`` and ``load_inline``.
+``torch.utils.cpp_extension.load`` and ``load_inline``; ``abicache.tvm_ffi.load``
+and ``load_inline`` those of ``tvm_ffi.cpp.load`` and ``load_inline``.
 """
 
 from __future__ import annotations
@@ -109,6 +110,7 @@ _LAZY = {
     "WARM_CPUINFO_READ": "_warm_record",
     "WARM_GPU_LISTING": "_warm_record",
     "_native": None,
+    "tvm_ffi": None,
 }
 
 

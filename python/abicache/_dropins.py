@@ -7,7 +7,7 @@ build, an error, a shell-quoted flag or ``build_directory`` needs is in
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Callable, Dict, Iterable, List, Optional, Set, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Set, Tuple, Union
 
 from ._extension import TorchOpsExtension, _registry_lock, paths
 
@@ -96,7 +96,8 @@ def load_sources(
     cache_dir: Optional[StrPath],
     fingerprint_root: Optional[StrPath] = None,
     store_sources: Optional[Callable[[], str]] = None,
-) -> Union[ModuleType, str]:
+    tvm_ffi: Optional[Dict[str, Any]] = None,
+) -> Union[ModuleType, str, Any]:
     # What `load` and `load_inline` do once their sources are files:
     # normalise flags and paths as torch does, load (a hit, or one build),
     # and return the module or the library path.
@@ -113,6 +114,10 @@ def load_sources(
     # `fingerprint_root` that name the generated files' contents; the
     # callable stores the files and returns their directory, called only
     # when the warm-load record does not answer (`TorchOpsExtension._materialize`).
+    #
+    # `tvm_ffi` (`abicache.tvm_ffi`): a TVM-FFI module (`keep_module_alive`,
+    # `cuda_archs`), keyed and built as one and returned as the
+    # `tvm_ffi.Module` that `tvm_ffi.load_module` gives.
     if not isinstance(name, str):
         raise TypeError(f"name must be a string, got {type(name).__name__}")
     options = dict(
@@ -127,12 +132,16 @@ def load_sources(
         verbose=verbose,
         fingerprint_root=fingerprint_root,
     )
+    if tvm_ffi is not None:
+        options["cuda_archs"] = tvm_ffi["cuda_archs"]
     with _registry_lock:
         lock = _dropin_locks.setdefault(name, threading.Lock())
     with lock:
         loaded = _by_name.setdefault(name, {})
         ext = TorchOpsExtension(name, sources, **options)  # type: ignore[arg-type]
         ext._store_sources = store_sources
+        if tvm_ffi is not None:
+            ext._as_tvm_ffi(tvm_ffi["keep_module_alive"])
         # The key only when the name was loaded before: from the warm-load
         # record when it answers (a same-process repeat costs its checks,
         # no native call), else a native key.
@@ -150,6 +159,8 @@ def load_sources(
             if as_name != name:
                 ext = TorchOpsExtension(as_name, sources, **options)  # type: ignore[arg-type]
                 ext._store_sources = store_sources
+                if tvm_ffi is not None:
+                    ext._as_tvm_ffi(tvm_ffi["keep_module_alive"])
             try:
                 path, module = ext._load()
             except Exception as e:
@@ -170,7 +181,7 @@ def load_sources(
         from ._load import copy_to_build_directory
 
         path = copy_to_build_directory(build_directory, as_name, path)
-    if is_python_module:
+    if is_python_module or tvm_ffi is not None:
         assert module is not None
         return module
     return path

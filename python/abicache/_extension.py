@@ -189,6 +189,16 @@ class TorchOpsExtension:
         # `load_inline`'s: stores the generated sources and returns their
         # directory (the sources are stand-ins until then).
         self._store_sources: Optional[Callable[[], str]] = None
+        # `abicache.tvm_ffi`'s: loaded with `tvm_ffi.load_module` (this
+        # `keep_module_alive`) instead of registered with torch.
+        self._tvm_ffi_keep_alive: Optional[bool] = None
+
+    def _as_tvm_ffi(self, keep_module_alive: bool) -> None:
+        # Makes this a TVM-FFI module (`abicache.tvm_ffi`): keyed and built as
+        # one (`kind` in the spec, so the warm-load record's name too) and
+        # loaded with `tvm_ffi.load_module`. Called before any load.
+        self._spec["kind"] = "tvm_ffi"  # `_warm_spec` is the same dict
+        self._tvm_ffi_keep_alive = keep_module_alive
 
     @property
     def requires_cuda(self) -> bool:
@@ -337,7 +347,11 @@ class TorchOpsExtension:
         # no descriptor.
         module = None
         try:
-            if self.is_python_module:
+            if self._tvm_ffi_keep_alive is not None:
+                from .tvm_ffi import load_module_from
+
+                module = load_module_from(fd_path(fd), self._tvm_ffi_keep_alive)
+            elif self.is_python_module:
                 module = import_module_from_fd(self.name, path, fd)
             else:
                 import ctypes

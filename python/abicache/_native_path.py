@@ -50,7 +50,8 @@ def spec_json(ext: TorchOpsExtension) -> str:
 def native_args(ext: TorchOpsExtension) -> Tuple[str, str, str, Optional[str]]:
     """The native calls' first arguments: spec, environment, root, cache directory."""
     spec = spec_json(ext)
-    return spec, _env.environment_json(), _root_of(ext, spec), ext.cache_dir
+    env = _env.environment_json(tvm_ffi=ext._spec.get("kind") == "tvm_ffi")
+    return spec, env, _root_of(ext, spec), ext.cache_dir
 
 
 def record(ext: TorchOpsExtension, plan: str) -> None:

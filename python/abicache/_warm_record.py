@@ -93,8 +93,18 @@ def record_name(spec: Dict[str, Any], root: Optional[str], cache_dir: Optional[s
     # (The interpreter's and torch's part is read once per process.)
     global _process_facts
     if _process_facts is None:
-        import torch
+        try:
+            import torch
 
+            torch_facts: Any = (
+                str(torch.__version__),
+                torch.version.cuda,
+                getattr(torch.version, "hip", None),
+                bool(torch._C._GLIBCXX_USE_CXX11_ABI),
+                torch.__file__,
+            )
+        except ImportError:  # a TVM-FFI module's venv may have no torch
+            torch_facts = None
         _process_facts = repr(
             (
                 sys.executable,
@@ -105,11 +115,7 @@ def record_name(spec: Dict[str, Any], root: Optional[str], cache_dir: Optional[s
                 getattr(sys, "abiflags", ""),
                 sys.implementation.cache_tag,
                 getattr(sys, "platlibdir", "lib"),
-                str(torch.__version__),
-                torch.version.cuda,
-                getattr(torch.version, "hip", None),
-                bool(torch._C._GLIBCXX_USE_CXX11_ABI),
-                torch.__file__,
+                torch_facts,
             )
         )
     # A record that holds for one CPU or one set of GPUs only (``host_cpu``,
@@ -138,7 +144,14 @@ def record_name(spec: Dict[str, Any], root: Optional[str], cache_dir: Optional[s
             gpus = sorted(os.listdir(WARM_GPU_LISTING))
         except OSError:
             gpus = ""
-    text = repr((WARM_RECORD_FORMAT, spec, root, cache_dir, _process_facts, host, gpus))
+    # A TVM-FFI module's environment has TVM-FFI's fields too (``_env``):
+    # functions of its version and location.
+    tvm_ffi: Any = None
+    if spec.get("kind") == "tvm_ffi":
+        import tvm_ffi as tvm_ffi_package
+
+        tvm_ffi = (getattr(tvm_ffi_package, "__version__", None), tvm_ffi_package.__file__)
+    text = repr((WARM_RECORD_FORMAT, spec, root, cache_dir, _process_facts, host, gpus, tvm_ffi))
     return hashlib.blake2b(text.encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()
 
 

@@ -54,6 +54,12 @@ use crate::toolchain::Toolchain;
 /// The C++ standard torch 2.15 compiles extensions with.
 pub const CXX_STANDARD: &str = "-std=c++20";
 
+/// The C++ standard TVM-FFI's `tvm_ffi.cpp` builds modules with (with `-O2`).
+pub const TVM_FFI_CXX_STANDARD: &str = "-std=c++17";
+
+/// The optimisation level TVM-FFI's `tvm_ffi.cpp` builds modules with.
+pub const TVM_FFI_OPT_LEVEL: &str = "-O2";
+
 /// torch's `COMMON_NVCC_FLAGS`.
 pub const COMMON_NVCC_FLAGS: [&str; 5] = [
     "-D__CUDA_NO_HALF_OPERATORS__",
@@ -122,6 +128,40 @@ pub struct BuildPlan {
     /// The fingerprint root (absolute): compiles run there with paths under it made
     /// relative, so objects are relocatable. `None` keeps absolute paths.
     pub root: Option<PathBuf>,
+    /// For a TVM-FFI module (docs/tvm-ffi.md): what it is built against.
+    /// `None`: a torch extension.
+    pub tvm_ffi: Option<TvmFfiBuild>,
+}
+
+/// How a TVM-FFI module is built, as `tvm_ffi.cpp.build` builds it
+/// (`-std=c++17 -O2`, TVM-FFI's and DLPack's headers, `-ltvm_ffi`), plus
+/// torch's headers, defines and libraries only when it uses torch.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TvmFfiBuild {
+    /// TVM-FFI's include directories (its own and DLPack's), as `-isystem`.
+    pub include_dirs: Vec<PathBuf>,
+    /// The directory holding `libtvm_ffi.so`.
+    pub lib_dir: PathBuf,
+    /// Whether a source includes a torch header: then torch's include
+    /// directories, `_GLIBCXX_USE_CXX11_ABI` and libraries are added as for a
+    /// torch extension (and torch's C++ standard is used).
+    pub uses_torch: bool,
+}
+
+impl BuildPlan {
+    /// Whether the library is built against torch: a torch extension, or a
+    /// TVM-FFI module that includes a torch header.
+    pub fn uses_torch(&self) -> bool {
+        self.tvm_ffi.as_ref().is_none_or(|t| t.uses_torch)
+    }
+
+    /// The C++ standard flag: torch's when it uses torch, else TVM-FFI's.
+    fn cxx_standard(&self) -> &'static str {
+        match self.uses_torch() {
+            true => CXX_STANDARD,
+            false => TVM_FFI_CXX_STANDARD,
+        }
+    }
 }
 
 impl BuildPlan {
@@ -245,11 +285,14 @@ pub fn strip_scheduling_flags(flags: &[String]) -> Vec<String> {
 }
 
 /// Defines and include flags shared by the host compiler and nvcc (torch's `common_cflags`).
+/// A TVM-FFI module that does not use torch gets neither torch's defines
+/// nor its C++ ABI define (as `tvm_ffi.cpp.build`).
 fn common_flags(plan: &BuildPlan) -> Vec<String> {
-    let mut flags = vec![
-        format!("-DTORCH_EXTENSION_NAME={}", plan.name),
-        "-DTORCH_API_INCLUDE_EXTENSION_H".to_string(),
-    ];
+    let mut flags = Vec::new();
+    if plan.uses_torch() {
+        flags.push(format!("-DTORCH_EXTENSION_NAME={}", plan.name));
+        flags.push("-DTORCH_API_INCLUDE_EXTENSION_H".to_string());
+    }
     for inc in &plan.extra_include_paths {
         flags.push(format!("-I{}", plan.compiler_path(inc).display()));
     }
@@ -257,28 +300,40 @@ fn common_flags(plan: &BuildPlan) -> Vec<String> {
         flags.push("-isystem".into());
         flags.push(plan.compiler_path(&inc).display().to_string());
     }
-    flags.push(format!(
-        "-D_GLIBCXX_USE_CXX11_ABI={}",
-        u8::from(plan.cxx11_abi)
-    ));
+    if plan.uses_torch() {
+        flags.push(format!(
+            "-D_GLIBCXX_USE_CXX11_ABI={}",
+            u8::from(plan.cxx11_abi)
+        ));
+    }
     flags
 }
 
-/// torch's `include_paths("cuda" | "cpu")` plus the Python include dir.
+/// torch's `include_paths("cuda" | "cpu")` plus the Python include dir; for
+/// a TVM-FFI module, TVM-FFI's include directories, then torch's only when
+/// it uses torch and Python's only when it uses torch or the Python ABI.
 pub fn system_includes(plan: &BuildPlan) -> Vec<PathBuf> {
-    let include = plan.torch_dir.join("include");
-    let mut dirs = vec![
-        include.clone(),
-        include
-            .join("torch")
-            .join("csrc")
-            .join("api")
-            .join("include"),
-    ];
+    let mut dirs = Vec::new();
+    if let Some(tvm) = &plan.tvm_ffi {
+        dirs.extend(tvm.include_dirs.iter().cloned());
+    }
+    if plan.uses_torch() {
+        let include = plan.torch_dir.join("include");
+        dirs.push(include.clone());
+        dirs.push(
+            include
+                .join("torch")
+                .join("csrc")
+                .join("api")
+                .join("include"),
+        );
+    }
     if plan.requires_cuda {
         dirs.extend(plan.cuda_include_dirs.iter().cloned());
     }
-    dirs.extend(plan.python_include.iter().cloned());
+    if plan.uses_torch() || plan.python_abi_dependent {
+        dirs.extend(plan.python_include.iter().cloned());
+    }
     dirs
 }
 
@@ -289,7 +344,10 @@ fn stripped(flags: &[String]) -> impl Iterator<Item = String> + '_ {
 /// Host compiler flags for every non-CUDA unit of `plan`.
 pub fn host_flags(plan: &BuildPlan) -> Vec<String> {
     let mut flags = common_flags(plan);
-    flags.extend(["-fPIC".to_string(), CXX_STANDARD.to_string()]);
+    flags.extend(["-fPIC".to_string(), plan.cxx_standard().to_string()]);
+    if plan.tvm_ffi.is_some() {
+        flags.push(TVM_FFI_OPT_LEVEL.to_string());
+    }
     flags.extend(stripped(&plan.extra_cflags));
     flags
 }
@@ -307,12 +365,17 @@ pub fn nvcc_flags(plan: &BuildPlan, ccbin: Option<&str>) -> Vec<String> {
         }
     }
     flags.extend(common_flags(plan));
-    flags.extend(COMMON_NVCC_FLAGS.iter().map(|f| f.to_string()));
+    if plan.tvm_ffi.is_none() {
+        flags.extend(COMMON_NVCC_FLAGS.iter().map(|f| f.to_string()));
+    }
     flags.extend(plan.gencode.iter().cloned());
     flags.extend(["--compiler-options".to_string(), "-fPIC".to_string()]);
+    if plan.tvm_ffi.is_some() {
+        flags.push(TVM_FFI_OPT_LEVEL.to_string());
+    }
     flags.extend(extra);
     if !flags.iter().any(|f| f.starts_with("-std=")) {
-        flags.push(CXX_STANDARD.to_string());
+        flags.push(plan.cxx_standard().to_string());
     }
     flags
 }
@@ -370,18 +433,24 @@ pub fn link_argv(
     argv.extend(objects.iter().map(|o| o.display().to_string()));
     argv.push("-shared".into());
     argv.extend(stripped(&plan.extra_ldflags));
-    argv.push(format!("-L{}", plan.torch_dir.join("lib").display()));
-    argv.push("-lc10".into());
-    if plan.requires_cuda {
-        argv.push("-lc10_cuda".into());
+    if let Some(tvm) = &plan.tvm_ffi {
+        argv.push(format!("-L{}", tvm.lib_dir.display()));
+        argv.push("-ltvm_ffi".into());
     }
-    argv.push("-ltorch_cpu".into());
-    if plan.requires_cuda {
-        argv.push("-ltorch_cuda".into());
-    }
-    argv.push("-ltorch".into());
-    if plan.python_abi_dependent {
-        argv.push("-ltorch_python".into());
+    if plan.uses_torch() {
+        argv.push(format!("-L{}", plan.torch_dir.join("lib").display()));
+        argv.push("-lc10".into());
+        if plan.requires_cuda {
+            argv.push("-lc10_cuda".into());
+        }
+        argv.push("-ltorch_cpu".into());
+        if plan.requires_cuda {
+            argv.push("-ltorch_cuda".into());
+        }
+        argv.push("-ltorch".into());
+        if plan.python_abi_dependent {
+            argv.push("-ltorch_python".into());
+        }
     }
     if plan.requires_cuda {
         let nvcc = toolchain.nvcc.as_ref();
@@ -439,5 +508,65 @@ mod tests {
         let flags = nvcc_flags(&plan, Some("gcc"));
         assert!(!flags.contains(&CXX_STANDARD.to_string()));
         assert!(!flags.contains(&"gcc".to_string()));
+    }
+
+    fn host_only_toolchain() -> Toolchain {
+        Toolchain {
+            cxx: crate::toolchain::Tool {
+                path: "/usr/bin/c++".into(),
+                version: "c++ 12".into(),
+            },
+            nvcc: None,
+            ccbin: None,
+            launcher: None,
+        }
+    }
+
+    #[test]
+    fn a_tvm_ffi_module_is_built_as_tvm_ffi_builds_it_and_without_torch() {
+        let tvm = |uses_torch: bool| BuildPlan {
+            name: "hello".into(),
+            torch_dir: "/sp/torch".into(),
+            python_include: Some("/py/include".into()),
+            tvm_ffi: Some(TvmFfiBuild {
+                include_dirs: vec!["/sp/tvm_ffi/include".into()],
+                lib_dir: "/sp/tvm_ffi/lib".into(),
+                uses_torch,
+            }),
+            ..Default::default()
+        };
+        let plain = tvm(false);
+        let host = host_flags(&plain);
+        assert!(host.contains(&"-std=c++17".to_string()) && host.contains(&"-O2".to_string()));
+        assert!(host.contains(&"/sp/tvm_ffi/include".to_string()));
+        assert!(
+            !host
+                .iter()
+                .any(|f| f.contains("torch") && !f.contains("tvm_ffi")
+                    || f.contains("TORCH")
+                    || f.contains("GLIBCXX")
+                    || f.contains("/py/include")),
+            "{host:?}"
+        );
+        let link = link_argv(&plain, &host_only_toolchain(), &[], Path::new("o.so"));
+        assert!(link.contains(&"-ltvm_ffi".to_string()));
+        assert!(
+            !link
+                .iter()
+                .any(|f| f.starts_with("-ltorch") || f.starts_with("-lc10")),
+            "{link:?}"
+        );
+        // With a torch header: torch's includes, defines, standard and libraries too.
+        let with_torch = tvm(true);
+        let host = host_flags(&with_torch);
+        assert!(
+            host.contains(&CXX_STANDARD.to_string())
+                && host.contains(&"/sp/torch/include".to_string())
+        );
+        assert!(host
+            .iter()
+            .any(|f| f.starts_with("-D_GLIBCXX_USE_CXX11_ABI=")));
+        let link = link_argv(&with_torch, &host_only_toolchain(), &[], Path::new("o.so"));
+        assert!(link.contains(&"-ltvm_ffi".to_string()) && link.contains(&"-ltorch".to_string()));
     }
 }

@@ -56,7 +56,7 @@ pub use compile::{
 };
 pub use cuda_phases::{DeviceStepSource, DEVICE_STEP_FORMAT, DEVICE_STEP_SUFFIX};
 pub use error::{BuildError, KilledCompile};
-pub use flags::{BuildPlan, CompileCommand, Unit, UnitKind};
+pub use flags::{BuildPlan, CompileCommand, TvmFfiBuild, Unit, UnitKind};
 pub use jobs::{
     capped_jobs, job_limit, jobs_from, jobs_from_env, local_cores, parse_max_jobs, JobLimit,
     JobRequest, JOBS_PER_CORE, JOBS_PER_CORE_WITH_LAUNCHER,

@@ -207,6 +207,9 @@ fn run_probe(python: &Path) -> Result<(ProbedInterpreter, Option<PathBuf>)> {
         cuda_archs: None,
         host_cpu: None,
         compiler_isa: None,
+        tvm_ffi_abi: None,
+        tvm_ffi_include_dirs: Vec::new(),
+        tvm_ffi_lib_dir: None,
     };
     let probed = ProbedInterpreter {
         python: python.to_path_buf(),

@@ -68,6 +68,21 @@ pub struct Environment {
     /// is newer, gets another key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compiler_isa: Option<String>,
+    /// The TVM-FFI C ABI the headers in [`tvm_ffi_include_dirs`](Self::tvm_ffi_include_dirs)
+    /// declare (docs/tvm-ffi.md, "The key"): `0.X` while TVM-FFI is at
+    /// `0.X.Y` (its release notes: a bump of `X` breaks the C ABI, `Y` does
+    /// not), `M` from `1.0` on (semantic versioning). Read from
+    /// `tvm/ffi/c_api.h`'s `TVM_FFI_VERSION_MAJOR`/`_MINOR`. Only a
+    /// TVM-FFI extension reads it (the payload's `tvm_ffi_abi` line).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tvm_ffi_abi: Option<String>,
+    /// TVM-FFI's include directories (its own and DLPack's), system roots
+    /// for a TVM-FFI extension. Build only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tvm_ffi_include_dirs: Vec<PathBuf>,
+    /// The directory holding `libtvm_ffi.so`, linked by a TVM-FFI extension. Build only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tvm_ffi_lib_dir: Option<PathBuf>,
 }
 
 impl Environment {
@@ -89,7 +104,9 @@ impl Environment {
             .torch_dir
             .iter_mut()
             .chain(env.python_include.iter_mut())
-            .chain(env.cuda_include_dirs.iter_mut());
+            .chain(env.cuda_include_dirs.iter_mut())
+            .chain(env.tvm_ffi_include_dirs.iter_mut())
+            .chain(env.tvm_ffi_lib_dir.iter_mut());
         for p in paths {
             if p.is_relative() {
                 *p = dir.join(&*p);
@@ -101,7 +118,8 @@ impl Environment {
     /// The roots under which `<x>` includes are system headers (docs/key.md, step 1),
     /// in this order and only those that exist: `torch_dir/include`,
     /// `torch_dir/include/torch/csrc/api/include`, `python_include`, each of
-    /// `cuda_include_dirs`.
+    /// `cuda_include_dirs`, then `tvm_ffi_include_dirs` (headers a TVM-FFI
+    /// extension includes are TVM-FFI's, which `tvm_ffi_abi` stands for).
     pub fn system_include_roots(&self) -> Vec<PathBuf> {
         let mut roots = Vec::new();
         if let Some(t) = &self.torch_dir {
@@ -116,6 +134,7 @@ impl Environment {
         }
         roots.extend(self.python_include.iter().cloned());
         roots.extend(self.cuda_include_dirs.iter().cloned());
+        roots.extend(self.tvm_ffi_include_dirs.iter().cloned());
         roots.retain(|r| r.is_dir());
         roots
     }

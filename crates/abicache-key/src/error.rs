@@ -202,6 +202,13 @@ pub enum KeyError {
         name: String,
     },
 
+    /// A TVM-FFI extension and an environment without TVM-FFI's ABI version.
+    #[error("extension `{name}` is a TVM-FFI module but the environment names no TVM-FFI ABI (`tvm_ffi_abi`): install `apache-tvm-ffi` in this interpreter (`pip install apache-tvm-ffi`), or set `tvm_ffi_abi` in the environment file")]
+    MissingTvmFfi {
+        /// The extension.
+        name: String,
+    },
+
     /// A CUDA extension and no nvcc.
     #[error("extension `{name}` has CUDA sources but no nvcc was found: install the CUDA toolkit (or the `nvidia-cuda-nvcc` pip wheel matching torch's CUDA) and set `CUDA_HOME`, or set `nvcc_version` in the environment file")]
     MissingNvcc {

@@ -45,6 +45,8 @@ pub use payload::{
     compute_key, display_path, key_cuda_flags, native_cpu_flags, FieldChange, Keyed, Payload,
     PythonAbiReason, KEY_FORMAT, KEY_HEX_LEN,
 };
-pub use spec::{ExtensionSpec, SpecFile, CUDA_SOURCE_EXTENSIONS, HOST_SOURCE_EXTENSIONS};
+pub use spec::{
+    ExtensionKind, ExtensionSpec, SpecFile, CUDA_SOURCE_EXTENSIONS, HOST_SOURCE_EXTENSIONS,
+};
 pub use stable::{StableTarget, TARGET_MACRO};
 pub use version::TorchVersion;

@@ -61,6 +61,34 @@ pub struct ExtensionSpec {
     /// Arch list like `TORCH_CUDA_ARCH_LIST`; wins over the environment's.
     #[serde(default)]
     pub cuda_archs: Option<String>,
+    /// Which loader the library is for (docs/tvm-ffi.md): a torch extension
+    /// (the default) or a TVM-FFI module. Left out of the serialized spec
+    /// when it is the default, so torch specs serialize as before.
+    #[serde(default, skip_serializing_if = "ExtensionKind::is_torch")]
+    pub kind: ExtensionKind,
+}
+
+/// The loader an extension's library is built for, which decides what it
+/// links against and which key fields it carries.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExtensionKind {
+    /// A PyTorch extension (`torch.ops` library or pybind11 module): built
+    /// against torch's headers and libraries, keyed by the torch release (or
+    /// its stable-ABI target).
+    #[default]
+    Torch,
+    /// An Apache TVM-FFI module (`tvm_ffi.load_module`): built against
+    /// TVM-FFI's headers and `libtvm_ffi`, keyed by the TVM-FFI C ABI
+    /// (`tvm_ffi_abi`); torch only when a source includes a torch header.
+    TvmFfi,
+}
+
+impl ExtensionKind {
+    /// True for [`ExtensionKind::Torch`], the default.
+    pub fn is_torch(&self) -> bool {
+        matches!(self, ExtensionKind::Torch)
+    }
 }
 
 impl ExtensionSpec {
@@ -83,7 +111,14 @@ impl ExtensionSpec {
             python_abi_dependent: None,
             torch_stable_abi_target: None,
             cuda_archs: None,
+            kind: ExtensionKind::Torch,
         }
+    }
+
+    /// Sets the loader the library is built for.
+    pub fn with_kind(mut self, kind: ExtensionKind) -> Self {
+        self.kind = kind;
+        self
     }
 
     /// Sets the `torch.ops` namespace.

@@ -21,5 +21,8 @@ pub fn cpython312(torch: &str) -> Environment {
         cuda_archs: None,
         host_cpu: None,
         compiler_isa: None,
+        tvm_ffi_abi: None,
+        tvm_ffi_include_dirs: Vec::new(),
+        tvm_ffi_lib_dir: None,
     }
 }

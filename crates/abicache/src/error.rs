@@ -42,6 +42,16 @@ pub enum Error {
          use `--python PATH` for an interpreter with torch, or add `torch_dir` to the environment file"
     )]
     NoTorchDir,
+    /// A TVM-FFI module and an environment that does not say where `libtvm_ffi.so` is.
+    #[error(
+        "extension `{name}` is a TVM-FFI module but the environment has no `tvm_ffi_lib_dir` \
+         (the directory of `libtvm_ffi.so`) to link it against: install `apache-tvm-ffi` in this \
+         interpreter, or add `tvm_ffi_lib_dir` to the environment file"
+    )]
+    NoTvmFfiLib {
+        /// The extension.
+        name: String,
+    },
     /// The environment's `torch_dir` is not an installed torch package.
     #[error(
         "`torch_dir` `{}` {problem}, so there is nothing to build against: point `torch_dir` \

@@ -210,13 +210,16 @@ pub fn isa_refusal(required: &[Requirement]) -> Result<Option<Refusal>, IsaError
 /// What a payload claims about the library's ABI, as the audit reads it.
 pub fn keyed_from_payload(name: &str, payload: Payload) -> Keyed {
     let python_abi = payload.python_abi().unwrap_or_default().to_owned();
-    let torch_abi = payload.torch_abi().unwrap_or_default().to_owned();
+    let torch_abi = payload.torch_abi().unwrap_or("none").to_owned();
+    // A payload without a torch line is a TVM-FFI module's that uses no torch.
+    let uses_torch = payload.torch_abi().is_some();
     Keyed {
         name: name.to_owned(),
         key: payload.key(),
         python_abi_dependent: python_abi != "agnostic",
         python_abi,
         torch_abi,
+        uses_torch,
         python_abi_reason: PythonAbiReason::NotDetected,
         payload: std::sync::Arc::new(payload),
         host_flags: Vec::new(),

@@ -24,7 +24,9 @@ pub enum AuditVerdict {
 /// Audits `library` and checks it against `keyed`: a `python_abi=agnostic`
 /// key must not import CPython or libtorch_python (nor need libpython or
 /// libtorch_python), and a `torch_abi=stable-*` key must not import
-/// libtorch's C++ symbols.
+/// libtorch's C++ symbols, and a key without torch (a TVM-FFI module that
+/// includes no torch header, `torch_abi` `none`) must not import or need
+/// libtorch at all.
 pub fn audit_against_key(library: &Path, keyed: &Keyed, scan: &ScanReport) -> Result<AuditVerdict> {
     let report = audit_file(library)?;
     if let Some(message) = refusal_under_key(&report, keyed, scan) {
@@ -66,6 +68,40 @@ pub fn refusal_under_key(report: &AuditReport, keyed: &Keyed, scan: &ScanReport)
                 "\nfix: include `<torch/library.h>` and the ATen headers you need instead of \
                  `<torch/extension.h>`, `Python.h` or pybind11, or declare the extension \
                  Python-dependent (`python_abi_dependent = true`)",
+            );
+            return Some(msg);
+        }
+    }
+    if !keyed.uses_torch {
+        let mut symbols: Vec<&str> = report
+            .imports
+            .libtorch_cxx
+            .iter()
+            .chain(&report.imports.torch_stable_c)
+            .chain(&report.imports.libtorch_python)
+            .map(String::as_str)
+            .collect();
+        let needs: Vec<String> = report
+            .needed
+            .iter()
+            .filter(|n| n.starts_with("libtorch") || n.starts_with("libc10"))
+            .map(|n| format!("`{n}`"))
+            .collect();
+        if !symbols.is_empty() || !needs.is_empty() {
+            symbols.sort_unstable();
+            let mut msg = format!(
+                "refusing to publish `{}`: it is keyed without torch (a TVM-FFI module whose sources \
+                 include no torch header, shared across torch releases and environments without \
+                 torch), but the built library depends on libtorch",
+                keyed.name
+            );
+            if !needs.is_empty() {
+                msg.push_str(&format!(" (it needs {})", needs.join(", ")));
+            }
+            msg.push_str(&symbol_list(&symbols));
+            msg.push_str(
+                "\nfix: include the torch header the code relies on (then it is keyed by torch), \
+                 or remove the torch library from `extra_ldflags`",
             );
             return Some(msg);
         }

@@ -6,11 +6,11 @@ use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use abicache_build::{
-    BuildOptions, BuildPlan, Cancel, Nvcc, Progress, Toolchain, ToolchainEnv, Unit,
+    BuildOptions, BuildPlan, Cancel, Nvcc, Progress, Toolchain, ToolchainEnv, TvmFfiBuild, Unit,
 };
 use abicache_fs::FileStamp;
 use abicache_isa::Requirement;
-use abicache_key::{compute_key, native_cpu_flags, Environment, ExtensionSpec};
+use abicache_key::{compute_key, native_cpu_flags, Environment, ExtensionKind, ExtensionSpec};
 use abicache_scan::{ScanConfig, StatCache};
 use abicache_store::{BuildGuard, Claim, Event, Hit, Manifest, Store};
 use serde::Serialize;
@@ -1022,8 +1022,28 @@ impl Session {
     /// The build plan for a prepared spec.
     fn plan(&self, spec: &ExtensionSpec, prepared: &Prepared, root: &Path) -> Result<BuildPlan> {
         let env = &prepared.env;
-        let torch_dir = env.torch_dir.clone().ok_or(Error::NoTorchDir)?;
-        check_torch_dir(&torch_dir)?;
+        // A TVM-FFI module that includes no torch header needs no torch.
+        let torch_dir = match prepared.keyed.uses_torch {
+            true => {
+                let torch_dir = env.torch_dir.clone().ok_or(Error::NoTorchDir)?;
+                check_torch_dir(&torch_dir)?;
+                torch_dir
+            }
+            false => PathBuf::new(),
+        };
+        let tvm_ffi = match spec.kind {
+            ExtensionKind::Torch => None,
+            ExtensionKind::TvmFfi => Some(TvmFfiBuild {
+                include_dirs: env.tvm_ffi_include_dirs.clone(),
+                lib_dir: env
+                    .tvm_ffi_lib_dir
+                    .clone()
+                    .ok_or_else(|| Error::NoTvmFfiLib {
+                        name: spec.name.clone(),
+                    })?,
+                uses_torch: prepared.keyed.uses_torch,
+            }),
+        };
         let sources = spec
             .sources
             .iter()
@@ -1065,6 +1085,7 @@ impl Session {
             abi_fields: prepared.keyed.abi_fields(),
             // Compiled relative to the fingerprint root: relocatable objects.
             root: std::path::absolute(root).ok(),
+            tvm_ffi,
         })
     }
 

@@ -655,6 +655,7 @@ fn fake_plan(cuda: bool) -> BuildPlan {
         abi_fields: String::new(),
         // Compiled relative to the root: `src/...`, `-Iinclude`, a prefix map.
         root: Some("/proj".into()),
+        tvm_ffi: None,
     }
 }
 

@@ -194,7 +194,7 @@ impl Payload {
     }
 
     /// The lines that describe the ABI a binary is compiled for (`python_abi`,
-    /// `torch` or `torch_abi`, `torch_cuda`, `cxx11_abi`, `cuda_archs`,
+    /// `tvm_ffi_abi`, `torch` or `torch_abi`, `torch_cuda`, `cxx11_abi`, `cuda_archs`,
     /// `nvcc`, `host_cpu`: those present, in payload order), as payload text: mixed into
     /// every compiled object's key, so objects never cross ABIs.
     pub fn abi_fields(&self) -> String {
@@ -210,11 +210,12 @@ impl Payload {
 }
 
 /// The fields that describe the ABI a binary is compiled for (what the
-/// environment contributes): Python and torch ABI, torch's CUDA, the C++
+/// environment contributes): Python, TVM-FFI and torch ABI, torch's CUDA, the C++
 /// ABI, for CUDA the archs and the nvcc release, the CPU `-march=native`
 /// resolved to, and the extensions the compiler enables by itself.
 const ABI_FIELDS: &[&str] = &[
     "python_abi",
+    "tvm_ffi_abi",
     "torch_abi",
     "torch",
     "torch_cuda",

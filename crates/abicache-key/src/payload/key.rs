@@ -10,7 +10,7 @@ use serde::Serialize;
 use super::format::{display_path, Payload, KEY_FORMAT};
 use crate::arch;
 use crate::env::Environment;
-use crate::spec::ExtensionSpec;
+use crate::spec::{ExtensionKind, ExtensionSpec};
 use crate::version::TorchVersion;
 use crate::KeyError;
 
@@ -41,8 +41,13 @@ pub struct Keyed {
     pub payload: Arc<Payload>,
     /// `agnostic`, or the SOABI (or its fallback) the binary is tied to.
     pub python_abi: String,
-    /// `stable-M.m`, or the torch version the binary is keyed on.
+    /// `stable-M.m`, or the torch version the binary is keyed on; `none`
+    /// for a TVM-FFI extension that includes no torch header.
     pub torch_abi: String,
+    /// Whether the binary uses torch: every torch extension, and a TVM-FFI
+    /// extension whose sources include a torch header (then it is built
+    /// against torch and keyed by it as a torch extension is).
+    pub uses_torch: bool,
     /// Whether the binary is tied to the Python ABI.
     pub python_abi_dependent: bool,
     /// Why [`python_abi_dependent`](Self::python_abi_dependent) has its value.
@@ -96,7 +101,22 @@ pub fn compute_key(
     } else {
         "agnostic".to_string()
     };
-    let (torch_field, torch_abi) = torch_abi_field(spec, env)?;
+    let uses_torch = uses_torch(spec, scan);
+    let tvm_ffi_abi = match spec.kind {
+        ExtensionKind::TvmFfi => Some(
+            env.tvm_ffi_abi
+                .as_deref()
+                .filter(|v| !v.trim().is_empty())
+                .ok_or_else(|| KeyError::MissingTvmFfi {
+                    name: spec.name.clone(),
+                })?,
+        ),
+        ExtensionKind::Torch => None,
+    };
+    let torch = match uses_torch {
+        true => Some(torch_abi_field(spec, env)?),
+        false => None,
+    };
     let mut host_flags = spec.extra_cflags.clone();
     let mut cuda_flags = spec.extra_cuda_cflags.clone();
     if let Some(t) = spec.torch_stable_abi_target {
@@ -123,11 +143,16 @@ pub fn compute_key(
     p.push("namespace", spec.namespace());
     p.push("required_ops", spec.required_ops.join(","));
     p.push("python_abi", &python_abi);
-    p.push(torch_field, &torch_abi);
-    if cuda.is_some() {
-        p.push("torch_cuda", env.torch_cuda.as_deref().unwrap_or("none"));
+    if let Some(tvm_ffi_abi) = tvm_ffi_abi {
+        p.push("tvm_ffi_abi", tvm_ffi_abi);
     }
-    p.push("cxx11_abi", if env.cxx11_abi { "1" } else { "0" });
+    if let Some((torch_field, torch_abi)) = &torch {
+        p.push(torch_field, torch_abi);
+        if cuda.is_some() {
+            p.push("torch_cuda", env.torch_cuda.as_deref().unwrap_or("none"));
+        }
+        p.push("cxx11_abi", if env.cxx11_abi { "1" } else { "0" });
+    }
     if let Some(host_cpu) = host_cpu {
         p.push("host_cpu", host_cpu);
     }
@@ -159,7 +184,8 @@ pub fn compute_key(
         key: p.key(),
         payload: Arc::new(p),
         python_abi,
-        torch_abi,
+        torch_abi: torch.map_or_else(|| "none".to_string(), |(_, abi)| abi),
+        uses_torch,
         python_abi_dependent,
         python_abi_reason,
         host_flags,
@@ -187,6 +213,18 @@ fn python_abi_decision(spec: &ExtensionSpec, scan: &ScanReport) -> (bool, Python
         (true, PythonAbiReason::Detected)
     } else {
         (false, PythonAbiReason::NotDetected)
+    }
+}
+
+/// Whether a binary of `spec` uses torch: every torch extension; a TVM-FFI
+/// one when a visited file includes a torch header (`torch/…`, `ATen/…`,
+/// `c10/…`, `caffe2/…`) or it names a stable-ABI target.
+fn uses_torch(spec: &ExtensionSpec, scan: &ScanReport) -> bool {
+    match spec.kind {
+        ExtensionKind::Torch => true,
+        ExtensionKind::TvmFfi => {
+            !scan.torch_includes.is_empty() || spec.torch_stable_abi_target.is_some()
+        }
     }
 }
 
