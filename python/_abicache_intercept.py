@@ -1,5 +1,11 @@
 """abicache's interception of ``torch.utils.cpp_extension.load`` and ``load_inline``.
 
+It also patches FlashInfer's JIT (``flashinfer.jit.core``): once that
+module has executed, ``JitSpecNvcc.build_and_load`` is replaced by a wrapper
+that leaves FlashInfer's ahead-of-time modules to FlashInfer and sends what
+FlashInfer would compile to ``abicache._flashinfer`` (which falls back to
+FlashInfer's build for what abicache cannot take).
+
 Imported at interpreter start only when ``ABICACHE_INTERCEPT`` is set (by
 ``abicache-intercept.pth``, shipped at the root of site-packages, or by the
 ``sitecustomize`` that ``abicache run`` puts first on ``PYTHONPATH``), and by
@@ -22,6 +28,8 @@ import os
 import sys
 
 TARGET = "torch.utils.cpp_extension"
+# FlashInfer's JIT core (`JitSpecNvcc.build_and_load`; `abicache._flashinfer`).
+FLASHINFER_TARGET = "flashinfer.jit.core"
 VARIABLE = "ABICACHE_INTERCEPT"
 
 # The blanks a value may have around it (Rust's `char::is_ascii_whitespace`).
@@ -70,9 +78,10 @@ def install(verbose=False):
     intercepted call. Returns nothing."""
     global _verbose
     _verbose = _verbose or bool(verbose)
-    module = sys.modules.get(TARGET)
-    if module is not None:
-        patch(module)
+    for target, patcher in _patchers().items():
+        module = sys.modules.get(target)
+        if module is not None:
+            patcher(module)
     if not any(getattr(f, "_abicache_intercept", False) for f in sys.meta_path):
         sys.meta_path.insert(0, _Finder())
 
@@ -96,15 +105,20 @@ def install_from_env():
         install(verbose=asked == "verbose")
 
 
+def _patchers():
+    """The modules interception patches, each with its patch function."""
+    return {TARGET: patch, FLASHINFER_TARGET: patch_flashinfer}
+
+
 class _Finder:
-    """Finds ``torch.utils.cpp_extension`` with the finders after it and
-    wraps the loader so the module is patched once it has executed; finds
-    nothing else."""
+    """Finds ``torch.utils.cpp_extension`` and ``flashinfer.jit.core`` with
+    the finders after it and wraps the loader so the module is patched once
+    it has executed; finds nothing else."""
 
     _abicache_intercept = True
 
     def find_spec(self, fullname, path=None, target=None):
-        if fullname != TARGET:
+        if fullname != TARGET and fullname != FLASHINFER_TARGET:
             return None
         for finder in sys.meta_path:
             if getattr(finder, "_abicache_intercept", False):
@@ -138,7 +152,7 @@ class _Loader:
 
     def exec_module(self, module):
         self._abicache_loader.exec_module(module)
-        patch(module)
+        _patchers()[module.__name__](module)
 
     def __getattr__(self, name):
         return getattr(self._abicache_loader, name)
@@ -152,6 +166,42 @@ def patch(module):
         if original is None or getattr(original, "_abicache_original", None) is not None:
             continue
         setattr(module, name, _wrapper(original, name))
+
+
+def patch_flashinfer(module):
+    """Replaces FlashInfer's ``JitSpecNvcc.build_and_load`` (the one method
+    every FlashInfer ``get_*_module`` function builds and loads through)
+    with abicache's wrapper, once. A FlashInfer without ``JitSpecNvcc``
+    (before 0.6) is left as it is."""
+    spec_class = getattr(module, "JitSpecNvcc", None)
+    original = getattr(spec_class, "build_and_load", None)
+    if original is None or getattr(original, "_abicache_original", None) is not None:
+        return
+    import functools
+
+    def build_and_load(self):
+        return _flashinfer_call(original, self)
+
+    functools.update_wrapper(build_and_load, original)
+    build_and_load._abicache_original = original
+    spec_class.build_and_load = build_and_load
+
+
+def _flashinfer_call(original, spec):
+    """One FlashInfer build-and-load: FlashInfer's own while it would not
+    compile (an ahead-of-time module it has, from its wheel's ``data/aot``
+    or the ``flashinfer-jit-cache`` wheel, is loaded by FlashInfer; with
+    ``FLASHINFER_DISABLE_JIT`` set FlashInfer raises as it does), else
+    abicache's (``abicache._flashinfer.build_and_load``), which falls back
+    to FlashInfer's for what it cannot take."""
+    if os.environ.get("FLASHINFER_DISABLE_JIT"):
+        return original(spec)
+    cached = spec.try_load()
+    if cached is not None:
+        return cached
+    from abicache import _flashinfer
+
+    return _flashinfer.build_and_load(spec, original, _verbose)
 
 
 def _wrapper(original, name):

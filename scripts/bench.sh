@@ -156,3 +156,9 @@ if [ "$(id -u)" = 0 ]; then
 else
   echo "bench: scripts/aarch64-check.sh skipped: it needs root (debootstrap, mount, chroot)" >&2
 fi
+# FlashInfer's JIT under `abicache run` (flashinfer-python 0.7.4 with --no-deps in overlay venvs of
+# .venv and .venv-compat): silu_and_mul built once (sm_90a, the pip nvcc), audited, then loaded warm
+# from torch 2.12's venv with 0 compiles; prints abicache's cold and warm times and FlashInfer's own
+# cold and warm times on its own cache (about 3 minutes on 2 cores).
+ABICACHE_TEST_WHEEL=$(scripts/install-python-package.sh --print-wheel) ABICACHE_BENCH_OUT=$work \
+  "$venv/bin/python" -m pytest -m slow -q -s tests/python/test_flashinfer.py

@@ -26,7 +26,13 @@ def intercept(verbose: bool = False) -> None:
     already loaded in this process is built by torch under a fresh name
     (``<name>_v1``, …), so it runs the new code. ``verbose``: one line on
     stderr for every intercepted call.
-    Calling it again does nothing more (``verbose`` only ever turns on)."""
+    Calling it again does nothing more (``verbose`` only ever turns on).
+
+    FlashInfer's JIT is intercepted too (``flashinfer.jit.core``'s
+    ``JitSpecNvcc.build_and_load``, patched now or when imported): a module
+    FlashInfer would compile is built and loaded through abicache as a
+    TVM-FFI module; its ahead-of-time modules stay FlashInfer's, and a spec
+    abicache cannot take is built by FlashInfer (docs/flashinfer.md)."""
     import _abicache_intercept
 
     _abicache_intercept.install(verbose=verbose)
