@@ -315,3 +315,44 @@ fn a_bad_offline_value_is_refused_naming_the_variable_or_the_key() {
         "{err}"
     );
 }
+
+#[test]
+fn shared_mode_comes_from_the_variable_else_the_config_file_else_auto() {
+    let s = resolve(&Flags::default(), &[]).unwrap();
+    assert_eq!(s.store.shared, SharedSetting::Auto);
+    assert_eq!(s.store.lease_timeout, DEFAULT_LEASE_TIMEOUT);
+    let (_dir, file) = config("shared = \"on\"\n");
+    let s = resolve(&Flags::default(), &[("ABICACHE_CONFIG", &file)]).unwrap();
+    assert_eq!(s.store.shared, SharedSetting::On);
+    let s = resolve(
+        &Flags::default(),
+        &[
+            ("ABICACHE_CONFIG", &file),
+            ("ABICACHE_SHARED", "off"),
+            ("ABICACHE_LEASE_TIMEOUT", "0.5"),
+        ],
+    )
+    .unwrap();
+    assert_eq!(s.store.shared, SharedSetting::Off);
+    assert_eq!(s.store.lease_timeout, Duration::from_millis(500));
+    let shown = config_file_settings(Path::new(&file)).unwrap();
+    assert!(
+        shown.contains(&("ABICACHE_SHARED", "on".to_owned())),
+        "{shown:?}"
+    );
+}
+
+#[test]
+fn a_bad_shared_mode_is_refused_naming_the_variable_or_the_file() {
+    let err = resolve(&Flags::default(), &[("ABICACHE_SHARED", "sometimes")]).unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("ABICACHE_SHARED") && text.contains("sometimes") && text.contains("`auto`"),
+        "{text}"
+    );
+    let (_dir, file) = config("shared = \"maybe\"\n");
+    let text = resolve(&Flags::default(), &[("ABICACHE_CONFIG", &file)])
+        .unwrap_err()
+        .to_string();
+    assert!(text.contains(&file) && text.contains("maybe"), "{text}");
+}

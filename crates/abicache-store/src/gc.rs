@@ -350,13 +350,11 @@ impl Store {
         if std::fs::rename(dir, &trash).is_err() {
             return false;
         }
-        if used(&trash).is_none_or(|t| self.is_recent(t)) {
-            // Touched meanwhile: put it back (unless something took its place).
-            return std::fs::rename(&trash, dir).is_err() && {
-                let _ = std::fs::remove_dir_all(&trash);
-                true
-            };
+        let touched_meanwhile = used(&trash).is_none_or(|t| self.is_recent(t));
+        if touched_meanwhile && std::fs::rename(&trash, dir).is_ok() {
+            return false; // put back: a lookup is using it
         }
+        // Not touched, or something took its place meanwhile: gone.
         let _ = std::fs::remove_dir_all(&trash);
         true
     }

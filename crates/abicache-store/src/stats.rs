@@ -286,6 +286,9 @@ impl Store {
     /// writer that opened the old log notices the unlink and opens a new one.
     pub fn zero_counters(&self) -> Result<()> {
         let files = self.counter_files();
+        if self.mode().shared && !self.host_stats_dir().is_dir() {
+            crate::layout::create_dir_0700(&self.host_stats_dir())?;
+        }
         let _fold = FileLock::acquire(&files.fold_lock, "stats", self.lock_timeout())?;
         let log = files.log.clone();
         let _held = match std::fs::File::open(&log) {

@@ -254,6 +254,22 @@ fn per_host_counter_logs_sum_exactly() {
         !store.layout().stats_log_path().exists(),
         "no shared O_APPEND log"
     );
+    let stats = store.stats().unwrap();
+    assert!(stats.mode.shared);
+    assert_eq!(stats.mode.reason, "shared: ABICACHE_SHARED=on");
+    store.zero_counters().unwrap();
+    assert_eq!(
+        store.counters().unwrap(),
+        abicache_store::Counters::default()
+    );
+}
+
+#[test]
+fn zeroing_a_fresh_shared_cache_works_before_any_count() {
+    let (_t, store) = shared_store();
+    store.zero_counters().unwrap();
+    store.record(Event::Miss).unwrap();
+    assert_eq!(store.counters().unwrap().misses, 1);
 }
 
 #[test]
