@@ -265,3 +265,16 @@ def test_a_cuda_load_inline_compiles_with_the_pip_nvcc_and_loads_without_a_gpu(
     assert fields["cuda_archs"] == ["-gencode=arch=compute_90,code=sm_90"]
     assert len(fields["nvcc"]) == 1 and fields["python_abi"] == ["agnostic"]
     assert "torch" not in fields and "torch_cuda" not in fields
+
+
+def test_a_module_keyed_without_torch_that_links_libtorch_is_refused_by_the_audit(cache_dir: Path) -> None:
+    torch_lib = Path(torch.__file__).parent / "lib"
+    with pytest.raises(abicache.Error, match="keyed without torch.*depends on libtorch") as refused:
+        abicache.tvm_ffi.load_inline(
+            name="links_torch",
+            cpp_sources=ADD_INTS,
+            functions="add_ints",
+            extra_ldflags=[f"-L{torch_lib}", "-Wl,--no-as-needed", "-lc10"],
+            cache_dir=cache_dir,
+        )
+    assert "libc10.so" in str(refused.value)
