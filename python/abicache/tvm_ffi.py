@@ -54,15 +54,19 @@ def _cuda_archs() -> Optional[str]:
 
 
 def _refuse(backend: Optional[str], embed_cubin: Any, output: Any = None) -> None:
-    # What abicache does not build for TVM-FFI, refused with what to use.
-    from . import _native
-
+    # What abicache does not build for TVM-FFI, refused with what to use
+    # (`_native`, which defines the error, is imported only then: a warm
+    # load imports no native module).
     if backend not in (None, "cuda"):
+        from . import _native
+
         raise _native.Error(
             f"abicache.tvm_ffi builds CUDA and C++ modules only, not backend={backend!r}; "
             "use tvm_ffi.cpp directly for ROCm/HIP"
         )
     if embed_cubin:
+        from . import _native
+
         raise _native.Error(
             "abicache.tvm_ffi does not embed cubins (`embed_cubin`); use tvm_ffi.cpp.load_inline for that module"
         )
