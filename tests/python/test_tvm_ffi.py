@@ -231,7 +231,7 @@ def test_another_python_without_torch_hits_the_same_entry_with_zero_compiles(cac
 
 
 def test_a_cuda_load_inline_compiles_with_the_pip_nvcc_and_loads_without_a_gpu(
-    cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+    cache_dir: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     # Build and load only: no CUDA function is called (no GPU here).
     cuda = textwrap.dedent(
@@ -257,3 +257,24 @@ def test_a_cuda_load_inline_compiles_with_the_pip_nvcc_and_loads_without_a_gpu(
     assert abicache.stats(cache_dir)["builds"] == before["builds"] + 1
     files = dict(abicache.tvm_ffi.inline_files(None, cuda, "add_one_cuda"))
     assert list(files) == ["cuda.cu"] and "TVM_FFI_DLL_EXPORT_TYPED_FUNC(add_one_cuda" in files["cuda.cu"]
+    # Keyed as a torch CUDA extension is for its CUDA fields, without torch.
+    (tmp_path / "cuda.cu").write_text(files["cuda.cu"])
+    ext = abicache.TorchOpsExtension("add_one_cuda", [str(tmp_path / "cuda.cu")], cuda_archs="9.0", cache_dir=cache_dir)
+    ext._as_tvm_ffi(True)
+    fields = _fields(ext.payload)
+    assert fields["cuda_archs"] == ["-gencode=arch=compute_90,code=sm_90"]
+    assert len(fields["nvcc"]) == 1 and fields["python_abi"] == ["agnostic"]
+    assert "torch" not in fields and "torch_cuda" not in fields
+
+
+def test_a_module_keyed_without_torch_that_links_libtorch_is_refused_by_the_audit(cache_dir: Path) -> None:
+    torch_lib = Path(torch.__file__).parent / "lib"
+    with pytest.raises(abicache.Error, match="keyed without torch.*depends on libtorch") as refused:
+        abicache.tvm_ffi.load_inline(
+            name="links_torch",
+            cpp_sources=ADD_INTS,
+            functions="add_ints",
+            extra_ldflags=[f"-L{torch_lib}", "-Wl,--no-as-needed", "-lc10"],
+            cache_dir=cache_dir,
+        )
+    assert "libc10.so" in str(refused.value)

@@ -63,6 +63,8 @@ pub const CUDA_PATH: &str = "CUDA_PATH";
 pub const PATH: &str = "PATH";
 /// CUDA architectures to build for.
 pub const TORCH_CUDA_ARCH_LIST: &str = "TORCH_CUDA_ARCH_LIST";
+/// CUDA architectures of a TVM-FFI module (`abicache.tvm_ffi`), as TVM-FFI reads it.
+pub const TVM_FFI_CUDA_ARCH_LIST: &str = "TVM_FFI_CUDA_ARCH_LIST";
 /// The active virtual environment: the command line's default interpreter.
 pub const VIRTUAL_ENV: &str = "VIRTUAL_ENV";
 /// Remote cache URL.

@@ -256,6 +256,8 @@ pub const ENV_VARS: &[EnvVar] = &[
         .meaning("Searched for `c++`, `nvcc`, the launcher and (without `VIRTUAL_ENV`) `python3`."),
     EnvVar::new(TORCH_CUDA_ARCH_LIST, "the visible GPUs' capabilities", ValueFormat::ArchList)
         .meaning("CUDA architectures (`8.0 9.0+PTX`) when an extension sets no `cuda_archs`."),
+    EnvVar::new(TVM_FFI_CUDA_ARCH_LIST, "unset", ValueFormat::ArchList)
+        .meaning("CUDA architectures (`8.9 9.0a`) of a TVM-FFI module built by `abicache.tvm_ffi`, as `tvm_ffi.cpp` reads it; wins over `TORCH_CUDA_ARCH_LIST` (see [TVM-FFI modules](../tvm-ffi.md))."),
     EnvVar::new(VIRTUAL_ENV, "unset", ValueFormat::Path)
         .meaning("The active venv: the command line's interpreter is `$VIRTUAL_ENV/bin/python` unless `--python` or `--env` is given (else `python3` on `PATH`)."),
     EnvVar::new(ABICACHE_REMOTE, "unset (no remote)", ValueFormat::Url)

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use abicache_key::{
-    compute_key, Environment, ExtensionSpec, FieldChange, KeyError, Keyed, Payload,
+    compute_key, Environment, ExtensionKind, ExtensionSpec, FieldChange, KeyError, Keyed, Payload,
     PythonAbiReason, StableTarget,
 };
 use abicache_scan::{
@@ -737,4 +737,97 @@ fn error_messages() {
     e.cuda_archs = Some("9.0".into());
     msgs.push(key_err(&cuda_spec(), &e, &scan).to_string());
     insta::assert_snapshot!("error_messages", msgs.join("\n\n"));
+}
+
+fn tvm_ffi_env(torch: &str, tvm_ffi_abi: &str) -> Environment {
+    Environment {
+        tvm_ffi_abi: Some(tvm_ffi_abi.into()),
+        ..env(
+            "3.12.9",
+            Some("cpython-312-x86_64-linux-gnu"),
+            Some(""),
+            torch,
+        )
+    }
+}
+
+fn tvm_ffi_spec(source: &str) -> ExtensionSpec {
+    ExtensionSpec::new("gemm", [format!("/project/{source}")]).with_kind(ExtensionKind::TvmFfi)
+}
+
+#[test]
+fn a_tvm_ffi_module_without_torch_headers_is_keyed_by_the_tvm_ffi_abi_alone() {
+    let scan = scan_of("csrc/kernel.cpp");
+    let k = key(
+        &tvm_ffi_spec("csrc/kernel.cpp"),
+        &tvm_ffi_env("2.15.0+cu132", "0.1"),
+        &scan,
+    );
+    assert_eq!(k.payload.get("tvm_ffi_abi"), Some("0.1"));
+    assert_eq!(k.payload.get("python_abi"), Some("agnostic"));
+    for field in ["torch", "torch_abi", "torch_cuda", "cxx11_abi"] {
+        assert_eq!(k.payload.get(field), None, "{field}");
+    }
+    assert!(!k.uses_torch);
+    assert_eq!(k.torch_abi, "none");
+    assert!(k.abi_fields().contains("tvm_ffi_abi=0.1\n"));
+    // Another torch release, another Python, a torch-less environment: one key.
+    let mut py313 = tvm_ffi_env("none", "0.1");
+    py313.python_version = "3.13.1".into();
+    py313.python_soabi = Some("cpython-313-x86_64-linux-gnu".into());
+    py313.cxx11_abi = false;
+    for other in [tvm_ffi_env("2.12.1+cpu", "0.1"), py313] {
+        assert_eq!(
+            key(&tvm_ffi_spec("csrc/kernel.cpp"), &other, &scan).key,
+            k.key
+        );
+    }
+    // Another TVM-FFI C ABI: another key.
+    let abi2 = key(
+        &tvm_ffi_spec("csrc/kernel.cpp"),
+        &tvm_ffi_env("2.15.0", "0.2"),
+        &scan,
+    );
+    assert_ne!(abi2.key, k.key);
+    // The same sources as a torch extension: torch's key, no TVM-FFI field.
+    let torch = key(&cpu_spec(), &tvm_ffi_env("2.15.0", "0.1"), &scan);
+    assert_eq!(torch.payload.get("tvm_ffi_abi"), None);
+    assert_eq!(torch.payload.get("torch"), Some("2.15.0"));
+}
+
+#[test]
+fn a_tvm_ffi_module_that_includes_a_torch_header_is_keyed_by_torch_as_before() {
+    let mut scan = with_python_marker(scan_of("csrc/kernel.cpp"));
+    scan.torch_includes.push(TorchInclude {
+        file: "csrc/kernel.cpp".into(),
+        line: 1,
+        include: "torch/extension.h".into(),
+        stable: false,
+    });
+    let env = tvm_ffi_env("2.15.0+cu132", "0.1");
+    let tvm = key(&tvm_ffi_spec("csrc/kernel.cpp"), &env, &scan);
+    let torch = key(&cpu_spec(), &env, &scan);
+    assert!(tvm.uses_torch);
+    for field in ["torch", "cxx11_abi", "python_abi"] {
+        assert_eq!(tvm.payload.get(field), torch.payload.get(field), "{field}");
+    }
+    assert_eq!(
+        tvm.payload.get("python_abi"),
+        Some("cpython-312-x86_64-linux-gnu")
+    );
+    assert_eq!(tvm.payload.get("tvm_ffi_abi"), Some("0.1"));
+}
+
+#[test]
+fn a_tvm_ffi_module_needs_the_environments_tvm_ffi_abi() {
+    let err = key_err(
+        &tvm_ffi_spec("csrc/kernel.cpp"),
+        &py312(),
+        &scan_of("csrc/kernel.cpp"),
+    );
+    assert!(matches!(err, KeyError::MissingTvmFfi { .. }), "{err}");
+    assert!(
+        err.to_string().contains("pip install apache-tvm-ffi"),
+        "{err}"
+    );
 }
