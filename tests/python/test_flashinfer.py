@@ -323,8 +323,9 @@ def test_flashinfer_silu_and_mul_builds_once_then_loads_warm_in_another_torchs_v
     env_a = flashinfer_env(first, tmp_path, cache)
     cold = result(run_snippet(first, code, env_a))
     after_cold = stats(first, cache)
-    (library,) = [p for p in cache.rglob("*.so") if "silu_and_mul" in p.name] or [None]
-    assert library is not None, f"no silu_and_mul library under {cache}"
+    libraries = [p for p in cache.rglob("*.so") if "silu_and_mul" in p.name]
+    assert len(libraries) == 1, f"not one silu_and_mul library under {cache}: {libraries}"
+    library = libraries[0]
     audit = subprocess.run([str(first), "-m", "abicache", "audit", str(library), "--json"],
                            capture_output=True, text=True, env=env_a, timeout=300)
     assert audit.returncode == 0, audit.stderr
