@@ -204,14 +204,15 @@ in_root QEMU_CPU="$CPU" -- "python -m pip install --quiet --no-deps --force-rein
 
 step "import abicache, TorchOpsExtension.load() and the op"
 in_root QEMU_CPU="$CPU" -- "cd /opt/check && ABICACHE_DIR=/opt/check/cache python - <<'PY'
-import pathlib, platform, torch, abicache
+import importlib.metadata, pathlib, platform, torch, abicache
 here = pathlib.Path('/opt/check/cpu_muladd')
 ext = abicache.TorchOpsExtension('muladd_example', [here / 'ops.cpp', here / 'kernel.cpp'], required_ops=['muladd'])
 path = ext.load()
 a = torch.arange(4.0)
 out = torch.ops.muladd_example.muladd(a, a, 1.0).tolist()
 assert out == [1.0, 2.0, 5.0, 10.0], out
-print(f'{platform.machine()}: torch {torch.__version__}, abicache {abicache.__version__}: muladd(a, a, 1.0) = {out} from {path}')
+print(f'{platform.machine()}: torch {torch.__version__}, abicache {importlib.metadata.version("abicache")} '
+      f'({abicache.__file__}): muladd(a, a, 1.0) = {out} from {path}')
 PY" >&2 || fail "loading the example and calling its op (above)"
 
 step "-mcpu=native keyed by the emulated CPU"
