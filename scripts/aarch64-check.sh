@@ -31,7 +31,7 @@
 #  6. the instruction-set rules on AArch64 flags: `-mcpu=native` keyed by the
 #     emulated CPU (`abicache key` under two QEMU_CPU models: the `host_cpu`
 #     field differs), and an extension built with `-march=armv8-a+sve2`
-#     refused on an emulated Cortex-A72 (no SVE) with the guard's error.
+#     refused on an emulated Neoverse V1 (SVE, no SVE2) with the guard's error.
 #
 # torch: PyPI's aarch64 torch wheels from 2.11 on are CUDA builds that need
 # ~3 GB of nvidia-* wheels to import; 2.10.0 is the newest CPU-only aarch64
@@ -45,9 +45,12 @@ SUITE=bookworm
 MIRROR=http://deb.debian.org/debian
 TORCH=torch==2.10.0
 ROOT_PACKAGES=python3,python3-venv,g++,ca-certificates
-# The CPU models: one without SVE (the refusal), two that differ (the native key).
-CPU_NO_SVE=cortex-a72
-CPU_OTHER=neoverse-n1
+# The emulated CPU models. torch 2.10's aarch64 wheel needs Armv8.2 (it stops
+# with SIGILL at `import torch` on a Cortex-A72), so: a Neoverse N1 (no SVE)
+# for the example, a Neoverse V1 (SVE, no SVE2) for the refusal, and the
+# two differ for the native key.
+CPU=neoverse-n1
+CPU_NO_SVE2=neoverse-v1
 
 if [ "$(id -u)" != 0 ]; then
   echo "aarch64-check: needs root (apt-get, mount, chroot); run it as root" >&2
@@ -94,7 +97,7 @@ in_root() {
   local vars=()
   while [ "$1" != -- ]; do vars+=("$1"); shift; done
   shift
-  env -i HOME=/root LANG=C.UTF-8 TERM=dumb ABICACHE_PCH=0 PIP_CERT=/etc/ssl/host-ca-certificates.crt \
+  env -i HOME=/root LANG=C.UTF-8 TERM=dumb ABICACHE_PCH=0 ABICACHE_DEV_TARGET_SHOWN=1 PIP_CERT=/etc/ssl/host-ca-certificates.crt \
     PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     "${vars[@]}" chroot "$root" /bin/bash -euo pipefail -c "$1"
 }
@@ -183,32 +186,33 @@ cp -r examples/cpu_muladd "$work/cpu_muladd"
 rwheel=/opt/check/wheel/$(basename "$wheel")
 
 step "what the emulated CPUs show (/proc/cpuinfo, HWCAP)"
-for cpu in "$CPU_NO_SVE" "$CPU_OTHER"; do
+for cpu in "$CPU" "$CPU_NO_SVE2"; do
   echo "aarch64-check: QEMU_CPU=$cpu:" >&2
   in_root QEMU_CPU="$cpu" -- "uname -m; grep -m1 -E '^Features' /proc/cpuinfo; grep -m1 'CPU part' /proc/cpuinfo
     LD_SHOW_AUXV=1 /bin/true | grep -E 'AT_HWCAP2?:'" | sed 's/^/    /' >&2
 done
 
 step "scripts/check-wheel.sh under emulation"
-in_root -- "cd /opt/check && scripts/check-wheel.sh $rwheel" >&2 || fail "check-wheel.sh (above)"
+in_root QEMU_CPU="$CPU" -- "cd /opt/check && scripts/check-wheel.sh $rwheel" >&2 || fail "check-wheel.sh (above)"
 
-step "abicache --version, key, build of the CPU example (QEMU_CPU=$CPU_NO_SVE)"
-in_root QEMU_CPU="$CPU_NO_SVE" -- "python -m pip install --quiet --no-deps --force-reinstall $rwheel
+step "abicache --version, key, build of the CPU example (QEMU_CPU=$CPU)"
+in_root QEMU_CPU="$CPU" -- "python -m pip install --quiet --no-deps --force-reinstall $rwheel
   export ABICACHE_DIR=/opt/check/cache
   abicache --version
   abicache key /opt/check/cpu_muladd/abicache.toml
   abicache build /opt/check/cpu_muladd/abicache.toml" >&2 || fail "the abicache command (above)"
 
 step "import abicache, TorchOpsExtension.load() and the op"
-in_root QEMU_CPU="$CPU_NO_SVE" -- "cd /opt/check && ABICACHE_DIR=/opt/check/cache python - <<'PY'
-import pathlib, platform, torch, abicache
+in_root QEMU_CPU="$CPU" -- "cd /opt/check && ABICACHE_DIR=/opt/check/cache python - <<'PY'
+import importlib.metadata, pathlib, platform, torch, abicache
 here = pathlib.Path('/opt/check/cpu_muladd')
 ext = abicache.TorchOpsExtension('muladd_example', [here / 'ops.cpp', here / 'kernel.cpp'], required_ops=['muladd'])
 path = ext.load()
 a = torch.arange(4.0)
 out = torch.ops.muladd_example.muladd(a, a, 1.0).tolist()
 assert out == [1.0, 2.0, 5.0, 10.0], out
-print(f'{platform.machine()}: torch {torch.__version__}, abicache {abicache.__version__}: muladd(a, a, 1.0) = {out} from {path}')
+print(f'{platform.machine()}: torch {torch.__version__}, abicache {importlib.metadata.version("abicache")} '
+      f'({abicache.__file__}): muladd(a, a, 1.0) = {out} from {path}')
 PY" >&2 || fail "loading the example and calling its op (above)"
 
 step "-mcpu=native keyed by the emulated CPU"
@@ -226,7 +230,7 @@ native_key() {
 }
 field() { python3 -c 'import json, sys; d = json.load(sys.stdin); print(d[sys.argv[1]])' "$1"; }
 declare -A keys host_cpus
-for cpu in "$CPU_NO_SVE" "$CPU_OTHER"; do
+for cpu in "$CPU" "$CPU_NO_SVE2"; do
   json=$(native_key "$cpu") || fail "abicache key of a -mcpu=native spec under QEMU_CPU=$cpu (above)"
   keys[$cpu]=$(printf '%s' "$json" | field key)
   host_cpus[$cpu]=$(printf '%s' "$json" | python3 -c 'import json, sys
@@ -235,12 +239,12 @@ p = d["payload"]
 print(next(l for l in (p if isinstance(p, list) else p.splitlines()) if l.startswith("host_cpu")))')
   echo "aarch64-check: QEMU_CPU=$cpu: key ${keys[$cpu]}, ${host_cpus[$cpu]}" >&2
 done
-[ "${host_cpus[$CPU_NO_SVE]}" != "${host_cpus[$CPU_OTHER]}" ] \
-  || fail "-mcpu=native keyed the same host_cpu on $CPU_NO_SVE and $CPU_OTHER"
-[ "${keys[$CPU_NO_SVE]}" != "${keys[$CPU_OTHER]}" ] || fail "the same key on $CPU_NO_SVE and $CPU_OTHER"
+[ "${host_cpus[$CPU]}" != "${host_cpus[$CPU_NO_SVE2]}" ] \
+  || fail "-mcpu=native keyed the same host_cpu on $CPU and $CPU_NO_SVE2"
+[ "${keys[$CPU]}" != "${keys[$CPU_NO_SVE2]}" ] || fail "the same key on $CPU and $CPU_NO_SVE2"
 
-step "+sve2 refused on an emulated CPU without SVE2 (QEMU_CPU=$CPU_NO_SVE)"
-in_root QEMU_CPU="$CPU_NO_SVE" -- "grep -qw sve2 /proc/cpuinfo && { echo 'this emulated CPU lists sve2' >&2; exit 1; }
+step "+sve2 refused on an emulated CPU without SVE2 (QEMU_CPU=$CPU_NO_SVE2)"
+in_root QEMU_CPU="$CPU_NO_SVE2" -- "grep -qw sve2 /proc/cpuinfo && { echo 'this emulated CPU lists sve2' >&2; exit 1; }
 cd /opt/check && ABICACHE_DIR=/opt/check/cache python - <<'PY'
 import pathlib, abicache
 # One small unit (no torch headers: seconds to compile under emulation); the
