@@ -383,13 +383,27 @@ fn refresh(path: &Path, token: &str) -> bool {
 }
 
 /// Creates `path` with `O_EXCL`, owner-only, and writes and fsyncs `holder` into it.
+///
+/// A create that loses the race at the server is `AlreadyExists`, also where
+/// the filesystem reports it as `EPERM` (sshfs does, for SFTP's failed
+/// exclusive open): an `EPERM` after which `path` exists is taken as a lost
+/// race; one after which it does not is returned as it is.
 fn create_with(path: &Path, holder: &LeaseHolder) -> std::io::Result<()> {
-    let mut file = std::fs::OpenOptions::new()
+    let opened = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)?;
+        .open(path);
+    let mut file = match opened {
+        Err(e)
+            if e.kind() == std::io::ErrorKind::PermissionDenied
+                && path.symlink_metadata().is_ok() =>
+        {
+            return Err(std::io::Error::new(std::io::ErrorKind::AlreadyExists, e));
+        }
+        other => other?,
+    };
     file.write_all(holder.to_text().as_bytes())?;
     file.sync_all()
 }
