@@ -211,7 +211,7 @@ path = ext.load()
 a = torch.arange(4.0)
 out = torch.ops.muladd_example.muladd(a, a, 1.0).tolist()
 assert out == [1.0, 2.0, 5.0, 10.0], out
-print(f'{platform.machine()}: torch {torch.__version__}, abicache {importlib.metadata.version("abicache")} '
+print(f'{platform.machine()}: torch {torch.__version__}, abicache {importlib.metadata.version(abicache.__name__)} '
       f'({abicache.__file__}): muladd(a, a, 1.0) = {out} from {path}')
 PY" >&2 || fail "loading the example and calling its op (above)"
 
