@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from types import ModuleType
-from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from ._dropins import load_sources
 
@@ -140,23 +140,10 @@ def load_inline(
     files = generated_sources(
         cpp_sources, cuda_sources, functions, with_pytorch_error_handling, no_implicit_headers, gil_not_used
     )
-    # The files are stored in the cache (a native call) only when the
-    # warm-load record does not answer: until then the sources are stand-in
-    # paths naming the files' contents (the record's name covers them; its
-    # checks cover the stored files, which hold exactly those contents).
-    import hashlib
-
-    digest = hashlib.blake2b(repr(files).encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()
-    directory = f"/abicache-inline-sources/{digest}"
-
-    def store() -> str:
-        from . import _native
-
-        return _native.store_generated_sources(files, None if cache_dir is None else os.fspath(cache_dir))
-
+    directory, paths, store = stand_in_sources(files, cache_dir)
     return load_sources(
         name,
-        [f"{directory}/{file_name}" for file_name, _ in files],
+        paths,
         extra_cflags=extra_cflags,
         extra_cuda_cflags=extra_cuda_cflags,
         extra_ldflags=extra_ldflags,
@@ -169,3 +156,29 @@ def load_inline(
         fingerprint_root=directory,
         store_sources=store,
     )
+
+
+def stand_in_sources(
+    files: List[Tuple[str, str]], cache_dir: Optional[Union[str, "os.PathLike[str]"]]
+) -> Tuple[str, List[Union[str, "os.PathLike[str]"]], Callable[[], str]]:
+    """Stand-in source paths for generated ``files`` (``[(name, text)]``).
+
+    Returns ``(directory, paths, store)``: ``directory`` names the files'
+    contents (a digest), ``paths`` are ``directory/<name>``, and ``store()``
+    writes the files into the cache by content (a native call) and returns
+    the directory that holds them. The files are stored only when the
+    warm-load record does not answer: its name covers the stand-in paths, and
+    its checks cover the stored files, which hold exactly those contents.
+    """
+    import hashlib
+
+    digest = hashlib.blake2b(repr(files).encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()
+    directory = f"/abicache-inline-sources/{digest}"
+
+    def store() -> str:
+        from . import _native
+
+        return _native.store_generated_sources(files, None if cache_dir is None else os.fspath(cache_dir))
+
+    paths: List[Union[str, "os.PathLike[str]"]] = [f"{directory}/{file_name}" for file_name, _ in files]
+    return directory, paths, store

@@ -22,7 +22,6 @@ Other loaders (FlashInfer's JIT) build a spec with
 
 from __future__ import annotations
 
-import hashlib
 import os
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Union
 
@@ -261,17 +260,12 @@ def load_inline(
     files = inline_files(cpp_sources, cuda_sources, functions)
     if not files:
         raise ValueError("cpp_sources or cuda_sources must be provided.")
-    digest = hashlib.blake2b(repr(files).encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()
-    directory = f"/abicache-inline-sources/{digest}"
+    from ._inline import stand_in_sources
 
-    def store() -> str:
-        from . import _native
-
-        return _native.store_generated_sources(files, None if cache_dir is None else os.fspath(cache_dir))
-
+    directory, paths, store = stand_in_sources(files, cache_dir)
     return load_tvm_ffi_sources(
         name,
-        [f"{directory}/{file_name}" for file_name, _ in files],
+        [os.fspath(path) for path in paths],
         extra_cflags=extra_cflags,
         extra_cuda_cflags=extra_cuda_cflags,
         extra_ldflags=extra_ldflags,
