@@ -235,7 +235,7 @@ impl Store {
                 report.skipped_locked.push(e.key);
                 continue;
             };
-            if self.mode().shared {
+            let removed = if self.mode().shared {
                 // No lock holds across nodes: re-read the last use through a
                 // fresh descriptor, move the entry aside, and put it back if
                 // a touch landed meanwhile (see `evict_shared`).
@@ -243,24 +243,19 @@ impl Store {
                     report.skipped_recent += 1;
                     continue;
                 }
-                total -= e.size;
-                report.evicted.push(Evicted {
-                    key: e.key,
-                    name: e.name,
-                    size: e.size,
-                });
-                lock.release_and_clean();
-                continue;
-            }
-            // A lookup touches `last-used` before it verifies: re-read it
-            // now that no builder can replace the entry, and hold it until
-            // the entry is gone, so no touch falls between the two.
-            let (last_used, _touches_held) = last_used::lock_for_removal(&e.dir);
-            if last_used.is_none_or(|t| self.is_recent(t)) {
-                report.skipped_recent += 1;
-                continue;
-            }
-            match self.discard_entry(&e.key) {
+                Ok(())
+            } else {
+                // A lookup touches `last-used` before it verifies: re-read it
+                // now that no builder can replace the entry, and hold it until
+                // the entry is gone, so no touch falls between the two.
+                let (last_used, _touches_held) = last_used::lock_for_removal(&e.dir);
+                if last_used.is_none_or(|t| self.is_recent(t)) {
+                    report.skipped_recent += 1;
+                    continue;
+                }
+                self.discard_entry(&e.key)
+            };
+            match removed {
                 Ok(()) => {
                     total -= e.size;
                     report.evicted.push(Evicted {
